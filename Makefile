@@ -1,0 +1,53 @@
+# Switchyard — the two commands a new machine needs are `make run` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
+export ORT_DYLIB_PATH ?= $(ORT_LIB)
+PY := $(CURDIR)/.venv/bin/python
+
+.PHONY: run test setup setup-test build build-release lint fmt unit python-tests bench bench-quick clean-cache
+
+## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
+run: setup build-release
+	./target/release/switchyard serve
+
+## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
+test: setup-test lint unit python-tests
+	@echo "make test: all suites passed"
+
+setup:
+	@scripts/setup.sh run
+
+setup-test:
+	@scripts/setup.sh test
+
+build:
+	$(CARGO) build --workspace
+
+build-release:
+	$(CARGO) build --release -p switchyard
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+python-tests: build
+	@if [ -d gateway/tests/python ] && ls gateway/tests/python/test_*.py >/dev/null 2>&1; then \
+		SWITCHYARD_BIN=$(CURDIR)/target/debug/switchyard $(PY) -m pytest -q gateway/tests/python; \
+	else echo "no Python tests yet"; fi
+
+fmt:
+	$(CARGO) fmt --all
+
+## bench-quick: a few-minute benchmark run; results into benchmarks/RESULTS.md
+bench-quick: setup-test
+	@benchmarks/run.sh quick
+
+bench: setup-test
+	@benchmarks/run.sh full
+
+clean-cache:
+	rm -rf .cache

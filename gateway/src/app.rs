@@ -1,0 +1,161 @@
+//! The Pingora application: one `ProxyHttp` whose `request_filter` answers
+//! local routes in-process (V2 inference, metadata) and returns `Ok(true)`
+//! so no upstream is contacted. Proxied routes (a later stage) will pass
+//! through to `upstream_peer`. One app for both keeps one listener, one
+//! set of limits and one access log.
+//!
+//! Phases, in order: admission (concurrency permit, else 429) -> body
+//! (size limit 413, read timeout 408) -> dispatch ([`crate::handlers`]) ->
+//! write the reply -> `logging` (access log line).
+
+use crate::config::{Config, Limits};
+use crate::error::GatewayError;
+use crate::handlers::{self, Request};
+use crate::reply::Reply;
+use crate::state::AppState;
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use http::Method;
+use pingora::http::ResponseHeader;
+use pingora::prelude::{HttpPeer, ProxyHttp, Session};
+use pingora::{Error, ErrorType};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// The gateway's Pingora app.
+pub struct GatewayApp {
+    state: Arc<AppState>,
+}
+
+impl GatewayApp {
+    /// An app serving from `state`.
+    pub fn new(state: Arc<AppState>) -> GatewayApp {
+        GatewayApp { state }
+    }
+}
+
+/// Per-request context shared by the phases.
+pub struct RequestCtx {
+    started: Instant,
+    permit: Option<OwnedSemaphorePermit>,
+    status: u16,
+    error_label: Option<&'static str>,
+    body_bytes: usize,
+}
+
+#[async_trait]
+impl ProxyHttp for GatewayApp {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx { started: Instant::now(), permit: None, status: 0, error_label: None, body_bytes: 0 }
+    }
+
+    /// Runs for every request: answers it in-process and returns `Ok(true)`.
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
+        ctx.started = Instant::now();
+        let config = self.state.config.load_full();
+        let reply = match self.state.limiter.clone().try_acquire_owned() {
+            Err(_) => Reply::error(&GatewayError::TooManyRequests),
+            Ok(permit) => {
+                ctx.permit = Some(permit);
+                self.answer(session, &config, ctx).await
+            }
+        };
+        let head_only = session.req_header().method == Method::HEAD;
+        write_reply(session, reply, head_only, ctx).await?;
+        ctx.permit = None;
+        Ok(true)
+    }
+
+    /// Not reached yet: every request is answered in `request_filter`.
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
+        Err(Error::explain(ErrorType::InternalError, "no upstream routes are configured"))
+    }
+
+    /// One access-log line per request.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let req = session.req_header();
+        tracing::info!(
+            target: "switchyard::access",
+            method = %req.method,
+            path = %req.uri.path(),
+            status = ctx.status,
+            error = ctx.error_label.unwrap_or(""),
+            request_bytes = ctx.body_bytes,
+            duration_us = u64::try_from(ctx.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+    }
+}
+
+impl GatewayApp {
+    async fn answer(&self, session: &mut Session, config: &Config, ctx: &mut RequestCtx) -> Reply {
+        let header = session.req_header();
+        let method = header.method.clone();
+        let path = header.uri.path().to_string();
+        let headers = header.headers.clone();
+        let body = if method == Method::GET || method == Method::HEAD {
+            Bytes::new()
+        } else {
+            match read_body(session, &config.server.limits).await {
+                Ok(body) => body,
+                Err(err) => return Reply::error(&err),
+            }
+        };
+        ctx.body_bytes = body.len();
+        let request = Request { method: &method, path: &path, headers: &headers, body };
+        handlers::dispatch(&self.state, config, request).await
+    }
+}
+
+/// Reads the whole body under the size limit and read timeout.
+async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, GatewayError> {
+    let max = limits.max_body_bytes;
+    let declared = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if declared.is_some_and(|len| len > max) {
+        return Err(GatewayError::BodyTooLarge { limit: max });
+    }
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
+    let read_all = async {
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    if buf.len() + chunk.len() > max {
+                        return Err(GatewayError::BodyTooLarge { limit: max });
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(GatewayError::BodyRead(e.to_string())),
+            }
+        }
+    };
+    match tokio::time::timeout(limits.body_read_timeout, read_all).await {
+        Ok(result) => result.map(|()| buf.freeze()),
+        Err(_) => Err(GatewayError::BodyTimeout(limits.body_read_timeout)),
+    }
+}
+
+/// Writes a complete reply.
+async fn write_reply(session: &mut Session, reply: Reply, head_only: bool, ctx: &mut RequestCtx) -> pingora::Result<()> {
+    ctx.status = reply.status;
+    ctx.error_label = reply.error_label;
+    let mut header = ResponseHeader::build(reply.status, Some(reply.headers.len() + 2))?;
+    header.insert_header("content-type", reply.content_type)?;
+    header.insert_header("content-length", reply.body.len().to_string())?;
+    for (name, value) in reply.headers {
+        header.insert_header(name, value)?;
+    }
+    let no_body = head_only || reply.body.is_empty();
+    session.write_response_header(Box::new(header), no_body).await?;
+    if !no_body {
+        session.write_response_body(Some(reply.body), true).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Configuration: the TOML file operators write, checked into an immutable
+//! [`Config`] snapshot.
+//!
+//! - [`raw`]: the file's shape (`deny_unknown_fields`).
+//! - [`validate`]: checks and defaults, with field-path errors.
+//! - [`types`]: what the server runs on.
+//!
+//! With no `--config`, [`load_default`] serves the bundled example models
+//! (`default.toml`, embedded in the binary) relative to the current folder.
+
+pub mod raw;
+pub mod size;
+pub mod types;
+pub mod validate;
+
+pub use types::{Config, Limits, RouteConfig, ServerConfig};
+pub use validate::ConfigIssue;
+
+use std::path::Path;
+
+/// The example config embedded in the binary, used when no file is given.
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+
+/// Parses and checks TOML text; relative paths start at `base_dir`.
+pub fn parse(text: &str, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| vec![toml_issue(&e)])?;
+    let raw: raw::RawConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        vec![ConfigIssue { path, message: first_line(&e.inner().to_string()) }]
+    })?;
+    validate::validate(raw, base_dir)
+}
+
+/// Reads and checks a config file; relative paths start at its folder.
+pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigIssue>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]
+    })?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    parse(&text, base)
+}
+
+/// The embedded example config, with paths relative to the current folder.
+pub fn load_default() -> Result<Config, Vec<ConfigIssue>> {
+    parse(DEFAULT_CONFIG, Path::new("."))
+}
+
+fn toml_issue(e: &toml::de::Error) -> ConfigIssue {
+    ConfigIssue { path: "(syntax)".into(), message: e.message().to_string() }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text).trim().to_string()
+}
+
+#[cfg(test)]
+mod tests;

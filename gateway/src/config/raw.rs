@@ -1,0 +1,138 @@
+//! The config file as written: plain serde structs with
+//! `deny_unknown_fields`, so a typo is an error rather than a silent
+//! default. [`super::validate`] turns these into checked runtime types.
+
+use super::size::ByteSize;
+use serde::Deserialize;
+
+/// The whole TOML file.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Listeners and limits.
+    #[serde(default)]
+    pub server: RawServer,
+    /// Where the ONNX Runtime shared library is.
+    #[serde(default)]
+    pub onnxruntime: RawOnnxRuntime,
+    /// Where model files are looked up.
+    #[serde(default)]
+    pub repository: RawRepository,
+    /// Models the runtime may load.
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+    /// Names clients call, each backed by one or more models.
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+}
+
+/// `[server]`
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// V2 API listener, default `127.0.0.1:8000`.
+    pub listen: Option<String>,
+    /// Admin listener (metrics, admin API), default `127.0.0.1:9000`.
+    pub admin_listen: Option<String>,
+    /// Worker threads of the HTTP server, default: number of cores.
+    pub threads: Option<usize>,
+    /// Largest request body accepted (413 beyond), default 64MiB.
+    pub max_body_bytes: Option<ByteSize>,
+    /// Requests served at once; more get 429. Default 4096.
+    pub max_concurrent_requests: Option<usize>,
+    /// Time allowed to receive the whole body, default 30000 ms.
+    pub body_read_timeout_ms: Option<u64>,
+    /// Most elements one request may declare across its inputs, default 16M.
+    pub max_request_elements: Option<usize>,
+    /// Seconds in-flight requests get to finish after SIGTERM, default 10.
+    pub shutdown_grace_s: Option<u64>,
+}
+
+/// `[onnxruntime]`
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawOnnxRuntime {
+    /// Path to `libonnxruntime.so`; default from `ORT_DYLIB_PATH` or the
+    /// set-up's cache folder.
+    pub library: Option<String>,
+}
+
+/// `[repository]`
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRepository {
+    /// Folder that relative model paths start from; default `models`.
+    pub path: Option<String>,
+}
+
+/// One `[[models]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// Name used in routes and as a V2 model name.
+    pub name: String,
+    /// Version reported to clients and part of cache keys; default 1.
+    pub version: Option<u64>,
+    /// ONNX file, relative to the repository folder.
+    pub path: String,
+    /// Unload after this many idle seconds (scale to zero); absent = never.
+    pub idle_unload_s: Option<u64>,
+    /// Load at start-up and run one request through it.
+    #[serde(default)]
+    pub warmup: bool,
+    /// Dynamic batching; absent = defaults.
+    #[serde(default)]
+    pub batching: RawBatching,
+    /// Device pools; absent = one CPU pool with one worker.
+    #[serde(default)]
+    pub pools: Vec<RawPool>,
+}
+
+/// A model's `batching = { ... }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawBatching {
+    /// Rows per batch, default 32; 0 or 1 disables batching.
+    pub max_batch_size: Option<usize>,
+    /// How long the first request waits for others, default 500 us.
+    pub max_queue_delay_us: Option<u64>,
+    /// Queued requests per pool before `Overloaded`, default 1024.
+    pub queue_capacity: Option<usize>,
+}
+
+/// One entry of a model's `pools = [ ... ]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    /// Pool name, default the device name (`cpu`, `cuda`).
+    pub name: Option<String>,
+    /// `cpu` or `cuda`.
+    pub device: String,
+    /// Worker threads, each with its own session; default 1.
+    pub workers: Option<usize>,
+    /// ONNX Runtime intra-op threads per worker; default 1.
+    pub intra_op_threads: Option<usize>,
+}
+
+/// One `[[routes]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    /// Name clients use as the V2 model name.
+    pub name: String,
+    /// Models behind the route, cheapest first.
+    pub models: Vec<String>,
+    /// Latency budget.
+    #[serde(default)]
+    pub budget_ms: RawBudget,
+}
+
+/// A route's `budget_ms = { default, max }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudget {
+    /// Budget when the request names none, default 1000 ms.
+    pub default: Option<u64>,
+    /// Largest budget a request may ask for, default 10x default.
+    pub max: Option<u64>,
+}

@@ -1,0 +1,78 @@
+use super::*;
+use std::path::Path;
+
+fn issues(text: &str) -> Vec<ConfigIssue> {
+    match parse(text, Path::new("/base")) {
+        Ok(_) => panic!("expected config errors for:\n{text}"),
+        Err(issues) => issues,
+    }
+}
+
+#[test]
+fn embedded_default_config_is_valid() {
+    let config = load_default().expect("default config must validate");
+    assert_eq!(config.models.len(), 4);
+    let route = config.route("digits").expect("digits route");
+    assert_eq!(route.models, vec!["digits-cheap", "digits-heavy"]);
+    assert_eq!(config.server.listen.to_string(), "127.0.0.1:8000");
+}
+
+#[test]
+fn unknown_field_is_reported_with_its_path() {
+    let found = issues("[server]\nlisten = \"127.0.0.1:1\"\nmax_body = 3\n");
+    assert_eq!(found.len(), 1);
+    assert!(found[0].path.starts_with("server"), "{found:?}");
+    assert!(found[0].message.contains("max_body"), "{found:?}");
+}
+
+#[test]
+fn nested_type_error_names_the_field_path() {
+    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { max_batch_size = \"many\" }\n");
+    assert_eq!(found[0].path, "models[0].batching.max_batch_size", "{found:?}");
+}
+
+#[test]
+fn every_semantic_mistake_is_collected() {
+    let text = r#"
+[server]
+listen = "not-an-address"
+[[models]]
+name = "a"
+path = "a.onnx"
+pools = [{ device = "tpu" }, { device = "cpu", workers = 0 }]
+[[models]]
+name = "a"
+path = "b.onnx"
+[[routes]]
+name = "r"
+models = ["a", "missing"]
+budget_ms = { default = 100, max = 10 }
+"#;
+    let paths: Vec<String> = issues(text).into_iter().map(|i| i.path).collect();
+    for expected in [
+        "server.listen",
+        "models[0].pools[0].device",
+        "models[0].pools[1].workers",
+        "models[1].name",
+        "routes[0].models[1]",
+        "routes[0].budget_ms.max",
+    ] {
+        assert!(paths.iter().any(|p| p == expected), "missing {expected} in {paths:?}");
+    }
+}
+
+#[test]
+fn relative_model_paths_start_at_the_repository_folder() {
+    let config = parse("[repository]\npath = \"m\"\n[[models]]\nname = \"x\"\npath = \"x.onnx\"\n", Path::new("/etc/sy"))
+        .expect("valid");
+    assert_eq!(config.models[0].path, Path::new("/etc/sy/m/x.onnx"));
+    assert_eq!(config.models[0].pools.len(), 1, "a default CPU pool");
+}
+
+#[test]
+fn sizes_accept_units() {
+    let config = parse("[server]\nmax_body_bytes = \"2MiB\"\n", Path::new(".")).expect("valid");
+    assert_eq!(config.server.limits.max_body_bytes, 2 << 20);
+    let found = issues("[server]\nmax_body_bytes = \"2 lightyears\"\n");
+    assert_eq!(found[0].path, "server.max_body_bytes");
+}

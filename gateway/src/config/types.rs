@@ -1,0 +1,68 @@
+//! Validated configuration: what the server runs on. Built only by
+//! [`super::validate::validate`], so every value here has been checked.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use switchyard_runtime::ModelSpec;
+
+/// One immutable configuration snapshot.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listeners and limits.
+    pub server: ServerConfig,
+    /// Explicit ONNX Runtime library path, if configured.
+    pub onnxruntime_library: Option<PathBuf>,
+    /// Models, with paths resolved against the repository folder.
+    pub models: Vec<ModelSpec>,
+    /// Routes clients call.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `[server]`, checked.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// V2 API listener.
+    pub listen: SocketAddr,
+    /// Admin listener.
+    pub admin_listen: SocketAddr,
+    /// HTTP worker threads.
+    pub threads: usize,
+    /// Request limits.
+    pub limits: Limits,
+    /// Time in-flight requests get after SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+/// Limits that protect the server from oversized or slow requests.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest body accepted; beyond it the answer is 413.
+    pub max_body_bytes: usize,
+    /// Requests in flight at once; beyond it the answer is 429.
+    pub max_concurrent_requests: usize,
+    /// Time allowed to read the whole body.
+    pub body_read_timeout: Duration,
+    /// Most tensor elements one request may declare.
+    pub max_request_elements: usize,
+}
+
+/// A route: a name clients address as a V2 model.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// The name in `/v2/models/{name}/infer`.
+    pub name: String,
+    /// Models behind it, cheapest first; all share one signature.
+    pub models: Vec<String>,
+    /// Budget used when the request names none.
+    pub default_budget: Duration,
+    /// Largest budget a request may ask for.
+    pub max_budget: Duration,
+}
+
+impl Config {
+    /// The route named `name`.
+    pub fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.routes.iter().find(|r| r.name == name)
+    }
+}

@@ -1,0 +1,198 @@
+//! Turns a [`RawConfig`] into a checked [`Config`], collecting every
+//! problem with the field path it concerns (`models[2].pools[0].device`),
+//! so an operator sees all mistakes at once.
+
+use super::raw::{RawConfig, RawModel, RawPool, RawRoute, RawServer};
+use super::types::{Config, Limits, RouteConfig, ServerConfig};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
+
+/// One problem in a config file, with the path of the field it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted field path, e.g. `routes[0].models[1]`.
+    pub path: String,
+    /// What is wrong and what is expected.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+#[derive(Default)]
+struct Issues(Vec<ConfigIssue>);
+
+impl Issues {
+    fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigIssue { path: path.into(), message: message.into() });
+    }
+}
+
+/// Checks `raw`; relative model paths are resolved against `base_dir`
+/// joined with the repository folder.
+pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
+    let mut issues = Issues::default();
+    let server = server_config(&raw.server, &mut issues);
+    let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or("models"));
+    let mut names = HashSet::new();
+    let mut models = Vec::new();
+    for (i, model) in raw.models.iter().enumerate() {
+        if !names.insert(model.name.clone()) {
+            issues.push(format!("models[{i}].name"), format!("duplicate model name {:?}", model.name));
+        }
+        models.push(model_spec(model, &repo_dir, &format!("models[{i}]"), &mut issues));
+    }
+    let mut routes = Vec::new();
+    for (i, route) in raw.routes.iter().enumerate() {
+        let path = format!("routes[{i}]");
+        if let Some(r) = route_config(route, &names, &path, &mut issues) {
+            if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
+                issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
+            }
+            if routes.iter().any(|o: &RouteConfig| o.name == r.name) {
+                issues.push(format!("{path}.name"), format!("duplicate route name {:?}", r.name));
+            }
+            routes.push(r);
+        }
+    }
+    let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
+    match (server, issues.0.is_empty()) {
+        (Some(server), true) => Ok(Config { server, onnxruntime_library, models, routes }),
+        _ => Err(issues.0),
+    }
+}
+
+fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Issues) -> Option<SocketAddr> {
+    let text = value.unwrap_or(default);
+    match text.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            issues.push(path, format!("{text:?} is not an address like \"127.0.0.1:8000\""));
+            None
+        }
+    }
+}
+
+fn positive(value: Option<usize>, default: usize, path: &str, issues: &mut Issues) -> usize {
+    match value {
+        Some(0) => {
+            issues.push(path, "must be at least 1");
+            default
+        }
+        Some(v) => v,
+        None => default,
+    }
+}
+
+fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
+    let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8000", "server.listen", issues);
+    let admin = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:9000", "server.admin_listen", issues);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = positive(raw.threads, cores, "server.threads", issues);
+    let max_body = raw.max_body_bytes.map_or(64 << 20, |s| s.0);
+    if max_body == 0 {
+        issues.push("server.max_body_bytes", "must be at least 1 byte");
+    }
+    let limits = Limits {
+        max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
+        max_concurrent_requests: positive(
+            raw.max_concurrent_requests,
+            4096,
+            "server.max_concurrent_requests",
+            issues,
+        ),
+        body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms.unwrap_or(30_000).max(1)),
+        max_request_elements: positive(raw.max_request_elements, 16 << 20, "server.max_request_elements", issues),
+    };
+    let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
+    Some(ServerConfig { listen: listen?, admin_listen: admin?, threads, limits, shutdown_grace })
+}
+
+fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) -> ModelSpec {
+    if raw.name.is_empty() || raw.name.contains('/') {
+        issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
+    }
+    let batching = BatchingSpec {
+        max_batch_size: raw.batching.max_batch_size.unwrap_or(32),
+        max_queue_delay: Duration::from_micros(raw.batching.max_queue_delay_us.unwrap_or(500)),
+        queue_capacity: positive(
+            raw.batching.queue_capacity,
+            1024,
+            &format!("{path}.batching.queue_capacity"),
+            issues,
+        ),
+    };
+    let mut pools: Vec<PoolSpec> = Vec::new();
+    for (j, pool) in raw.pools.iter().enumerate() {
+        if let Some(spec) = pool_spec(pool, &format!("{path}.pools[{j}]"), issues) {
+            if pools.iter().any(|p| p.name == spec.name) {
+                issues.push(format!("{path}.pools[{j}].name"), format!("duplicate pool name {:?}", spec.name));
+            }
+            pools.push(spec);
+        }
+    }
+    if raw.pools.is_empty() {
+        pools.push(PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 });
+    }
+    let file = PathBuf::from(&raw.path);
+    ModelSpec {
+        name: raw.name.clone(),
+        version: raw.version.unwrap_or(1),
+        path: if file.is_absolute() { file } else { repo_dir.join(file) },
+        pools,
+        batching,
+        idle_unload: raw.idle_unload_s.map(Duration::from_secs),
+        warmup: raw.warmup,
+    }
+}
+
+fn pool_spec(raw: &RawPool, path: &str, issues: &mut Issues) -> Option<PoolSpec> {
+    let device = match raw.device.as_str() {
+        "cpu" => DeviceKind::Cpu,
+        "cuda" => DeviceKind::Cuda,
+        other => {
+            issues.push(format!("{path}.device"), format!("unknown device {other:?}: use \"cpu\" or \"cuda\""));
+            return None;
+        }
+    };
+    Some(PoolSpec {
+        name: raw.name.clone().unwrap_or_else(|| raw.device.clone()),
+        device,
+        workers: positive(raw.workers, 1, &format!("{path}.workers"), issues),
+        intra_op_threads: positive(raw.intra_op_threads, 1, &format!("{path}.intra_op_threads"), issues),
+    })
+}
+
+fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &mut Issues) -> Option<RouteConfig> {
+    if raw.name.is_empty() || raw.name.contains('/') {
+        issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
+    }
+    if raw.models.is_empty() {
+        issues.push(format!("{path}.models"), "a route needs at least one model");
+    }
+    for (j, m) in raw.models.iter().enumerate() {
+        if !models.contains(m) {
+            issues.push(format!("{path}.models[{j}]"), format!("no model named {m:?} in [[models]]"));
+        }
+    }
+    let default_ms = raw.budget_ms.default.unwrap_or(1000);
+    let max_ms = raw.budget_ms.max.unwrap_or(default_ms.saturating_mul(10));
+    if default_ms == 0 {
+        issues.push(format!("{path}.budget_ms.default"), "must be at least 1 ms");
+    }
+    if max_ms < default_ms {
+        issues.push(format!("{path}.budget_ms.max"), format!("{max_ms} is below the default {default_ms}"));
+    }
+    Some(RouteConfig {
+        name: raw.name.clone(),
+        models: raw.models.clone(),
+        default_budget: Duration::from_millis(default_ms),
+        max_budget: Duration::from_millis(max_ms),
+    })
+}

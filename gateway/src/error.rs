@@ -1,0 +1,98 @@
+//! Gateway errors. Each knows its HTTP status, its low-cardinality metric
+//! label and whether the client may retry; one mapping serves responses
+//! and metrics alike.
+
+use crate::v2::V2Error;
+use std::time::Duration;
+use switchyard_runtime::{ErrorClass, RuntimeError};
+use thiserror::Error;
+
+/// Anything that ends a request with an error response.
+#[derive(Debug, Error)]
+pub enum GatewayError {
+    /// The V2 request could not be decoded (400/413).
+    #[error(transparent)]
+    Protocol(#[from] V2Error),
+    /// The runtime refused or failed the request.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// No model or route by this name (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The path exists but not for this method (405).
+    #[error("method {method} not allowed on {path}")]
+    MethodNotAllowed {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// The body is larger than `server.max_body_bytes` (413).
+    #[error("request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The body did not arrive within `server.body_read_timeout_ms` (408).
+    #[error("request body not received within {0:?}")]
+    BodyTimeout(Duration),
+    /// The client's body could not be read (400).
+    #[error("could not read the request body: {0}")]
+    BodyRead(String),
+    /// Too many requests in flight (429).
+    #[error("too many concurrent requests; retry shortly")]
+    TooManyRequests,
+    /// A header value is malformed (400).
+    #[error("invalid header {name}: {message}")]
+    BadHeader {
+        /// The header name.
+        name: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl GatewayError {
+    /// The HTTP status, following Triton's conventions.
+    pub fn status(&self) -> u16 {
+        match self {
+            GatewayError::Protocol(e) => e.status(),
+            GatewayError::Runtime(e) => match e.class() {
+                ErrorClass::InvalidInput => 400,
+                ErrorClass::NotFound => 404,
+                ErrorClass::Overloaded => 429,
+                ErrorClass::Unavailable => 503,
+                ErrorClass::Internal => 500,
+            },
+            GatewayError::NotFound(_) => 404,
+            GatewayError::MethodNotAllowed { .. } => 405,
+            GatewayError::BodyTooLarge { .. } => 413,
+            GatewayError::BodyTimeout(_) => 408,
+            GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
+            GatewayError::TooManyRequests => 429,
+        }
+    }
+
+    /// A low-cardinality label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            GatewayError::Protocol(_) => "bad_request",
+            GatewayError::Runtime(e) => e.label(),
+            GatewayError::NotFound(_) => "not_found",
+            GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
+            GatewayError::BodyTooLarge { .. } => "body_too_large",
+            GatewayError::BodyTimeout(_) => "body_timeout",
+            GatewayError::BodyRead(_) => "body_read",
+            GatewayError::TooManyRequests => "too_many_requests",
+            GatewayError::BadHeader { .. } => "bad_header",
+        }
+    }
+
+    /// Seconds a client should wait before retrying, for 429/503 answers.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self.status() {
+            429 | 503 => Some(1),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! `POST /v2/models/{m}[/versions/{v}]/infer`: decode, run, encode.
+
+use super::target::resolve;
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::reply::Reply;
+use crate::state::AppState;
+use crate::v2::{self, DecodeLimits, InferResponseParts};
+use bytes::Bytes;
+use http::HeaderMap;
+use switchyard_runtime::{InferenceRequest, InferenceResponse};
+
+/// Triton's header giving the JSON part's length in a binary request.
+pub const HEADER_LENGTH: &str = "inference-header-content-length";
+
+/// Runs one inference request and encodes the answer.
+pub async fn infer(
+    state: &AppState,
+    config: &Config,
+    name: &str,
+    version: Option<&str>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Reply, GatewayError> {
+    let target = resolve(config, &state.repo, name, version)?;
+    let header_len = header_length(headers)?;
+    let limits = DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
+    let decoded = v2::decode_infer_request(body, header_len, &limits)?;
+    let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
+    let request = InferenceRequest {
+        inputs: decoded.inputs,
+        outputs: if requested.is_empty() { None } else { Some(requested) },
+    };
+    let model = target.default_model().to_string();
+    let response = state.repo.infer(&model, None, request).await?;
+    let binary_for = |output: &str| {
+        decoded.binary_data_output || decoded.outputs.iter().any(|o| o.name == output && o.binary)
+    };
+    let parameters = explain(&response, "default");
+    let device = response.device.to_string();
+    let parts = InferResponseParts {
+        model_name: target.public_name.clone(),
+        model_version: Some(target.version.to_string()),
+        id: decoded.id,
+        parameters,
+        outputs: response.outputs.into_iter().map(|(n, t)| {
+            let binary = binary_for(&n);
+            (n, t, binary)
+        }).collect(),
+    };
+    let encoded = v2::encode_infer_response(&parts);
+    let mut reply = Reply::json(200, encoded.body);
+    reply.content_type = encoded.content_type;
+    if let Some(len) = encoded.header_len {
+        reply = reply.with_header(HEADER_LENGTH, len.to_string());
+    }
+    Ok(reply
+        .with_header("x-switchyard-model", response.model)
+        .with_header("x-switchyard-device", device)
+        .with_header("x-switchyard-reason", "default"))
+}
+
+/// Reads `Inference-Header-Content-Length`, if present.
+fn header_length(headers: &HeaderMap) -> Result<Option<usize>, GatewayError> {
+    let Some(value) = headers.get(HEADER_LENGTH) else { return Ok(None) };
+    let text = value.to_str().map_err(|_| bad_length("not ASCII"))?;
+    text.trim().parse::<usize>().map(Some).map_err(|_| bad_length("not a non-negative integer"))
+}
+
+fn bad_length(message: &str) -> GatewayError {
+    GatewayError::BadHeader { name: "Inference-Header-Content-Length", message: message.to_string() }
+}
+
+/// The V2 response `parameters` saying which model and device answered.
+fn explain(response: &InferenceResponse, reason: &str) -> serde_json::Map<String, serde_json::Value> {
+    let mut map = serde_json::Map::new();
+    map.insert("switchyard_model".into(), response.model.clone().into());
+    map.insert("switchyard_device".into(), response.device.to_string().into());
+    map.insert("switchyard_pool".into(), response.pool.clone().into());
+    map.insert("switchyard_reason".into(), reason.into());
+    map.insert("switchyard_batch_size".into(), response.batch_size.into());
+    map
+}

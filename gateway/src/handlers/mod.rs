@@ -1,0 +1,138 @@
+//! One function per endpoint, and [`dispatch`], which maps a method and
+//! path to it. Handlers take plain values and return a [`Reply`], so they
+//! are independent of the HTTP server.
+//!
+//! | method | path | handler |
+//! |---|---|---|
+//! | GET | `/v2` | server metadata |
+//! | GET | `/v2/health/live`, `/v2/health/ready` | liveness, readiness |
+//! | GET | `/v2/models/{m}[/versions/{v}]` | model metadata |
+//! | GET | `.../ready` | model readiness |
+//! | GET | `.../config` | Triton-style model configuration |
+//! | POST | `.../infer` | inference |
+
+pub mod infer;
+pub mod metadata;
+pub mod target;
+
+use crate::config::Config;
+use crate::error::GatewayError;
+use crate::reply::Reply;
+use crate::state::AppState;
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+
+/// The parts of a request a handler needs.
+pub struct Request<'a> {
+    /// HTTP method.
+    pub method: &'a Method,
+    /// Path without the query string.
+    pub path: &'a str,
+    /// Request headers.
+    pub headers: &'a HeaderMap,
+    /// The whole body (empty for GET).
+    pub body: Bytes,
+}
+
+/// What a path asks for, once parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Endpoint<'a> {
+    /// `GET /v2`
+    ServerMetadata,
+    /// `GET /v2/health/live`
+    Live,
+    /// `GET /v2/health/ready`
+    Ready,
+    /// `GET /v2/models/{m}[/versions/{v}]`
+    ModelMetadata(&'a str, Option<&'a str>),
+    /// `GET /v2/models/{m}[/versions/{v}]/ready`
+    ModelReady(&'a str, Option<&'a str>),
+    /// `GET /v2/models/{m}[/versions/{v}]/config`
+    ModelConfig(&'a str, Option<&'a str>),
+    /// `POST /v2/models/{m}[/versions/{v}]/infer`
+    Infer(&'a str, Option<&'a str>),
+}
+
+impl Endpoint<'_> {
+    /// The method this endpoint answers.
+    pub fn method(&self) -> Method {
+        match self {
+            Endpoint::Infer(..) => Method::POST,
+            _ => Method::GET,
+        }
+    }
+}
+
+/// Parses a V2 path; `None` when it is not one.
+pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
+    let rest = path.strip_prefix("/v2")?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    match rest {
+        "" => return Some(Endpoint::ServerMetadata),
+        "/health/live" => return Some(Endpoint::Live),
+        "/health/ready" => return Some(Endpoint::Ready),
+        _ => {}
+    }
+    let parts: Vec<&str> = rest.strip_prefix("/models/")?.split('/').collect();
+    let (name, version, action) = match parts.as_slice() {
+        [name] => (*name, None, None),
+        [name, action] => (*name, None, Some(*action)),
+        [name, "versions", v] => (*name, Some(*v), None),
+        [name, "versions", v, action] => (*name, Some(*v), Some(*action)),
+        _ => return None,
+    };
+    if name.is_empty() {
+        return None;
+    }
+    match action {
+        None => Some(Endpoint::ModelMetadata(name, version)),
+        Some("ready") => Some(Endpoint::ModelReady(name, version)),
+        Some("config") => Some(Endpoint::ModelConfig(name, version)),
+        Some("infer") => Some(Endpoint::Infer(name, version)),
+        Some(_) => None,
+    }
+}
+
+/// Answers one request against one config snapshot.
+pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Reply {
+    let Some(endpoint) = parse_path(req.path) else {
+        return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path)));
+    };
+    if *req.method != endpoint.method() && !(*req.method == Method::HEAD && endpoint.method() == Method::GET) {
+        return Reply::error(&GatewayError::MethodNotAllowed {
+            method: req.method.to_string(),
+            path: req.path.to_string(),
+        })
+        .with_header("allow", endpoint.method().to_string());
+    }
+    let result = match endpoint {
+        Endpoint::ServerMetadata => Ok(metadata::server()),
+        Endpoint::Live | Endpoint::Ready => Ok(Reply::empty(200)),
+        Endpoint::ModelMetadata(name, version) => metadata::model(state, config, name, version),
+        Endpoint::ModelReady(name, version) => metadata::ready(state, config, name, version),
+        Endpoint::ModelConfig(name, version) => metadata::config(state, config, name, version),
+        Endpoint::Infer(name, version) => infer::infer(state, config, name, version, req.headers, req.body).await,
+    };
+    result.unwrap_or_else(Reply::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v2_paths() {
+        assert_eq!(parse_path("/v2"), Some(Endpoint::ServerMetadata));
+        assert_eq!(parse_path("/v2/"), Some(Endpoint::ServerMetadata));
+        assert_eq!(parse_path("/v2/health/ready"), Some(Endpoint::Ready));
+        assert_eq!(parse_path("/v2/models/m"), Some(Endpoint::ModelMetadata("m", None)));
+        assert_eq!(parse_path("/v2/models/m/versions/3"), Some(Endpoint::ModelMetadata("m", Some("3"))));
+        assert_eq!(parse_path("/v2/models/m/versions/3/infer"), Some(Endpoint::Infer("m", Some("3"))));
+        assert_eq!(parse_path("/v2/models/m/config"), Some(Endpoint::ModelConfig("m", None)));
+        assert_eq!(parse_path("/v2/models/m/ready"), Some(Endpoint::ModelReady("m", None)));
+        assert_eq!(parse_path("/v2/models/m/bogus"), None);
+        assert_eq!(parse_path("/v2/models/"), None);
+        assert_eq!(parse_path("/v3/models/m"), None);
+        assert_eq!(parse_path("/v2/models/m/versions/1/infer/x"), None);
+    }
+}

@@ -1,0 +1,59 @@
+//! Resolves the name in `/v2/models/{name}` to what serves it: a route
+//! (one public name over several models) or a model addressed directly.
+
+use crate::config::Config;
+use crate::error::GatewayError;
+use switchyard_runtime::{ModelRepository, ModelSignature};
+
+/// What a V2 model name refers to.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The name the client used; echoed as `model_name`.
+    pub public_name: String,
+    /// The version clients see: the model's own, or 1 for a route.
+    pub version: u64,
+    /// Models that may answer, cheapest first.
+    pub models: Vec<String>,
+    /// True when the name is a route.
+    pub is_route: bool,
+}
+
+impl Target {
+    /// The model that answers until routing policies choose: the last
+    /// (most accurate) one.
+    pub fn default_model(&self) -> &str {
+        self.models.last().map_or(self.public_name.as_str(), String::as_str)
+    }
+}
+
+/// Finds `name` (and checks `version` when given) among routes, then models.
+pub fn resolve(
+    config: &Config,
+    repo: &ModelRepository,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Target, GatewayError> {
+    let target = if let Some(route) = config.route(name) {
+        Target { public_name: name.to_string(), version: 1, models: route.models.clone(), is_route: true }
+    } else if let Some(spec) = config.models.iter().find(|m| m.name == name) {
+        Target { public_name: name.to_string(), version: spec.version, models: vec![name.to_string()], is_route: false }
+    } else {
+        return Err(GatewayError::NotFound(format!("unknown model or route {name:?}")));
+    };
+    if let Some(v) = version {
+        if v.parse::<u64>().ok() != Some(target.version) {
+            return Err(GatewayError::NotFound(format!(
+                "{name:?} has no version {v:?} (available: {})",
+                target.version
+            )));
+        }
+    }
+    // The repository must know the model; a config/repository mismatch is a 404, not a panic.
+    repo.signature(target.default_model())?;
+    Ok(target)
+}
+
+/// The signature clients see for a target (all models of a route share it).
+pub fn signature(repo: &ModelRepository, target: &Target) -> Result<ModelSignature, GatewayError> {
+    Ok(repo.signature(target.default_model())?)
+}

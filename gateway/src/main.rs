@@ -1,0 +1,126 @@
+//! The `switchyard` binary: `serve` and `check-config`.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use switchyard::config::{self, Config, ConfigIssue};
+use switchyard::serve;
+
+/// Switchyard: an inference routing gateway.
+#[derive(Parser)]
+#[command(name = "switchyard", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    log_json: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Open Inference Protocol on the configured listener.
+    Serve {
+        /// Config file; without it, the bundled example models are served.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override `server.listen`.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Override `server.admin_listen`.
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+    },
+    /// Check a config file (and its models' signatures); print what is
+    /// wrong with field paths and exit non-zero on any problem.
+    CheckConfig {
+        /// The config file.
+        file: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_json);
+    let result = match cli.command {
+        Command::Serve { config, listen, admin_listen } => serve_command(config, listen, admin_listen),
+        Command::CheckConfig { file } => check_command(&file),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("switchyard: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,pingora=warn,ort=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn load(path: Option<&PathBuf>) -> Result<Config, Vec<ConfigIssue>> {
+    match path {
+        Some(p) => config::load_file(p),
+        None => config::load_default(),
+    }
+}
+
+fn print_issues(source: &str, issues: &[ConfigIssue]) {
+    eprintln!("{source}: {} problem(s)", issues.len());
+    for issue in issues {
+        eprintln!("  {issue}");
+    }
+}
+
+fn serve_command(
+    path: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    admin_listen: Option<SocketAddr>,
+) -> anyhow::Result<ExitCode> {
+    let source = path.as_ref().map_or("built-in config".to_string(), |p| p.display().to_string());
+    let mut config = match load(path.as_ref()) {
+        Ok(c) => c,
+        Err(issues) => {
+            print_issues(&source, &issues);
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(addr) = listen {
+        config.server.listen = addr;
+    }
+    if let Some(addr) = admin_listen {
+        config.server.admin_listen = addr;
+    }
+    serve::run(config).context("serve")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_command(file: &PathBuf) -> anyhow::Result<ExitCode> {
+    let config = match config::load_file(file) {
+        Ok(c) => c,
+        Err(issues) => {
+            print_issues(&file.display().to_string(), &issues);
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    match serve::open_repository(&config) {
+        Ok(_) => {
+            println!("{}: OK ({} models, {} routes)", file.display(), config.models.len(), config.routes.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            eprintln!("{}: {err:#}", file.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

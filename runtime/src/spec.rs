@@ -1,0 +1,172 @@
+//! What the runtime is asked to serve: models, their device pools and
+//! batching settings. The gateway builds these from its config file; the
+//! runtime reads no files besides the models themselves.
+//!
+//! [`ModelSpec::validate`] is called by [`crate::ModelRepository::new`], so
+//! an inconsistent spec is an error at start-up rather than at first use.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::RuntimeError;
+
+/// The kind of device a pool runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// ONNX Runtime's CPU execution provider.
+    Cpu,
+    /// ONNX Runtime's CUDA execution provider (needs the crate's `cuda`
+    /// feature and a CUDA-enabled ONNX Runtime library; otherwise the pool is
+    /// reported unavailable, never silently run on CPU).
+    Cuda,
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+        })
+    }
+}
+
+/// One device pool of a model: `workers` threads, each owning its own
+/// ONNX Runtime session on `device`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    /// Unique within the model (`cpu`, `gpu0`); shown in responses and stats.
+    pub name: String,
+    /// The execution provider.
+    pub device: DeviceKind,
+    /// Worker threads (= sessions); at least 1.
+    pub workers: usize,
+    /// ONNX Runtime intra-op threads per session; 0 lets ONNX Runtime pick
+    /// (one per core, which oversubscribes when there are several workers).
+    pub intra_op_threads: usize,
+}
+
+/// Dynamic batching settings, shared by all pools of a model.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchingSpec {
+    /// Most rows per executed batch; 0 or 1 disables batching (each request
+    /// runs alone). A single request with more rows still runs, alone.
+    pub max_batch_size: usize,
+    /// How long a worker waits, after the first queued request of a batch
+    /// arrived, for more requests to fill the batch.
+    pub max_queue_delay: Duration,
+    /// Requests each pool may hold waiting; beyond that, `Overloaded`.
+    pub queue_capacity: usize,
+}
+
+impl Default for BatchingSpec {
+    fn default() -> Self {
+        BatchingSpec { max_batch_size: 1, max_queue_delay: Duration::ZERO, queue_capacity: 1024 }
+    }
+}
+
+impl BatchingSpec {
+    /// True when requests may be merged into one execution.
+    pub fn enabled(&self) -> bool {
+        self.max_batch_size > 1
+    }
+}
+
+/// A model to serve.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Unique model name (`digits-heavy`).
+    pub name: String,
+    /// Version reported in responses; informational.
+    pub version: u64,
+    /// The `.onnx` file.
+    pub path: PathBuf,
+    /// Device pools, in order of preference when their predicted waits tie.
+    pub pools: Vec<PoolSpec>,
+    /// Dynamic batching.
+    pub batching: BatchingSpec,
+    /// Unload the sessions after this long without requests (requires
+    /// [`crate::ModelRepository::start_idle_reaper`]); `None` keeps them.
+    pub idle_unload: Option<Duration>,
+    /// Load the sessions (and run one zero-filled request per worker when
+    /// the input shapes allow) at registration instead of on first use.
+    pub warmup: bool,
+}
+
+impl ModelSpec {
+    /// Checks the spec on its own: a name, at least one pool, unique pool
+    /// names, at least one worker per pool, a non-empty queue.
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        let fail = |reason: String| Err(RuntimeError::InvalidSpec { model: self.name.clone(), reason });
+        if self.name.is_empty() {
+            return fail("name must not be empty".into());
+        }
+        if self.pools.is_empty() {
+            return fail("at least one pool is needed".into());
+        }
+        for (i, pool) in self.pools.iter().enumerate() {
+            if pool.name.is_empty() {
+                return fail(format!("pools[{i}].name must not be empty"));
+            }
+            if self.pools[..i].iter().any(|p| p.name == pool.name) {
+                return fail(format!("pools[{i}].name {:?} is used twice", pool.name));
+            }
+            if pool.workers == 0 {
+                return fail(format!("pools[{i}].workers must be at least 1"));
+            }
+        }
+        if self.batching.queue_capacity == 0 {
+            return fail("batching.queue_capacity must be at least 1".into());
+        }
+        if self.idle_unload == Some(Duration::ZERO) {
+            return fail("idle_unload must be positive (or absent)".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ModelSpec {
+        ModelSpec {
+            name: "m".into(),
+            version: 1,
+            path: "m.onnx".into(),
+            pools: vec![PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 }],
+            batching: BatchingSpec::default(),
+            idle_unload: None,
+            warmup: false,
+        }
+    }
+
+    #[test]
+    fn validate_catches_mistakes() {
+        assert!(spec().validate().is_ok());
+        let mut s = spec();
+        s.pools.push(s.pools[0].clone());
+        assert!(matches!(s.validate(), Err(RuntimeError::InvalidSpec { .. })));
+        let mut s = spec();
+        s.pools[0].workers = 0;
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.pools.clear();
+        assert!(s.validate().is_err());
+        let mut s = spec();
+        s.batching.queue_capacity = 0;
+        assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn device_display() {
+        assert_eq!(DeviceKind::Cpu.to_string(), "cpu");
+        assert_eq!(DeviceKind::Cuda.to_string(), "cuda");
+    }
+}

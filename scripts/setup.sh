@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Installs what Switchyard needs on a fresh Debian 12 machine, idempotently.
+#
+#   scripts/setup.sh run    what `make run` needs: cmake, the ONNX Runtime
+#                           library, the model generator's Python packages,
+#                           the example models
+#   scripts/setup.sh test   the above plus redis-server and the Python test
+#                           clients
+#
+# Every step checks first and is skipped when already done, so a second run
+# takes a second or two.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ORT_VERSION=1.31.1
+ORT_DIR=.cache/onnxruntime
+ORT_LIB="$ORT_DIR/libonnxruntime.so.$ORT_VERSION"
+VENV=.venv
+PY="$VENV/bin/python"
+MODE="${1:-run}"
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[setup] %s\033[0m\n' "$*" >&2; exit 1; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+    else die "need root to run: $* (install it yourself, or run as root)"; fi
+}
+
+APT_UPDATED=0
+apt_install() {
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install ${missing[*]} by hand"
+    say "installing ${missing[*]} (apt)"
+    if [ "$APT_UPDATED" = 0 ]; then as_root apt-get update -qq || die "apt-get update failed"; APT_UPDATED=1; fi
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${missing[@]}" >/dev/null \
+        || die "apt-get install ${missing[*]} failed"
+}
+
+need_cmd() { command -v "$1" >/dev/null 2>&1 || die "$1 is missing: $2"; }
+
+need_cmd cargo "install Rust (https://rustup.rs) and re-run"
+need_cmd python3 "install Python 3 with venv and pip (apt-get install python3-venv python3-pip)"
+
+apt_install cmake
+if [ "$MODE" = test ]; then
+    apt_install redis-server redis-tools
+fi
+
+if [ ! -x "$PY" ]; then
+    say "creating Python venv in $VENV"
+    python3 -m venv "$VENV" || die "python3 -m venv failed: apt-get install python3-venv"
+fi
+
+pip_install() {
+    # Installs a requirements file once; a stamp with its hash skips repeats.
+    local req="$1" stamp
+    stamp="$VENV/.stamp-$(basename "$(dirname "$req")")-$(sha256sum "$req" | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    say "pip install -r $req"
+    "$PY" -m pip install -q --disable-pip-version-check -r "$req" || die "pip install -r $req failed"
+    touch "$stamp"
+}
+
+pip_install models/requirements.txt
+if [ "$MODE" = test ]; then
+    pip_install benchmarks/baseline/requirements.txt
+    pip_install gateway/tests/python/requirements.txt
+fi
+
+if [ ! -f "$ORT_LIB" ]; then
+    say "fetching the ONNX Runtime $ORT_VERSION library from the PyPI wheel"
+    tmp=$(mktemp -d)
+    "$PY" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+        -d "$tmp" "onnxruntime==$ORT_VERSION" || die "could not download onnxruntime==$ORT_VERSION from PyPI"
+    mkdir -p "$ORT_DIR"
+    "$PY" - "$tmp" "$ORT_DIR" <<'PYEOF' || die "could not unpack the onnxruntime wheel"
+import glob, os, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+wheel = glob.glob(os.path.join(tmp, "onnxruntime-*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if name.startswith("onnxruntime/capi/lib") and ".so" in name:
+            target = os.path.join(dest, os.path.basename(name))
+            with z.open(name) as src, open(target + ".part", "wb") as out:
+                out.write(src.read())
+            os.replace(target + ".part", target)
+PYEOF
+    rm -rf "$tmp"
+fi
+[ -f "$ORT_LIB" ] || die "ONNX Runtime library missing at $ORT_LIB"
+
+if ! "$PY" models/generate.py --check --quiet >/dev/null 2>&1; then
+    say "generating the example models (models/generate.py)"
+    "$PY" models/generate.py || die "model generation failed"
+fi
+say "ready ($MODE)"
