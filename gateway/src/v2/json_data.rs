@@ -1,0 +1,291 @@
+//! Typed parsing of an input's JSON `data` field.
+//!
+//! The `data` text is walked once with a streaming serde visitor that
+//! writes each element straight into the tensor's little-endian buffer: no
+//! `serde_json::Value` tree is built, so large float arrays cost one pass.
+//!
+//! Accepted layouts: a flat array of all elements in row-major order, or
+//! arrays nested exactly as the shape (each level as long as its
+//! dimension). A rank-0 shape also accepts a bare scalar.
+//!
+//! Element rules: integer types take JSON integers (or integral numbers
+//! such as `2.0`) within the type's range; `FP32`/`FP64` take any number
+//! that fits the type; `FP16`/`BF16` take numbers, rounded to nearest-even
+//! (Triton refuses these in JSON; Switchyard accepts them, so that
+//! `tritonclient` with `binary_data=False` works); `BOOL` takes `true`/
+//! `false`; `BYTES` takes strings (their UTF-8 bytes).
+
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use switchyard_runtime::tensor::{DataType, TensorData};
+
+use super::error::V2Error;
+use super::float16::{f64_to_bf16_bits, f64_to_f16_bits};
+
+/// One JSON scalar as the visitor saw it.
+enum Leaf<'a> {
+    Bool(bool),
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+    Str(&'a str),
+}
+
+/// What is being built and what has been seen so far.
+struct Ctx<'s> {
+    input: &'s str,
+    dtype: DataType,
+    shape: &'s [usize],
+    expected: usize,
+    fixed: Vec<u8>,
+    strings: Vec<Bytes>,
+    count: usize,
+    leaf_depth: Option<usize>,
+    error: Option<V2Error>,
+}
+
+impl Ctx<'_> {
+    fn mismatch(&self, reason: String) -> V2Error {
+        V2Error::ShapeMismatch { input: self.input.to_owned(), shape: self.shape.to_vec(), reason }
+    }
+
+    fn invalid(&self, reason: String) -> V2Error {
+        V2Error::InvalidElement {
+            input: self.input.to_owned(),
+            datatype: self.dtype.v2_name(),
+            index: self.count,
+            reason,
+        }
+    }
+
+    /// Checks the depth of a scalar and appends it.
+    fn leaf(&mut self, depth: usize, leaf: Leaf<'_>) -> Result<(), V2Error> {
+        let rank = self.shape.len();
+        match self.leaf_depth {
+            None if depth == 1 || depth == rank => self.leaf_depth = Some(depth),
+            None if depth == 0 => return Err(self.mismatch("'data' must be an array".to_owned())),
+            None => {
+                return Err(self.mismatch(format!(
+                    "values are nested {depth} deep; use a flat array or arrays nested exactly as the shape"
+                )))
+            }
+            Some(seen) if seen != depth => {
+                return Err(self.mismatch("arrays are nested unevenly".to_owned()));
+            }
+            Some(_) => {}
+        }
+        if self.count >= self.expected {
+            return Err(self.mismatch(format!("more than {} elements", self.expected)));
+        }
+        self.push(leaf).map_err(|reason| self.invalid(reason))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    fn push(&mut self, leaf: Leaf<'_>) -> Result<(), String> {
+        let out = &mut self.fixed;
+        match self.dtype {
+            DataType::Bool => match leaf {
+                Leaf::Bool(b) => out.push(u8::from(b)),
+                other => return Err(format!("expected true or false, got {}", kind(&other))),
+            },
+            DataType::U8 => out.push(int_in_range::<u8>(&leaf)?),
+            DataType::U16 => out.extend_from_slice(&int_in_range::<u16>(&leaf)?.to_le_bytes()),
+            DataType::U32 => out.extend_from_slice(&int_in_range::<u32>(&leaf)?.to_le_bytes()),
+            DataType::U64 => out.extend_from_slice(&int_in_range::<u64>(&leaf)?.to_le_bytes()),
+            DataType::I8 => out.extend_from_slice(&int_in_range::<i8>(&leaf)?.to_le_bytes()),
+            DataType::I16 => out.extend_from_slice(&int_in_range::<i16>(&leaf)?.to_le_bytes()),
+            DataType::I32 => out.extend_from_slice(&int_in_range::<i32>(&leaf)?.to_le_bytes()),
+            DataType::I64 => out.extend_from_slice(&int_in_range::<i64>(&leaf)?.to_le_bytes()),
+            DataType::F16 => {
+                let v = number(&leaf)?;
+                let bits = f64_to_f16_bits(v).ok_or_else(|| format!("{v} is out of range"))?;
+                out.extend_from_slice(&bits.to_le_bytes());
+            }
+            DataType::BF16 => {
+                let v = number(&leaf)?;
+                let bits = f64_to_bf16_bits(v).ok_or_else(|| format!("{v} is out of range"))?;
+                out.extend_from_slice(&bits.to_le_bytes());
+            }
+            DataType::F32 => {
+                let v = number(&leaf)?;
+                let narrow = v as f32;
+                if narrow.is_infinite() {
+                    return Err(format!("{v} is out of range"));
+                }
+                out.extend_from_slice(&narrow.to_le_bytes());
+            }
+            DataType::F64 => out.extend_from_slice(&number(&leaf)?.to_le_bytes()),
+            DataType::Bytes => match leaf {
+                Leaf::Str(s) => self.strings.push(Bytes::copy_from_slice(s.as_bytes())),
+                other => return Err(format!("expected a string, got {}", kind(&other))),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// A JSON kind, for messages.
+fn kind(leaf: &Leaf<'_>) -> &'static str {
+    match leaf {
+        Leaf::Bool(_) => "a boolean",
+        Leaf::Unsigned(_) | Leaf::Signed(_) | Leaf::Float(_) => "a number",
+        Leaf::Str(_) => "a string",
+    }
+}
+
+/// A numeric leaf as `f64`.
+fn number(leaf: &Leaf<'_>) -> Result<f64, String> {
+    match *leaf {
+        Leaf::Unsigned(u) => Ok(u as f64),
+        Leaf::Signed(i) => Ok(i as f64),
+        Leaf::Float(f) => Ok(f),
+        ref other => Err(format!("expected a number, got {}", kind(other))),
+    }
+}
+
+/// An integer leaf converted to `T`, refusing fractions and out-of-range
+/// values.
+fn int_in_range<T: TryFrom<i128>>(leaf: &Leaf<'_>) -> Result<T, String> {
+    let wide: i128 = match *leaf {
+        Leaf::Unsigned(u) => i128::from(u),
+        Leaf::Signed(i) => i128::from(i),
+        // Integral floats (`2.0`, `1e3`) are accepted; the bound keeps the
+        // cast exact.
+        Leaf::Float(f) if f.fract() == 0.0 && f.abs() < 1.7e38 => f as i128,
+        Leaf::Float(f) => return Err(format!("{f} is not an integer")),
+        ref other => return Err(format!("expected an integer, got {}", kind(other))),
+    };
+    T::try_from(wide).map_err(|_| format!("{wide} is out of range"))
+}
+
+/// The visitor for one JSON value at `depth` (0 = the `data` value).
+struct Node<'c, 's> {
+    ctx: &'c mut Ctx<'s>,
+    depth: usize,
+}
+
+impl Node<'_, '_> {
+    fn fail<E: de::Error>(&mut self, err: V2Error) -> E {
+        self.ctx.error = Some(err);
+        E::custom("invalid tensor data")
+    }
+
+    fn scalar<E: de::Error>(&mut self, leaf: Leaf<'_>) -> Result<(), E> {
+        let depth = self.depth;
+        self.ctx.leaf(depth, leaf).map_err(|err| self.fail(err))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of tensor elements")
+    }
+
+    fn visit_bool<E: de::Error>(mut self, v: bool) -> Result<(), E> {
+        self.scalar(Leaf::Bool(v))
+    }
+
+    fn visit_u64<E: de::Error>(mut self, v: u64) -> Result<(), E> {
+        self.scalar(Leaf::Unsigned(v))
+    }
+
+    fn visit_i64<E: de::Error>(mut self, v: i64) -> Result<(), E> {
+        self.scalar(Leaf::Signed(v))
+    }
+
+    fn visit_f64<E: de::Error>(mut self, v: f64) -> Result<(), E> {
+        self.scalar(Leaf::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(mut self, v: &str) -> Result<(), E> {
+        self.scalar(Leaf::Str(v))
+    }
+
+    fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
+        let err = self.ctx.invalid("got null".to_owned());
+        Err(self.fail(err))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(mut self, _map: A) -> Result<(), A::Error> {
+        let err = self.ctx.invalid("got an object".to_owned());
+        Err(self.fail(err))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let rank = self.ctx.shape.len();
+        let depth = self.depth;
+        if depth >= rank.max(1) || self.ctx.leaf_depth.is_some_and(|d| depth >= d) {
+            let err = self.ctx.mismatch("arrays are nested deeper than the shape".to_owned());
+            return Err(self.fail(err));
+        }
+        let mut len = 0usize;
+        while seq.next_element_seed(Node { ctx: &mut *self.ctx, depth: depth + 1 })?.is_some() {
+            len += 1;
+        }
+        let nested = rank > 1 && self.ctx.leaf_depth == Some(rank);
+        if nested && self.ctx.shape.get(depth) != Some(&len) {
+            let dim = self.ctx.shape.get(depth).copied().unwrap_or(0);
+            let err = self
+                .ctx
+                .mismatch(format!("an array at depth {depth} has {len} elements, dimension {depth} is {dim}"));
+            return Err(self.fail(err));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `raw` (an input's `data`) as `count` elements of `dtype` laid out
+/// for `shape`. `count` must be the shape's element count, already checked
+/// against the limits.
+pub(crate) fn parse_json_data(
+    input: &str,
+    dtype: DataType,
+    shape: &[usize],
+    count: usize,
+    raw: &RawValue,
+) -> Result<TensorData, V2Error> {
+    let text = raw.get();
+    // Each element takes at least two characters of JSON, so the text
+    // bounds what may be reserved, whatever the declared shape.
+    let reserve = count.min(text.len() / 2 + 1);
+    let mut ctx = Ctx {
+        input,
+        dtype,
+        shape,
+        expected: count,
+        fixed: Vec::with_capacity(dtype.element_size().map_or(0, |s| reserve * s)),
+        strings: Vec::with_capacity(if dtype == DataType::Bytes { reserve } else { 0 }),
+        count: 0,
+        leaf_depth: None,
+        error: None,
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = Node { ctx: &mut ctx, depth: 0 }.deserialize(&mut de).and_then(|()| de.end());
+    if let Some(err) = ctx.error.take() {
+        return Err(err);
+    }
+    if let Err(err) = parsed {
+        return Err(ctx.invalid(err.to_string()));
+    }
+    if ctx.count != count {
+        return Err(ctx.mismatch(format!("expected {count} elements, got {}", ctx.count)));
+    }
+    Ok(match dtype {
+        DataType::Bytes => TensorData::Strings(ctx.strings),
+        _ => TensorData::Fixed(Bytes::from(ctx.fixed)),
+    })
+}

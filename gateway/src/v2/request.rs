@@ -1,0 +1,299 @@
+//! Decoding of `POST /v2/models/{m}/infer` request bodies: the JSON header
+//! and, with the binary tensor data extension, the tensor bytes after it.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use switchyard_runtime::tensor::{DataType, Tensor};
+
+use super::binary::decode_binary;
+use super::error::V2Error;
+use super::json_data::parse_json_data;
+use super::limits::DecodeLimits;
+
+/// JSON object type used for `parameters`.
+pub type Parameters = Map<String, Value>;
+
+/// An output the client asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestedOutput {
+    /// Output name.
+    pub name: String,
+    /// Return it as binary data: its `binary_data` parameter, or the
+    /// request's `binary_data_output` when absent.
+    pub binary: bool,
+    /// `classification` parameter: return the top-k classes instead of the
+    /// raw tensor (see [`super::classification::classify`]).
+    pub classification: Option<usize>,
+    /// All of the output's parameters, as sent.
+    pub parameters: Parameters,
+}
+
+/// A decoded, validated infer request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedRequest {
+    /// The request `id`, echoed in the response (not part of cache keys).
+    pub id: Option<String>,
+    /// Inputs in request order.
+    pub inputs: Vec<(String, Tensor)>,
+    /// Each input's `parameters` as sent (`binary_data_size` included),
+    /// aligned with `inputs`.
+    pub input_parameters: Vec<Parameters>,
+    /// Requested outputs in request order; empty means all outputs.
+    pub outputs: Vec<RequestedOutput>,
+    /// Request-level `binary_data_output`: outputs not listed (all of them
+    /// when `outputs` is empty) are returned as binary.
+    pub binary_data_output: bool,
+    /// The request-level `parameters` (`timeout`, `priority`, custom keys).
+    pub parameters: Parameters,
+}
+
+impl DecodedRequest {
+    /// The input named `name`.
+    pub fn input(&self, name: &str) -> Option<&Tensor> {
+        self.inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// Whether output `name` is to be returned as binary data.
+    pub fn output_is_binary(&self, name: &str) -> bool {
+        self.outputs.iter().find(|o| o.name == name).map_or(self.binary_data_output, |o| o.binary)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "an inference request JSON object")]
+struct RawRequest<'a> {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    parameters: Option<Value>,
+    #[serde(default, borrow)]
+    inputs: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    outputs: Option<Vec<&'a RawValue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "an input object")]
+struct RawInput<'a> {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    shape: Option<Value>,
+    #[serde(default)]
+    datatype: Option<Value>,
+    #[serde(default)]
+    parameters: Option<Value>,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "an output object")]
+struct RawOutput {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+/// Decodes an infer request body.
+///
+/// `header_len` is the `Inference-Header-Content-Length` header: the JSON
+/// header is `body[..header_len]` and the binary data of inputs that carry
+/// `binary_data_size` follows, in input order. Without it the whole body
+/// is JSON. Fixed-width binary inputs are zero-copy slices of `body`.
+pub fn decode_infer_request(
+    body: Bytes,
+    header_len: Option<usize>,
+    limits: &DecodeLimits,
+) -> Result<DecodedRequest, V2Error> {
+    let header_len = header_len.unwrap_or(body.len());
+    if header_len > body.len() {
+        return Err(V2Error::HeaderLength { header_len, body_len: body.len() });
+    }
+    let raw: RawRequest<'_> =
+        serde_json::from_slice(&body[..header_len]).map_err(|e| V2Error::InvalidJson(e.to_string()))?;
+    let binary = body.slice(header_len..);
+
+    let id = match raw.id {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => return Err(invalid("id", "the request", "must be a string")),
+    };
+    let parameters = object(raw.parameters, "parameters", "the request")?;
+    let binary_data_output = match parameters.get("binary_data_output") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid("binary_data_output", "the request parameters", "must be a boolean")),
+    };
+
+    let raw_inputs = raw.inputs.ok_or_else(|| missing("inputs", "the request"))?;
+    if raw_inputs.len() > limits.max_inputs {
+        return Err(V2Error::TooLarge(format!(
+            "{} inputs, the limit is {}",
+            raw_inputs.len(),
+            limits.max_inputs
+        )));
+    }
+    let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(raw_inputs.len());
+    let mut input_parameters = Vec::with_capacity(raw_inputs.len());
+    let mut offset = 0usize;
+    let mut total = 0usize;
+    for (index, raw_input) in raw_inputs.into_iter().enumerate() {
+        let parsed: RawInput<'_> = serde_json::from_str(raw_input.get())
+            .map_err(|e| invalid_owned("inputs", format!("inputs[{index}]"), e.to_string()))?;
+        let name = match parsed.name {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(invalid("name", &format!("inputs[{index}]"), "must be a string")),
+            None => return Err(missing("name", &format!("inputs[{index}]"))),
+        };
+        if inputs.iter().any(|(n, _)| *n == name) {
+            return Err(V2Error::Duplicate { kind: "input", name });
+        }
+        let context = format!("input '{name}'");
+        let dtype = match parsed.datatype {
+            Some(Value::String(s)) => DataType::from_v2_name(&s)
+                .ok_or_else(|| V2Error::UnknownDatatype { input: name.clone(), datatype: s })?,
+            Some(_) => return Err(invalid("datatype", &context, "must be a string")),
+            None => return Err(missing("datatype", &context)),
+        };
+        let shape = parse_shape(parsed.shape, &context, limits)?;
+        let count = limits.check_shape(&name, &shape)?;
+        total = limits.add_total(total, count)?;
+        let params = object(parsed.parameters, "parameters", &context)?;
+        if params.contains_key("shared_memory_region") {
+            return Err(V2Error::Unsupported(format!(
+                "input '{name}' uses shared memory, which Switchyard does not support; send its data in the request body"
+            )));
+        }
+        let binary_size = match params.get("binary_data_size") {
+            None => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| invalid("binary_data_size", &context, "must be a non-negative integer"))?,
+            ),
+        };
+        let data = match (parsed.data, binary_size) {
+            (Some(_), Some(_)) => return Err(V2Error::ConflictingData { input: name }),
+            (None, None) => return Err(V2Error::MissingData { input: name }),
+            (Some(json), None) => parse_json_data(&name, dtype, &shape, count, json)?,
+            (None, Some(size)) => {
+                let remaining = binary.len() - offset;
+                if size > remaining {
+                    return Err(V2Error::BinaryOverrun { input: name, size, remaining });
+                }
+                let slice = binary.slice(offset..offset + size);
+                offset += size;
+                decode_binary(&name, dtype, &shape, count, slice)?
+            }
+        };
+        // The parsers above produce exactly `count` elements; this cannot
+        // fail, but report it as the client's shape error if it does.
+        let tensor = Tensor::new(dtype, shape.clone(), data).map_err(|e| V2Error::ShapeMismatch {
+            input: name.clone(),
+            shape,
+            reason: e.to_string(),
+        })?;
+        inputs.push((name, tensor));
+        input_parameters.push(params);
+    }
+    if offset != binary.len() {
+        return Err(V2Error::TrailingBytes { extra: binary.len() - offset });
+    }
+
+    let outputs = parse_outputs(raw.outputs, binary_data_output, limits)?;
+    Ok(DecodedRequest { id, inputs, input_parameters, outputs, binary_data_output, parameters })
+}
+
+/// Parses the requested outputs.
+fn parse_outputs(
+    raw: Option<Vec<&RawValue>>,
+    binary_data_output: bool,
+    limits: &DecodeLimits,
+) -> Result<Vec<RequestedOutput>, V2Error> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > limits.max_outputs {
+        return Err(V2Error::TooLarge(format!(
+            "{} requested outputs, the limit is {}",
+            raw.len(),
+            limits.max_outputs
+        )));
+    }
+    let mut outputs: Vec<RequestedOutput> = Vec::with_capacity(raw.len());
+    for (index, raw_output) in raw.into_iter().enumerate() {
+        let parsed: RawOutput = serde_json::from_str(raw_output.get())
+            .map_err(|e| invalid_owned("outputs", format!("outputs[{index}]"), e.to_string()))?;
+        let name = match parsed.name {
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(invalid("name", &format!("outputs[{index}]"), "must be a string")),
+            None => return Err(missing("name", &format!("outputs[{index}]"))),
+        };
+        if outputs.iter().any(|o| o.name == name) {
+            return Err(V2Error::Duplicate { kind: "output", name });
+        }
+        let context = format!("output '{name}'");
+        let parameters = object(parsed.parameters, "parameters", &context)?;
+        let binary = match parameters.get("binary_data") {
+            None => binary_data_output,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("binary_data", &context, "must be a boolean")),
+        };
+        let classification = match parameters.get("classification") {
+            None => None,
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(k) if k > 0 => Some(k),
+                _ => return Err(invalid("classification", &context, "must be a positive integer")),
+            },
+        };
+        outputs.push(RequestedOutput { name, binary, classification, parameters });
+    }
+    Ok(outputs)
+}
+
+/// Parses a `shape` array of non-negative integers.
+fn parse_shape(raw: Option<Value>, context: &str, limits: &DecodeLimits) -> Result<Vec<usize>, V2Error> {
+    let Some(raw) = raw else {
+        return Err(missing("shape", context));
+    };
+    let Value::Array(dims) = raw else {
+        return Err(invalid("shape", context, "must be an array of non-negative integers"));
+    };
+    if dims.len() > limits.max_rank {
+        return Err(V2Error::TooLarge(format!(
+            "{context} has {} dimensions, the limit is {}",
+            dims.len(),
+            limits.max_rank
+        )));
+    }
+    dims.iter()
+        .map(|d| {
+            d.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                invalid_owned("shape", context.to_owned(), format!("{d} is not a non-negative integer"))
+            })
+        })
+        .collect()
+}
+
+/// A `parameters`-like field: absent or null is empty, else an object.
+fn object(raw: Option<Value>, field: &'static str, context: &str) -> Result<Parameters, V2Error> {
+    match raw {
+        None | Some(Value::Null) => Ok(Parameters::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(_) => Err(invalid(field, context, "must be an object")),
+    }
+}
+
+fn missing(field: &'static str, context: &str) -> V2Error {
+    V2Error::MissingField { field, context: context.to_owned() }
+}
+
+fn invalid(field: &'static str, context: &str, reason: &str) -> V2Error {
+    invalid_owned(field, context.to_owned(), reason.to_owned())
+}
+
+fn invalid_owned(field: &'static str, context: String, reason: String) -> V2Error {
+    V2Error::InvalidField { field, context, reason }
+}

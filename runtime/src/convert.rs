@@ -1,0 +1,136 @@
+//! Conversion between the runtime's [`Tensor`] and ONNX Runtime values.
+//!
+//! Fixed-width tensors are copied as raw little-endian bytes into a tensor
+//! ONNX Runtime allocates (so every fixed-width type, FP16 and BF16
+//! included, takes one code path); `BYTES` become ONNX string tensors and
+//! must be UTF-8.
+
+use bytes::Bytes;
+use ort::memory::Allocator;
+use ort::value::{DynTensor, DynTensorValueType, DynValue, TensorElementType, ValueType};
+
+use crate::tensor::{DataType, Tensor, TensorData};
+
+/// The ONNX element type of a datatype.
+pub fn to_ort_type(dtype: DataType) -> TensorElementType {
+    match dtype {
+        DataType::Bool => TensorElementType::Bool,
+        DataType::U8 => TensorElementType::Uint8,
+        DataType::U16 => TensorElementType::Uint16,
+        DataType::U32 => TensorElementType::Uint32,
+        DataType::U64 => TensorElementType::Uint64,
+        DataType::I8 => TensorElementType::Int8,
+        DataType::I16 => TensorElementType::Int16,
+        DataType::I32 => TensorElementType::Int32,
+        DataType::I64 => TensorElementType::Int64,
+        DataType::F16 => TensorElementType::Float16,
+        DataType::BF16 => TensorElementType::Bfloat16,
+        DataType::F32 => TensorElementType::Float32,
+        DataType::F64 => TensorElementType::Float64,
+        DataType::Bytes => TensorElementType::String,
+    }
+}
+
+/// The datatype of an ONNX element type; `None` for types the wire
+/// protocol cannot carry (complex, 8-bit and 4-bit floats...).
+pub fn from_ort_type(ty: TensorElementType) -> Option<DataType> {
+    Some(match ty {
+        TensorElementType::Bool => DataType::Bool,
+        TensorElementType::Uint8 => DataType::U8,
+        TensorElementType::Uint16 => DataType::U16,
+        TensorElementType::Uint32 => DataType::U32,
+        TensorElementType::Uint64 => DataType::U64,
+        TensorElementType::Int8 => DataType::I8,
+        TensorElementType::Int16 => DataType::I16,
+        TensorElementType::Int32 => DataType::I32,
+        TensorElementType::Int64 => DataType::I64,
+        TensorElementType::Float16 => DataType::F16,
+        TensorElementType::Bfloat16 => DataType::BF16,
+        TensorElementType::Float32 => DataType::F32,
+        TensorElementType::Float64 => DataType::F64,
+        TensorElementType::String => DataType::Bytes,
+        _ => return None,
+    })
+}
+
+/// Builds an ONNX Runtime value holding a copy of `tensor`. Errors are
+/// plain strings: the caller knows which input and model they concern.
+pub fn to_ort_value(tensor: &Tensor) -> Result<DynValue, String> {
+    let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
+    match tensor.data() {
+        TensorData::Strings(items) => {
+            let strings = items
+                .iter()
+                .map(|b| String::from_utf8(b.to_vec()).map_err(|_| "a BYTES element is not UTF-8".to_string()))
+                .collect::<Result<Vec<String>, String>>()?;
+            let value = ort::value::Tensor::from_string_array((shape, strings.as_slice()))
+                .map_err(|e| e.to_string())?;
+            Ok(value.into_dyn())
+        }
+        TensorData::Fixed(bytes) => {
+            let mut value = DynTensor::new(&Allocator::default(), to_ort_type(tensor.dtype()), shape)
+                .map_err(|e| e.to_string())?;
+            if !bytes.is_empty() {
+                let dst = value.data_ptr_mut().cast::<u8>();
+                if dst.is_null() {
+                    return Err("ONNX Runtime returned no buffer for a non-empty tensor".into());
+                }
+                // SAFETY: `DynTensor::new` allocated a CPU buffer for exactly
+                // shape x element-size bytes, which `Tensor::new` guarantees
+                // equals `bytes.len()`; the regions cannot overlap.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+            }
+            Ok(value.into_dyn())
+        }
+    }
+}
+
+/// Copies an ONNX Runtime output value into a [`Tensor`].
+pub fn from_ort_value(value: DynValue) -> Result<Tensor, String> {
+    let (ty, shape) = match value.dtype() {
+        ValueType::Tensor { ty, shape, .. } => (*ty, shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>()),
+        other => return Err(format!("output is a {other}, not a tensor")),
+    };
+    let dtype = from_ort_type(ty).ok_or_else(|| format!("output element type {ty} is not supported"))?;
+    let data = match dtype.element_size() {
+        None => {
+            let (_, strings) = value.try_extract_strings().map_err(|e| e.to_string())?;
+            TensorData::Strings(strings.into_iter().map(Bytes::from).collect())
+        }
+        Some(size) => TensorData::Fixed(Bytes::from(raw_bytes(value, &shape, size)?)),
+    };
+    Tensor::new(dtype, shape, data).map_err(|e| e.to_string())
+}
+
+fn raw_bytes(value: DynValue, shape: &[usize], element_size: usize) -> Result<Vec<u8>, String> {
+    let tensor = value.downcast::<DynTensorValueType>().map_err(|e| e.to_string())?;
+    if !tensor.memory_info().is_cpu_accessible() {
+        return Err("output tensor is not in CPU memory".into());
+    }
+    let len = crate::tensor::element_count(shape)
+        .and_then(|n| n.checked_mul(element_size))
+        .ok_or_else(|| "output shape overflows".to_string())?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let src = tensor.data_ptr().cast::<u8>();
+    if src.is_null() {
+        return Err("ONNX Runtime returned no buffer for a non-empty output".into());
+    }
+    // SAFETY: the tensor lives in CPU memory (checked above) and holds
+    // shape x element-size bytes; `tensor` outlives the borrow.
+    Ok(unsafe { std::slice::from_raw_parts(src, len) }.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::ALL_DATA_TYPES;
+
+    #[test]
+    fn type_mapping_round_trips() {
+        for d in ALL_DATA_TYPES {
+            assert_eq!(from_ort_type(to_ort_type(d)), Some(d));
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! What callers hand to [`crate::ModelRepository::infer`] and what they get
+//! back.
+
+use std::time::Duration;
+
+use crate::spec::DeviceKind;
+use crate::tensor::Tensor;
+
+/// One inference call: named inputs (each with the batch dimension first
+/// when the model batches) and, optionally, which outputs to return.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InferenceRequest {
+    /// Input tensors by graph input name; every model input must be given.
+    pub inputs: Vec<(String, Tensor)>,
+    /// Outputs to return, in this order; `None` returns all, in graph order.
+    pub outputs: Option<Vec<String>>,
+}
+
+impl InferenceRequest {
+    /// A request with the given inputs and all outputs.
+    pub fn new(inputs: Vec<(String, Tensor)>) -> Self {
+        InferenceRequest { inputs, outputs: None }
+    }
+}
+
+/// The result of one inference call, with where and how it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InferenceResponse {
+    /// The model that ran.
+    pub model: String,
+    /// Its version.
+    pub version: u64,
+    /// The pool that ran it.
+    pub pool: String,
+    /// That pool's device.
+    pub device: DeviceKind,
+    /// The requested outputs (this request's rows only).
+    pub outputs: Vec<(String, Tensor)>,
+    /// Rows in the executed batch this request was part of.
+    pub batch_size: usize,
+    /// Time from enqueueing to the start of the batch's execution.
+    pub queue_time: Duration,
+    /// Time the batch took to execute (including concatenation and split).
+    pub exec_time: Duration,
+}
+
+impl InferenceResponse {
+    /// The output named `name`, if returned.
+    pub fn output(&self, name: &str) -> Option<&Tensor> {
+        self.outputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+/// The outcome of loading a model's sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Wall time to build every pool's sessions (and warm them up).
+    pub cold_start: Duration,
+    /// Per pool, in spec order: `Ok` when it serves, else why it does not.
+    pub pools: Vec<(String, Result<(), String>)>,
+}

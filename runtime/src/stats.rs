@@ -1,0 +1,247 @@
+//! Per-pool counters and latency estimates, and the plain-data snapshot the
+//! gateway reads ([`RuntimeSnapshot`]) to build the routing policy's view
+//! of the fleet.
+//!
+//! Latency is kept per batch-size bucket (powers of two: a batch of 3 rows
+//! falls in bucket 4) as an exponentially weighted moving average.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::model::ModelState;
+use crate::spec::DeviceKind;
+
+/// Weight of the newest sample in the moving average.
+const EWMA_ALPHA: f64 = 0.2;
+/// Buckets 1, 2, 4, ... 2^(BUCKETS-1) rows; larger batches share the last.
+const BUCKETS: usize = 17;
+
+/// Live counters of one pool; they survive unloads and reloads.
+#[derive(Debug, Default)]
+pub struct PoolCounters {
+    /// Requests accepted into the queue.
+    pub requests: AtomicU64,
+    /// Batches executed (successfully or not).
+    pub executions: AtomicU64,
+    /// Rows in executed batches.
+    pub executed_rows: AtomicU64,
+    /// Requests dropped before execution because their caller went away.
+    pub cancelled: AtomicU64,
+    /// Requests refused because the queue was full.
+    pub rejected: AtomicU64,
+    /// Requests that failed during execution.
+    pub errors: AtomicU64,
+    /// Requests accepted but not yet executing or cancelled.
+    pub queue_depth: AtomicUsize,
+    /// Requests in batches executing now.
+    pub in_flight: AtomicUsize,
+}
+
+/// Latency estimates by batch-size bucket.
+#[derive(Debug, Default)]
+pub struct LatencyTable {
+    buckets: Mutex<[(f64, u64); BUCKETS]>,
+}
+
+/// Index of the power-of-two bucket holding `rows`.
+fn bucket_index(rows: usize) -> usize {
+    let pow = rows.max(1).next_power_of_two().trailing_zeros() as usize;
+    pow.min(BUCKETS - 1)
+}
+
+impl LatencyTable {
+    /// Records one batch of `rows` rows that took `took`.
+    pub fn record(&self, rows: usize, took: Duration) {
+        let mut buckets = self.buckets.lock();
+        let (ewma, samples) = &mut buckets[bucket_index(rows)];
+        let secs = took.as_secs_f64();
+        *ewma = if *samples == 0 { secs } else { EWMA_ALPHA * secs + (1.0 - EWMA_ALPHA) * *ewma };
+        *samples += 1;
+    }
+
+    /// Buckets up to the one holding `max_rows`, plus any larger bucket
+    /// that has samples (requests larger than the batch limit run alone).
+    pub fn snapshot(&self, max_rows: usize) -> Vec<LatencyBucket> {
+        let buckets = self.buckets.lock();
+        let upto = bucket_index(max_rows);
+        buckets
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, samples))| *i <= upto || *samples > 0)
+            .map(|(i, &(ewma, samples))| LatencyBucket {
+                max_batch: 1usize << i,
+                ewma: Duration::from_secs_f64(ewma),
+                samples,
+            })
+            .collect()
+    }
+}
+
+/// One latency bucket: batches of up to `max_batch` rows (and more than
+/// half of it) took `ewma` on average.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencyBucket {
+    /// Upper bound of the bucket, a power of two.
+    pub max_batch: usize,
+    /// Moving average of execution time; zero without samples.
+    pub ewma: Duration,
+    /// Batches recorded.
+    pub samples: u64,
+}
+
+/// A pool's statistics at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Pool name.
+    pub name: String,
+    /// Its device.
+    pub device: DeviceKind,
+    /// False when the pool cannot serve (its sessions failed to build, e.g.
+    /// CUDA missing); an unloaded pool that may load is still available.
+    pub available: bool,
+    /// Why it is unavailable.
+    pub unavailable_reason: Option<String>,
+    /// Worker threads configured.
+    pub workers: usize,
+    /// Requests waiting.
+    pub queue_depth: usize,
+    /// Queue capacity.
+    pub queue_capacity: usize,
+    /// Requests executing now.
+    pub in_flight: usize,
+    /// Requests accepted since start.
+    pub requests: u64,
+    /// Batches executed since start.
+    pub executions: u64,
+    /// Rows executed since start.
+    pub executed_rows: u64,
+    /// Requests cancelled by their caller before execution.
+    pub cancelled: u64,
+    /// Requests refused with `Overloaded`.
+    pub rejected: u64,
+    /// Requests that failed in execution.
+    pub errors: u64,
+    /// Execution time by batch-size bucket.
+    pub latency: Vec<LatencyBucket>,
+}
+
+impl PoolStats {
+    /// Predicted execution time of a batch of `rows` rows: the bucket's
+    /// average when it has samples; else the nearest smaller sampled bucket
+    /// scaled linearly (an upper bound); else the nearest larger one (a
+    /// batch never runs faster with fewer rows... roughly). `None` when no
+    /// batch has run yet.
+    pub fn predict_exec(&self, rows: usize) -> Option<Duration> {
+        let rows = rows.max(1);
+        let sampled = || self.latency.iter().filter(|b| b.samples > 0);
+        if let Some(b) = sampled().find(|b| b.max_batch >= rows && b.max_batch / 2 < rows) {
+            return Some(b.ewma);
+        }
+        if let Some(b) = sampled().filter(|b| b.max_batch < rows).last() {
+            return Some(b.ewma.mul_f64(rows as f64 / b.max_batch as f64));
+        }
+        sampled().find(|b| b.max_batch > rows).map(|b| b.ewma)
+    }
+
+    /// Rough wait before a new request of `rows` rows would finish here:
+    /// the queue ahead spread over the workers, times the batch estimate.
+    pub fn predict_wait(&self, rows: usize) -> Duration {
+        let per_batch = self.predict_exec(rows).unwrap_or(Duration::from_millis(1));
+        let ahead = (self.queue_depth + self.in_flight) as f64 / self.workers.max(1) as f64;
+        per_batch.mul_f64(ahead + 1.0)
+    }
+}
+
+/// One model's statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelStats {
+    /// Model name.
+    pub name: String,
+    /// Model version.
+    pub version: u64,
+    /// Load state.
+    pub state: ModelState,
+    /// Time the most recent successful load took.
+    pub last_cold_start: Option<Duration>,
+    /// Its pools, in spec order.
+    pub pools: Vec<PoolStats>,
+}
+
+/// Every model's statistics, in registration order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RuntimeSnapshot {
+    /// The models.
+    pub models: Vec<ModelStats>,
+}
+
+impl RuntimeSnapshot {
+    /// The model named `name`.
+    pub fn model(&self, name: &str) -> Option<&ModelStats> {
+        self.models.iter().find(|m| m.name == name)
+    }
+}
+
+impl ModelStats {
+    /// The pool named `name`.
+    pub fn pool(&self, name: &str) -> Option<&PoolStats> {
+        self.pools.iter().find(|p| p.name == name)
+    }
+}
+
+/// Loads an atomic counter (relaxed: statistics, not synchronisation).
+pub(crate) fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// Adds to an atomic counter.
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_powers_of_two() {
+        assert_eq!(bucket_index(1), 0);
+        assert_eq!(bucket_index(2), 1);
+        assert_eq!(bucket_index(3), 2);
+        assert_eq!(bucket_index(8), 3);
+        assert_eq!(bucket_index(9), 4);
+    }
+
+    #[test]
+    fn ewma_and_prediction() {
+        let table = LatencyTable::default();
+        table.record(3, Duration::from_millis(10));
+        table.record(4, Duration::from_millis(20));
+        let buckets = table.snapshot(8);
+        assert_eq!(buckets.iter().map(|b| b.max_batch).collect::<Vec<_>>(), vec![1, 2, 4, 8]);
+        let b4 = &buckets[2];
+        assert_eq!(b4.samples, 2);
+        assert_eq!(b4.ewma, Duration::from_secs_f64(0.2 * 0.020 + 0.8 * 0.010));
+        let stats = PoolStats {
+            name: "cpu".into(),
+            device: DeviceKind::Cpu,
+            available: true,
+            unavailable_reason: None,
+            workers: 1,
+            queue_depth: 0,
+            queue_capacity: 1,
+            in_flight: 0,
+            requests: 0,
+            executions: 0,
+            executed_rows: 0,
+            cancelled: 0,
+            rejected: 0,
+            errors: 0,
+            latency: buckets,
+        };
+        assert_eq!(stats.predict_exec(4), Some(b4.ewma));
+        assert_eq!(stats.predict_exec(1), Some(b4.ewma));
+        assert_eq!(stats.predict_exec(8), Some(b4.ewma.mul_f64(2.0)));
+    }
+}
