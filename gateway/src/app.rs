@@ -70,7 +70,11 @@ impl ProxyHttp for GatewayApp {
     }
 
     /// Not reached yet: every request is answered in `request_filter`.
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> pingora::Result<Box<HttpPeer>> {
         Err(Error::explain(ErrorType::InternalError, "no upstream routes are configured"))
     }
 
@@ -143,7 +147,12 @@ async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, Gate
 }
 
 /// Writes a complete reply.
-async fn write_reply(session: &mut Session, reply: Reply, head_only: bool, ctx: &mut RequestCtx) -> pingora::Result<()> {
+async fn write_reply(
+    session: &mut Session,
+    reply: Reply,
+    head_only: bool,
+    ctx: &mut RequestCtx,
+) -> pingora::Result<()> {
     ctx.status = reply.status;
     ctx.error_label = reply.error_label;
     let mut header = ResponseHeader::build(reply.status, Some(reply.headers.len() + 2))?;

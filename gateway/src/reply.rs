@@ -23,7 +23,13 @@ pub struct Reply {
 impl Reply {
     /// A JSON reply.
     pub fn json(status: u16, body: impl Into<Bytes>) -> Reply {
-        Reply { status, headers: Vec::new(), content_type: "application/json", body: body.into(), error_label: None }
+        Reply {
+            status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: body.into(),
+            error_label: None,
+        }
     }
 
     /// A JSON reply serialising `value`.
@@ -33,7 +39,13 @@ impl Reply {
 
     /// An empty 200, as the V2 health endpoints answer.
     pub fn empty(status: u16) -> Reply {
-        Reply { status, headers: Vec::new(), content_type: "text/plain", body: Bytes::new(), error_label: None }
+        Reply {
+            status,
+            headers: Vec::new(),
+            content_type: "text/plain",
+            body: Bytes::new(),
+            error_label: None,
+        }
     }
 
     /// Adds a header.

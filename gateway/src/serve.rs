@@ -25,7 +25,8 @@ pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue>
                     path: format!("routes[{i}].models[{j}]"),
                     message: format!("{model:?} has a different input/output signature than {first:?}"),
                 }),
-                Err(e) => issues.push(ConfigIssue { path: format!("routes[{i}].models[{j}]"), message: e.to_string() }),
+                Err(e) => issues
+                    .push(ConfigIssue { path: format!("routes[{i}].models[{j}]"), message: e.to_string() }),
             }
         }
     }
@@ -37,7 +38,7 @@ pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> 
     let lib = init_onnxruntime(config.onnxruntime_library.as_deref()).context("ONNX Runtime library")?;
     tracing::info!(library = %lib.display(), "ONNX Runtime loaded");
     let repo = ModelRepository::new(config.models.clone()).context("model repository")?;
-    let issues = check_routes(&config, &repo);
+    let issues = check_routes(config, &repo);
     if !issues.is_empty() {
         let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
         anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
@@ -48,7 +49,7 @@ pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> 
 /// Runs the server until SIGTERM/SIGINT.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let repo = open_repository(&config)?;
-    repo.start_idle_reaper();
+    repo.start_idle_reaper().context("start the idle-unload thread")?;
     let server_conf = ServerConf {
         threads: config.server.threads,
         grace_period_seconds: Some(config.server.shutdown_grace.as_secs()),

@@ -61,7 +61,9 @@ pub fn to_ort_value(tensor: &Tensor) -> Result<DynValue, String> {
         TensorData::Strings(items) => {
             let strings = items
                 .iter()
-                .map(|b| String::from_utf8(b.to_vec()).map_err(|_| "a BYTES element is not UTF-8".to_string()))
+                .map(|b| {
+                    String::from_utf8(b.to_vec()).map_err(|_| "a BYTES element is not UTF-8".to_string())
+                })
                 .collect::<Result<Vec<String>, String>>()?;
             let value = ort::value::Tensor::from_string_array((shape, strings.as_slice()))
                 .map_err(|e| e.to_string())?;
@@ -88,7 +90,9 @@ pub fn to_ort_value(tensor: &Tensor) -> Result<DynValue, String> {
 /// Copies an ONNX Runtime output value into a [`Tensor`].
 pub fn from_ort_value(value: DynValue) -> Result<Tensor, String> {
     let (ty, shape) = match value.dtype() {
-        ValueType::Tensor { ty, shape, .. } => (*ty, shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>()),
+        ValueType::Tensor { ty, shape, .. } => {
+            (*ty, shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>())
+        }
         other => return Err(format!("output is a {other}, not a tensor")),
     };
     let dtype = from_ort_type(ty).ok_or_else(|| format!("output element type {ty} is not supported"))?;

@@ -1,9 +1,43 @@
 //! Switchyard's ONNX Runtime execution layer: model repository, device
 //! pools with dynamic batching, and pool statistics. Knows nothing of HTTP,
 //! Redis or config files.
+//!
+//! Start-up: [`init_onnxruntime`] (once per process), then
+//! [`ModelRepository::new`] with the [`ModelSpec`]s, then optionally
+//! [`ModelRepository::start_idle_reaper`]. Serving:
+//! [`ModelRepository::infer`]. Observing: [`ModelRepository::stats`].
+//!
+//! Inside, each pool is a bounded queue feeding worker threads that each
+//! own one ONNX Runtime session: `repository` -> `dispatch` (pick a pool)
+//! -> `queue` (collect a batch) -> `worker` (`batch` concat, run, split).
 
+#![warn(missing_docs)]
+
+mod batch;
+mod convert;
+mod dispatch;
+pub mod error;
+mod model;
+pub mod ort_env;
+mod pool;
+mod queue;
+mod reaper;
+mod repository;
+pub mod request;
+mod session;
 pub mod signature;
+pub mod spec;
+pub mod stats;
 pub mod tensor;
+mod validate;
+mod worker;
 
+pub use error::{ErrorClass, RuntimeError};
+pub use model::ModelState;
+pub use ort_env::init_onnxruntime;
+pub use repository::ModelRepository;
+pub use request::{InferenceRequest, InferenceResponse, LoadReport};
 pub use signature::{ModelSignature, TensorSpec};
+pub use spec::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
+pub use stats::{LatencyBucket, ModelStats, PoolStats, RuntimeSnapshot};
 pub use tensor::{DataType, Tensor, TensorData, TensorError};

@@ -33,15 +33,17 @@ pub fn probe_signature(spec: &ModelSpec) -> Result<ModelSignature, RuntimeError>
         .commit_from_file(&spec.path)
         .map_err(|e| corrupt(e.to_string()))?;
     let inputs = session.inputs().iter().map(tensor_spec).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
-    let outputs = session.outputs().iter().map(tensor_spec).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
+    let outputs =
+        session.outputs().iter().map(tensor_spec).collect::<Result<Vec<_>, _>>().map_err(corrupt)?;
     Ok(ModelSignature { inputs, outputs })
 }
 
 fn tensor_spec(outlet: &Outlet) -> Result<TensorSpec, String> {
     match outlet.dtype() {
         ValueType::Tensor { ty, shape, .. } => {
-            let dtype = from_ort_type(*ty)
-                .ok_or_else(|| format!("'{}' has element type {ty}, which is not supported", outlet.name()))?;
+            let dtype = from_ort_type(*ty).ok_or_else(|| {
+                format!("'{}' has element type {ty}, which is not supported", outlet.name())
+            })?;
             Ok(TensorSpec { name: outlet.name().to_string(), dtype, shape: shape.to_vec() })
         }
         other => Err(format!(
@@ -72,12 +74,16 @@ pub fn build_session(path: &Path, pool: &PoolSpec) -> Result<Session, String> {
 }
 
 #[cfg(feature = "cuda")]
-fn with_cuda(builder: ort::session::builder::SessionBuilder) -> Result<ort::session::builder::SessionBuilder, String> {
+fn with_cuda(
+    builder: ort::session::builder::SessionBuilder,
+) -> Result<ort::session::builder::SessionBuilder, String> {
     let cuda = ort::ep::CUDA::default().build().error_on_failure();
     builder.with_execution_providers([cuda]).map_err(|e| format!("CUDA execution provider: {e}"))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn with_cuda(_builder: ort::session::builder::SessionBuilder) -> Result<ort::session::builder::SessionBuilder, String> {
+fn with_cuda(
+    _builder: ort::session::builder::SessionBuilder,
+) -> Result<ort::session::builder::SessionBuilder, String> {
     Err("switchyard-runtime was built without the `cuda` feature".into())
 }

@@ -140,7 +140,12 @@ mod tests {
             name: "m".into(),
             version: 1,
             path: "m.onnx".into(),
-            pools: vec![PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 }],
+            pools: vec![PoolSpec {
+                name: "cpu".into(),
+                device: DeviceKind::Cpu,
+                workers: 1,
+                intra_op_threads: 1,
+            }],
             batching: BatchingSpec::default(),
             idle_unload: None,
             warmup: false,

@@ -130,16 +130,15 @@ pub struct PoolStats {
 impl PoolStats {
     /// Predicted execution time of a batch of `rows` rows: the bucket's
     /// average when it has samples; else the nearest smaller sampled bucket
-    /// scaled linearly (an upper bound); else the nearest larger one (a
-    /// batch never runs faster with fewer rows... roughly). `None` when no
-    /// batch has run yet.
+    /// scaled linearly (an upper bound); else the nearest larger one (fewer
+    /// rows rarely run slower). `None` when no batch has run yet.
     pub fn predict_exec(&self, rows: usize) -> Option<Duration> {
         let rows = rows.max(1);
         let sampled = || self.latency.iter().filter(|b| b.samples > 0);
         if let Some(b) = sampled().find(|b| b.max_batch >= rows && b.max_batch / 2 < rows) {
             return Some(b.ewma);
         }
-        if let Some(b) = sampled().filter(|b| b.max_batch < rows).last() {
+        if let Some(b) = sampled().rfind(|b| b.max_batch < rows) {
             return Some(b.ewma.mul_f64(rows as f64 / b.max_batch as f64));
         }
         sampled().find(|b| b.max_batch > rows).map(|b| b.ewma)
@@ -165,6 +164,8 @@ pub struct ModelStats {
     pub state: ModelState,
     /// Time the most recent successful load took.
     pub last_cold_start: Option<Duration>,
+    /// Successful loads since registration (each reload counts).
+    pub loads: u64,
     /// Its pools, in spec order.
     pub pools: Vec<PoolStats>,
 }
@@ -220,7 +221,7 @@ mod tests {
         table.record(4, Duration::from_millis(20));
         let buckets = table.snapshot(8);
         assert_eq!(buckets.iter().map(|b| b.max_batch).collect::<Vec<_>>(), vec![1, 2, 4, 8]);
-        let b4 = &buckets[2];
+        let b4 = buckets[2].clone();
         assert_eq!(b4.samples, 2);
         assert_eq!(b4.ewma, Duration::from_secs_f64(0.2 * 0.020 + 0.8 * 0.010));
         let stats = PoolStats {

@@ -56,7 +56,8 @@ pub fn validate(
     }
     let mut inputs = Vec::with_capacity(slots.len());
     for (slot, spec) in slots.into_iter().zip(&signature.inputs) {
-        let tensor = slot.ok_or_else(|| RuntimeError::MissingInput { model: model.into(), input: spec.name.clone() })?;
+        let tensor =
+            slot.ok_or_else(|| RuntimeError::MissingInput { model: model.into(), input: spec.name.clone() })?;
         inputs.push(tensor);
     }
     let rows = rows(model, signature, batch, &inputs)?;
@@ -96,7 +97,12 @@ fn check_tensor(model: &str, spec: &TensorSpec, tensor: &Tensor) -> Result<(), R
     Ok(())
 }
 
-fn rows(model: &str, signature: &ModelSignature, batch: bool, inputs: &[Tensor]) -> Result<usize, RuntimeError> {
+fn rows(
+    model: &str,
+    signature: &ModelSignature,
+    batch: bool,
+    inputs: &[Tensor],
+) -> Result<usize, RuntimeError> {
     let first = inputs.first().and_then(|t| t.shape().first().copied()).unwrap_or(1);
     if !batch {
         return Ok(first.max(1));

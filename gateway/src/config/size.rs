@@ -32,7 +32,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let number: u64 = digits.parse().map_err(|_| format!("invalid size {text:?}: expected e.g. \"64MiB\""))?;
+    let number: u64 =
+        digits.parse().map_err(|_| format!("invalid size {text:?}: expected e.g. \"64MiB\""))?;
     let factor: u64 = match unit.trim() {
         "" | "B" => 1,
         "KiB" => 1 << 10,

@@ -27,7 +27,8 @@ fn unknown_field_is_reported_with_its_path() {
 
 #[test]
 fn nested_type_error_names_the_field_path() {
-    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { max_batch_size = \"many\" }\n");
+    let found =
+        issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { max_batch_size = \"many\" }\n");
     assert_eq!(found[0].path, "models[0].batching.max_batch_size", "{found:?}");
 }
 
@@ -63,8 +64,11 @@ budget_ms = { default = 100, max = 10 }
 
 #[test]
 fn relative_model_paths_start_at_the_repository_folder() {
-    let config = parse("[repository]\npath = \"m\"\n[[models]]\nname = \"x\"\npath = \"x.onnx\"\n", Path::new("/etc/sy"))
-        .expect("valid");
+    let config = parse(
+        "[repository]\npath = \"m\"\n[[models]]\nname = \"x\"\npath = \"x.onnx\"\n",
+        Path::new("/etc/sy"),
+    )
+    .expect("valid");
     assert_eq!(config.models[0].path, Path::new("/etc/sy/m/x.onnx"));
     assert_eq!(config.models[0].pools.len(), 1, "a default CPU pool");
 }

@@ -108,7 +108,12 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             issues,
         ),
         body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms.unwrap_or(30_000).max(1)),
-        max_request_elements: positive(raw.max_request_elements, 16 << 20, "server.max_request_elements", issues),
+        max_request_elements: positive(
+            raw.max_request_elements,
+            16 << 20,
+            "server.max_request_elements",
+            issues,
+        ),
     };
     let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
     Some(ServerConfig { listen: listen?, admin_listen: admin?, threads, limits, shutdown_grace })
@@ -132,7 +137,8 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
     for (j, pool) in raw.pools.iter().enumerate() {
         if let Some(spec) = pool_spec(pool, &format!("{path}.pools[{j}]"), issues) {
             if pools.iter().any(|p| p.name == spec.name) {
-                issues.push(format!("{path}.pools[{j}].name"), format!("duplicate pool name {:?}", spec.name));
+                issues
+                    .push(format!("{path}.pools[{j}].name"), format!("duplicate pool name {:?}", spec.name));
             }
             pools.push(spec);
         }
@@ -157,7 +163,8 @@ fn pool_spec(raw: &RawPool, path: &str, issues: &mut Issues) -> Option<PoolSpec>
         "cpu" => DeviceKind::Cpu,
         "cuda" => DeviceKind::Cuda,
         other => {
-            issues.push(format!("{path}.device"), format!("unknown device {other:?}: use \"cpu\" or \"cuda\""));
+            issues
+                .push(format!("{path}.device"), format!("unknown device {other:?}: use \"cpu\" or \"cuda\""));
             return None;
         }
     };
@@ -169,7 +176,12 @@ fn pool_spec(raw: &RawPool, path: &str, issues: &mut Issues) -> Option<PoolSpec>
     })
 }
 
-fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &mut Issues) -> Option<RouteConfig> {
+fn route_config(
+    raw: &RawRoute,
+    models: &HashSet<String>,
+    path: &str,
+    issues: &mut Issues,
+) -> Option<RouteConfig> {
     if raw.name.is_empty() || raw.name.contains('/') {
         issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }

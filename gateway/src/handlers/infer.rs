@@ -8,7 +8,7 @@ use crate::state::AppState;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use bytes::Bytes;
 use http::HeaderMap;
-use switchyard_runtime::{InferenceRequest, InferenceResponse};
+use switchyard_runtime::{InferenceRequest, InferenceResponse, Tensor};
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -24,29 +24,27 @@ pub async fn infer(
 ) -> Result<Reply, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
     let header_len = header_length(headers)?;
-    let limits = DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
-    let decoded = v2::decode_infer_request(body, header_len, &limits)?;
+    let limits =
+        DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
+    let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
+    let signature = state.repo.signature(target.default_model())?;
+    v2::check_signature(&decoded, &target.public_name, &signature)?;
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
-        inputs: decoded.inputs,
+        inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let model = target.default_model().to_string();
+    let batched = state.repo.spec(&model)?.batching.enabled();
     let response = state.repo.infer(&model, None, request).await?;
-    let binary_for = |output: &str| {
-        decoded.binary_data_output || decoded.outputs.iter().any(|o| o.name == output && o.binary)
-    };
     let parameters = explain(&response, "default");
     let device = response.device.to_string();
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
-        id: decoded.id,
+        id: decoded.id.clone(),
         parameters,
-        outputs: response.outputs.into_iter().map(|(n, t)| {
-            let binary = binary_for(&n);
-            (n, t, binary)
-        }).collect(),
+        outputs: shape_outputs(&decoded, response.outputs, batched)?,
     };
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
@@ -58,6 +56,27 @@ pub async fn infer(
         .with_header("x-switchyard-model", response.model)
         .with_header("x-switchyard-device", device)
         .with_header("x-switchyard-reason", "default"))
+}
+
+/// Applies per-output encoding choices: binary or JSON, and Triton's
+/// classification extension (top-k `"value:index"` strings) when asked.
+fn shape_outputs(
+    decoded: &v2::DecodedRequest,
+    outputs: Vec<(String, Tensor)>,
+    batched: bool,
+) -> Result<Vec<(String, Tensor, bool)>, GatewayError> {
+    outputs
+        .into_iter()
+        .map(|(name, tensor)| {
+            let binary = decoded.output_is_binary(&name);
+            let k = decoded.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
+            let tensor = match k {
+                Some(k) => v2::classify(&name, &tensor, k, batched)?,
+                None => tensor,
+            };
+            Ok((name, tensor, binary))
+        })
+        .collect()
 }
 
 /// Reads `Inference-Header-Content-Length`, if present.

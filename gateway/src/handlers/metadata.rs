@@ -14,7 +14,12 @@ pub fn server() -> Reply {
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]`
-pub fn model(state: &AppState, config: &Config, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+pub fn model(
+    state: &AppState,
+    config: &Config,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
     let sig = signature(&state.repo, &target)?;
     let versions = [target.version.to_string()];
@@ -23,16 +28,27 @@ pub fn model(state: &AppState, config: &Config, name: &str, version: Option<&str
 
 /// `GET /v2/models/{m}[/versions/{v}]/ready`: 200 when every model behind
 /// the name can serve (loaded, or loadable on demand); 503 otherwise.
-pub fn ready(state: &AppState, config: &Config, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+pub fn ready(
+    state: &AppState,
+    config: &Config,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
-    let failed = target.models.iter().any(|m| matches!(state.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
+    let failed =
+        target.models.iter().any(|m| matches!(state.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
     Ok(Reply::empty(if failed { 503 } else { 200 }))
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/config`, in the shape
 /// `perf_analyzer` reads: `max_batch_size`, `input`/`output` with
 /// `TYPE_*` datatypes and dims without the batch dimension.
-pub fn config(state: &AppState, config: &Config, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+pub fn config(
+    state: &AppState,
+    config: &Config,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
     let sig = signature(&state.repo, &target)?;
     let spec = state.repo.spec(target.default_model())?;

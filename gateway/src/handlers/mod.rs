@@ -98,7 +98,8 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
     let Some(endpoint) = parse_path(req.path) else {
         return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path)));
     };
-    if *req.method != endpoint.method() && !(*req.method == Method::HEAD && endpoint.method() == Method::GET) {
+    if *req.method != endpoint.method() && !(*req.method == Method::HEAD && endpoint.method() == Method::GET)
+    {
         return Reply::error(&GatewayError::MethodNotAllowed {
             method: req.method.to_string(),
             path: req.path.to_string(),
@@ -111,7 +112,9 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
         Endpoint::ModelMetadata(name, version) => metadata::model(state, config, name, version),
         Endpoint::ModelReady(name, version) => metadata::ready(state, config, name, version),
         Endpoint::ModelConfig(name, version) => metadata::config(state, config, name, version),
-        Endpoint::Infer(name, version) => infer::infer(state, config, name, version, req.headers, req.body).await,
+        Endpoint::Infer(name, version) => {
+            infer::infer(state, config, name, version, req.headers, req.body).await
+        }
     };
     result.unwrap_or_else(Reply::from)
 }

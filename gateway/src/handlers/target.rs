@@ -36,7 +36,12 @@ pub fn resolve(
     let target = if let Some(route) = config.route(name) {
         Target { public_name: name.to_string(), version: 1, models: route.models.clone(), is_route: true }
     } else if let Some(spec) = config.models.iter().find(|m| m.name == name) {
-        Target { public_name: name.to_string(), version: spec.version, models: vec![name.to_string()], is_route: false }
+        Target {
+            public_name: name.to_string(),
+            version: spec.version,
+            models: vec![name.to_string()],
+            is_route: false,
+        }
     } else {
         return Err(GatewayError::NotFound(format!("unknown model or route {name:?}")));
     };

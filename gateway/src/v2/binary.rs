@@ -119,10 +119,10 @@ mod tests {
         encode_bytes_elements(&strings(&["ab", "c"]), &mut raw);
         let raw = Bytes::from(raw);
         for (count, data) in [
-            (3, raw.clone()),                  // too few elements
-            (1, raw.clone()),                  // trailing bytes
-            (2, raw.slice(..raw.len() - 1)),   // last element cut short
-            (2, raw.slice(..8)),               // prefix cut short
+            (3, raw.clone()),                // too few elements
+            (1, raw.clone()),                // trailing bytes
+            (2, raw.slice(..raw.len() - 1)), // last element cut short
+            (2, raw.slice(..8)),             // prefix cut short
         ] {
             let err = decode_binary("s", DataType::Bytes, &[count], count, data).unwrap_err();
             assert!(matches!(err, V2Error::BinaryBytes { .. }), "{err}");

@@ -40,8 +40,7 @@ fn narrow(v: f64, exp_bits: u32, man_bits: u32) -> Option<u16> {
     }
     // For normals, q carries the implicit bit at `man_bits`; adding it to
     // (biased exponent - 1) << man_bits handles a carry out of rounding.
-    let magnitude =
-        if unbiased < emin { q } else { (((unbiased + bias - 1) as u64) << man_bits) + q };
+    let magnitude = if unbiased < emin { q } else { (((unbiased + bias - 1) as u64) << man_bits) + q };
     let infinity = ((1u64 << exp_bits) - 1) << man_bits;
     if magnitude >= infinity {
         return None;
@@ -106,7 +105,8 @@ mod tests {
         assert_eq!(f64_to_bf16_bits(1.0), Some(0x3f80));
         assert_eq!(f64_to_bf16_bits(-1.5), Some(0xbfc0));
         assert_eq!(f64_to_bf16_bits(0.1), Some(0x3dcd));
-        assert_eq!(f64_to_bf16_bits(3.38e38), Some(0x7f7f));
+        assert_eq!(f64_to_bf16_bits(3.39e38), Some(0x7f7f));
+        assert_eq!(f64_to_bf16_bits(3.38e38), Some(0x7f7e));
         assert_eq!(f64_to_bf16_bits(3.4e38), None);
         assert_eq!(f64_to_bf16_bits(1e39), None);
         assert_eq!(bf16_bits_to_f32(0x3dcd), f32::from_bits(0x3dcd_0000));

@@ -239,9 +239,9 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
         let nested = rank > 1 && self.ctx.leaf_depth == Some(rank);
         if nested && self.ctx.shape.get(depth) != Some(&len) {
             let dim = self.ctx.shape.get(depth).copied().unwrap_or(0);
-            let err = self
-                .ctx
-                .mismatch(format!("an array at depth {depth} has {len} elements, dimension {depth} is {dim}"));
+            let err = self.ctx.mismatch(format!(
+                "an array at depth {depth} has {len} elements, dimension {depth} is {dim}"
+            ));
             return Err(self.fail(err));
         }
         Ok(())

@@ -113,8 +113,12 @@ pub fn decode_infer_request(
     if header_len > body.len() {
         return Err(V2Error::HeaderLength { header_len, body_len: body.len() });
     }
+    let header = &body[..header_len];
+    if !is_object(header) {
+        return Err(V2Error::InvalidJson("the request must be a JSON object".to_owned()));
+    }
     let raw: RawRequest<'_> =
-        serde_json::from_slice(&body[..header_len]).map_err(|e| V2Error::InvalidJson(e.to_string()))?;
+        serde_json::from_slice(header).map_err(|e| V2Error::InvalidJson(e.to_string()))?;
     let binary = body.slice(header_len..);
 
     let id = match raw.id {
@@ -142,8 +146,7 @@ pub fn decode_infer_request(
     let mut offset = 0usize;
     let mut total = 0usize;
     for (index, raw_input) in raw_inputs.into_iter().enumerate() {
-        let parsed: RawInput<'_> = serde_json::from_str(raw_input.get())
-            .map_err(|e| invalid_owned("inputs", format!("inputs[{index}]"), e.to_string()))?;
+        let parsed: RawInput<'_> = parse_object(raw_input, "inputs", index)?;
         let name = match parsed.name {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("name", &format!("inputs[{index}]"), "must be a string")),
@@ -168,14 +171,13 @@ pub fn decode_infer_request(
                 "input '{name}' uses shared memory, which Switchyard does not support; send its data in the request body"
             )));
         }
-        let binary_size = match params.get("binary_data_size") {
-            None => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| invalid("binary_data_size", &context, "must be a non-negative integer"))?,
-            ),
-        };
+        let binary_size =
+            match params.get("binary_data_size") {
+                None => None,
+                Some(v) => Some(v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                    invalid("binary_data_size", &context, "must be a non-negative integer")
+                })?),
+            };
         let data = match (parsed.data, binary_size) {
             (Some(_), Some(_)) => return Err(V2Error::ConflictingData { input: name }),
             (None, None) => return Err(V2Error::MissingData { input: name }),
@@ -224,8 +226,7 @@ fn parse_outputs(
     }
     let mut outputs: Vec<RequestedOutput> = Vec::with_capacity(raw.len());
     for (index, raw_output) in raw.into_iter().enumerate() {
-        let parsed: RawOutput = serde_json::from_str(raw_output.get())
-            .map_err(|e| invalid_owned("outputs", format!("outputs[{index}]"), e.to_string()))?;
+        let parsed: RawOutput = parse_object(raw_output, "outputs", index)?;
         let name = match parsed.name {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("name", &format!("outputs[{index}]"), "must be a string")),
@@ -275,6 +276,25 @@ fn parse_shape(raw: Option<Value>, context: &str, limits: &DecodeLimits) -> Resu
             })
         })
         .collect()
+}
+
+/// Whether JSON text is an object (serde would also take a struct from an
+/// array of its fields).
+fn is_object(text: &[u8]) -> bool {
+    text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// Parses element `index` of the `field` array as an object.
+fn parse_object<'a, T: Deserialize<'a>>(
+    raw: &'a RawValue,
+    field: &'static str,
+    index: usize,
+) -> Result<T, V2Error> {
+    let context = || format!("{field}[{index}]");
+    if !is_object(raw.get().as_bytes()) {
+        return Err(invalid_owned(field, context(), "must be an object".to_owned()));
+    }
+    serde_json::from_str(raw.get()).map_err(|e| invalid_owned(field, context(), e.to_string()))
 }
 
 /// A `parameters`-like field: absent or null is empty, else an object.

@@ -1,0 +1,57 @@
+//! The Open Inference Protocol (KServe V2) REST codec, with Triton's binary
+//! tensor data and classification extensions, compatible with unmodified
+//! `tritonclient[http]` and `perf_analyzer`.
+//!
+//! This module is pure: bytes in, typed tensors out, and back. HTTP
+//! routing, headers and status lines belong to the server.
+//!
+//! * [`decode_infer_request`]: an infer body (plus its
+//!   `Inference-Header-Content-Length`) to a [`DecodedRequest`].
+//! * [`check_signature`]: a decoded request against a model's signature.
+//! * [`encode_infer_response`]: [`InferResponseParts`] to an
+//!   [`EncodedBody`] (body, header length, content type).
+//! * [`server_metadata`], [`model_metadata`], [`model_config`]: the JSON of
+//!   the metadata endpoints.
+//! * [`V2Error`]: every client error, with [`V2Error::status`] and the
+//!   Triton-style [`V2Error::body`].
+//!
+//! Decisions that differ from, or go beyond, Triton:
+//! * `FP16`/`BF16` JSON data is accepted as numbers (rounded to nearest
+//!   even) and returned as numbers; Triton refuses both directions.
+//! * JSON `data` must be flat or nested exactly as the shape; numbers must
+//!   fit the datatype (Triton silently truncates).
+//! * Binary `BOOL` bytes must be 0 or 1, so that JSON and binary inputs
+//!   give identical tensors (and cache keys).
+//! * A `BYTES` output that is not UTF-8 is sent as binary even if JSON was
+//!   asked for.
+//! * Exceeding a [`DecodeLimits`] bound is 413; a shape whose element
+//!   count overflows is 400.
+
+mod binary;
+pub mod classification;
+pub mod error;
+mod float16;
+mod json_data;
+pub mod limits;
+pub mod metadata;
+pub mod request;
+pub mod response;
+pub mod validate;
+
+#[cfg(test)]
+mod tests_decode;
+#[cfg(test)]
+mod tests_encode;
+#[cfg(test)]
+mod tests_malformed;
+
+pub use classification::classify;
+pub use error::{error_body, V2Error};
+pub use limits::DecodeLimits;
+pub use metadata::{model_config, model_metadata, server_metadata};
+pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
+pub use response::{
+    encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
+    INFERENCE_HEADER_CONTENT_LENGTH,
+};
+pub use validate::check_signature;

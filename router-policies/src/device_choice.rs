@@ -1,0 +1,131 @@
+//! Choosing among one model's pools (GPU, CPU, upstream) by predicted
+//! completion time and cost. Every policy places its chosen model with
+//! [`choose_pool`].
+
+use std::cmp::Ordering;
+use std::time::Duration;
+
+use crate::fleet::{CandidateModel, PoolView};
+use crate::plan::Target;
+use crate::predict::{Estimator, Prediction};
+
+/// How the chosen pool relates to the budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The cheapest pool that fits the budget (the usual case).
+    Fits,
+    /// A costlier pool that fits, because the pool that would serve an idle
+    /// fleet (the cheapest) fits on execution time alone but its queue would
+    /// miss the budget, or is full.
+    SpillOver,
+    /// No pool fits; the fastest one.
+    Late,
+}
+
+/// The pool chosen for one model, and the model's other usable pools.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolChoice {
+    /// Where to run.
+    pub target: Target,
+    /// The prediction behind `target`.
+    pub prediction: Prediction,
+    /// Whether and how it fits.
+    pub placement: Placement,
+    /// The model's other admissible pools, best first (fallbacks).
+    pub alternatives: Vec<Target>,
+}
+
+impl PoolChoice {
+    /// True unless no pool fits the budget.
+    pub fn fits(&self) -> bool {
+        self.placement != Placement::Late
+    }
+}
+
+/// A pool with its prediction and configured position.
+struct Scored<'a> {
+    index: usize,
+    pool: &'a PoolView,
+    prediction: Prediction,
+}
+
+/// Chooses the pool of `model` to serve a request with `remaining` budget.
+///
+/// 1. An unavailable model, or one without an admissible pool (available and
+///    queue not full), gives `None`.
+/// 2. Predict completion on every available pool with `estimator`.
+/// 3. Rank the admissible pools: those that fit (`completion <= remaining`)
+///    first, by relative cost, then completion, then configured order; then
+///    those that miss, by completion, then relative cost, then configured
+///    order. Ties are thus broken by the pool's position in the config.
+/// 4. The first is chosen; the rest become `alternatives`.
+/// 5. Placement: [`Placement::Late`] when it misses; [`Placement::SpillOver`]
+///    when it fits but is not the *idle choice* (the available pool with the
+///    lowest cost, then execution time, then position) and the idle choice
+///    would fit on execution time alone but is full or its queue makes it
+///    miss; else [`Placement::Fits`].
+pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Estimator) -> Option<PoolChoice> {
+    if !model.available {
+        return None;
+    }
+    let scored: Vec<Scored<'_>> = model
+        .pools
+        .iter()
+        .enumerate()
+        .filter(|(_, pool)| pool.available)
+        .map(|(index, pool)| Scored { index, pool, prediction: estimator.predict(pool) })
+        .collect();
+    let fits = |s: &Scored<'_>| s.prediction.completion() <= remaining;
+    let mut ranked: Vec<&Scored<'_>> = scored.iter().filter(|s| !s.pool.is_full()).collect();
+    ranked.sort_by(|a, b| rank(a, b, fits(a), fits(b)));
+    let (chosen, rest) = ranked.split_first()?;
+
+    let idle = scored.iter().min_by(|a, b| {
+        a.pool
+            .relative_cost
+            .total_cmp(&b.pool.relative_cost)
+            .then(a.prediction.execution.cmp(&b.prediction.execution))
+            .then(a.index.cmp(&b.index))
+    });
+    let placement = match idle {
+        _ if !fits(chosen) => Placement::Late,
+        Some(idle)
+            if idle.index != chosen.index
+                && idle.prediction.execution <= remaining
+                && (idle.pool.is_full() || !fits(idle)) =>
+        {
+            Placement::SpillOver
+        }
+        _ => Placement::Fits,
+    };
+    Some(PoolChoice {
+        target: target(model, chosen),
+        prediction: chosen.prediction,
+        placement,
+        alternatives: rest.iter().map(|s| target(model, s)).collect(),
+    })
+}
+
+/// Step 3's order.
+fn rank(a: &Scored<'_>, b: &Scored<'_>, a_fits: bool, b_fits: bool) -> Ordering {
+    let by_cost = a.pool.relative_cost.total_cmp(&b.pool.relative_cost);
+    let by_time = a.prediction.completion().cmp(&b.prediction.completion());
+    let order = match (a_fits, b_fits) {
+        (true, false) => return Ordering::Less,
+        (false, true) => return Ordering::Greater,
+        (true, true) => by_cost.then(by_time),
+        (false, false) => by_time.then(by_cost),
+    };
+    order.then(a.index.cmp(&b.index))
+}
+
+/// The target naming `model` on the scored pool.
+fn target(model: &CandidateModel, scored: &Scored<'_>) -> Target {
+    Target {
+        model: model.name.clone(),
+        pool: scored.pool.name.clone(),
+        device: scored.pool.device,
+        predicted: scored.prediction.completion(),
+        basis: scored.prediction.basis,
+    }
+}

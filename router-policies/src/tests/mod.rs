@@ -1,0 +1,12 @@
+//! Unit tests of the crate, one file per concept, sharing fixtures.
+
+mod budget;
+mod cascade;
+mod config;
+mod device_choice;
+mod fixed;
+mod fixtures;
+mod latency_budget;
+mod predict;
+mod simulation;
+mod weighted;

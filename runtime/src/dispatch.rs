@@ -1,0 +1,101 @@
+//! Choosing a pool for a validated request and queueing it there.
+//!
+//! With a named pool, the request goes there or fails. Without one:
+//! 1. take the available pools of the loaded model;
+//! 2. order them by predicted wait ([`crate::PoolStats::predict_wait`]), spec
+//!    order breaking ties;
+//! 3. queue on the first whose queue has room (overflow goes to the next);
+//! 4. if every queue is full, `Overloaded` with the best pool's predicted
+//!    wait as the retry hint.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::error::RuntimeError;
+use crate::model::{LoadedModel, Model};
+use crate::pool::EnqueueError;
+use crate::queue::QueueEntry;
+use crate::request::InferenceResponse;
+use crate::stats::add;
+use crate::validate::Validated;
+
+/// The receiving end of a queued request.
+pub type Pending = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
+
+const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
+
+/// Queues `v` on the requested pool, or the best available one.
+pub fn enqueue(
+    model: &Model,
+    loaded: &LoadedModel,
+    pool: Option<usize>,
+    v: Validated,
+) -> Result<Pending, RuntimeError> {
+    let rows = v.rows;
+    let order = match pool {
+        Some(i) => {
+            if loaded.pools.get(i).is_none_or(Option::is_none) {
+                return Err(unavailable(model, i));
+            }
+            vec![i]
+        }
+        None => candidates(model, loaded, rows),
+    };
+    let (tx, rx) = oneshot::channel();
+    let mut entry = QueueEntry {
+        inputs: v.inputs,
+        rows,
+        outputs: v.outputs,
+        group: v.group,
+        enqueued: Instant::now(),
+        reply: tx,
+    };
+    for &i in &order {
+        let (Some(Some(runtime)), Some(shared)) = (loaded.pools.get(i), model.pools.get(i)) else { continue };
+        shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
+        match runtime.try_enqueue(entry) {
+            Ok(()) => {
+                add(&shared.counters.requests, 1);
+                return Ok(rx);
+            }
+            Err(EnqueueError::Full(back) | EnqueueError::Closed(back)) => {
+                shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
+                add(&shared.counters.rejected, 1);
+                entry = back;
+            }
+        }
+    }
+    let best = order.first().and_then(|&i| model.pools.get(i));
+    let retry_after = best
+        .map_or(MIN_RETRY_AFTER, |p| p.stats(&model.spec.batching).predict_wait(rows).max(MIN_RETRY_AFTER));
+    Err(RuntimeError::Overloaded {
+        model: model.spec.name.clone(),
+        pool: best.map_or_else(String::new, |p| p.spec.name.clone()),
+        retry_after,
+    })
+}
+
+fn candidates(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
+    let mut scored: Vec<(Duration, usize)> = loaded
+        .pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_some())
+        .filter_map(|(i, _)| Some((model.pools.get(i)?.stats(&model.spec.batching).predict_wait(rows), i)))
+        .collect();
+    scored.sort();
+    scored.into_iter().map(|(_, i)| i).collect()
+}
+
+fn unavailable(model: &Model, i: usize) -> RuntimeError {
+    let (name, reason) = model
+        .pools
+        .get(i)
+        .map_or_else(|| (String::new(), None), |p| (p.spec.name.clone(), p.unavailable.lock().clone()));
+    RuntimeError::DeviceUnavailable {
+        model: model.spec.name.clone(),
+        reason: format!("pool '{name}' is unavailable: {}", reason.unwrap_or_else(|| "not started".into())),
+    }
+}

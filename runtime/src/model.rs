@@ -1,0 +1,272 @@
+//! One registered model: its spec, signature, load state, and (when
+//! loaded) its running pools. Loading is blocking (sessions are built
+//! synchronously); the repository runs it off the async threads and makes
+//! sure only one load per model runs at a time.
+
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::error::RuntimeError;
+use crate::pool::PoolRuntime;
+use crate::queue::PoolShared;
+use crate::request::LoadReport;
+use crate::session::probe_signature;
+use crate::signature::ModelSignature;
+use crate::spec::ModelSpec;
+use crate::validate::batchable;
+use crate::worker::PoolContext;
+
+/// Where a model is in its life cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelState {
+    /// Registered, no sessions; the next request loads it.
+    Unloaded,
+    /// Sessions are being built.
+    Loading,
+    /// Serving.
+    Ready,
+    /// The file is corrupt or no pool could start; requests fail with the
+    /// stored error until an explicit `load` succeeds.
+    Failed(String),
+}
+
+impl fmt::Display for ModelState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelState::Unloaded => f.write_str("unloaded"),
+            ModelState::Loading => f.write_str("loading"),
+            ModelState::Ready => f.write_str("ready"),
+            ModelState::Failed(reason) => write!(f, "failed: {reason}"),
+        }
+    }
+}
+
+/// The running part of a loaded model; dropped on unload.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// Per pool in spec order; `None` when the pool is unavailable.
+    pub pools: Vec<Option<PoolRuntime>>,
+    /// The model's signature.
+    pub signature: ModelSignature,
+    /// Whether requests are merged into batches.
+    pub batch: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: ModelState,
+    loaded: Option<Arc<LoadedModel>>,
+    failure: Option<RuntimeError>,
+    last_report: Option<LoadReport>,
+    last_used: Instant,
+    loads: u64,
+}
+
+/// A registered model.
+#[derive(Debug)]
+pub struct Model {
+    /// Its spec.
+    pub spec: ModelSpec,
+    /// Per-pool state that survives reloads, in spec order.
+    pub pools: Vec<Arc<PoolShared>>,
+    /// Serialises loads; waiters see the result of the load they waited on.
+    pub load_lock: tokio::sync::Mutex<()>,
+    /// Incremented by every load attempt.
+    pub load_attempts: AtomicU64,
+    signature: Mutex<Option<ModelSignature>>,
+    inner: Mutex<Inner>,
+}
+
+impl Model {
+    /// Registers a model: probes its signature; a probe failure leaves the
+    /// model `Failed` with the error (other models are unaffected).
+    pub fn register(spec: ModelSpec) -> Model {
+        let pools = spec.pools.iter().map(|p| Arc::new(PoolShared::new(p.clone()))).collect();
+        let (signature, state, failure) = match probe_signature(&spec) {
+            Ok(sig) => (Some(sig), ModelState::Unloaded, None),
+            Err(e) => {
+                tracing::error!(model = %spec.name, error = %e, "model cannot be registered");
+                (None, ModelState::Failed(e.to_string()), Some(e))
+            }
+        };
+        Model {
+            spec,
+            pools,
+            load_lock: tokio::sync::Mutex::new(()),
+            load_attempts: AtomicU64::new(0),
+            signature: Mutex::new(signature),
+            inner: Mutex::new(Inner {
+                state,
+                loaded: None,
+                failure,
+                last_report: None,
+                last_used: Instant::now(),
+                loads: 0,
+            }),
+        }
+    }
+
+    /// The signature, or the registration error.
+    pub fn signature(&self) -> Result<ModelSignature, RuntimeError> {
+        if let Some(sig) = self.signature.lock().clone() {
+            return Ok(sig);
+        }
+        Err(self.failure().unwrap_or_else(|| RuntimeError::CorruptModel {
+            model: self.spec.name.clone(),
+            path: self.spec.path.clone(),
+            reason: "signature unknown".into(),
+        }))
+    }
+
+    /// Current state.
+    pub fn state(&self) -> ModelState {
+        self.inner.lock().state.clone()
+    }
+
+    /// The running pools, if loaded.
+    pub fn loaded(&self) -> Option<Arc<LoadedModel>> {
+        self.inner.lock().loaded.clone()
+    }
+
+    /// The error of the last failed registration or load, while `Failed`.
+    pub fn failure(&self) -> Option<RuntimeError> {
+        self.inner.lock().failure.clone()
+    }
+
+    /// The report of the last successful load.
+    pub fn last_report(&self) -> Option<LoadReport> {
+        self.inner.lock().last_report.clone()
+    }
+
+    /// Successful loads so far (reloads after idle unloading included).
+    pub fn loads(&self) -> u64 {
+        self.inner.lock().loads
+    }
+
+    /// Marks the model as just used (for idle unloading).
+    pub fn touch(&self) {
+        self.inner.lock().last_used = Instant::now();
+    }
+
+    /// How long since the last request.
+    pub fn idle_for(&self) -> Duration {
+        self.inner.lock().last_used.elapsed()
+    }
+
+    /// Drops the running pools; queued requests still complete. Returns
+    /// whether anything was loaded.
+    pub fn unload(&self) -> bool {
+        let mut inner = self.inner.lock();
+        let was_loaded = inner.loaded.take().is_some();
+        if was_loaded {
+            inner.state = ModelState::Unloaded;
+        }
+        was_loaded
+    }
+
+    /// Builds every pool (blocking). Call only while holding `load_lock`.
+    pub fn load_blocking(&self) -> Result<LoadReport, RuntimeError> {
+        let started = Instant::now();
+        self.inner.lock().state = ModelState::Loading;
+        let result = self.build_pools(started);
+        let mut inner = self.inner.lock();
+        match &result {
+            Ok((loaded, report)) => {
+                inner.state = ModelState::Ready;
+                inner.loaded = Some(Arc::clone(loaded));
+                inner.failure = None;
+                inner.last_report = Some(report.clone());
+                inner.last_used = Instant::now();
+                inner.loads += 1;
+            }
+            Err(e) => {
+                inner.state = ModelState::Failed(e.to_string());
+                inner.failure = Some(e.clone());
+            }
+        }
+        result.map(|(_, report)| report)
+    }
+
+    fn build_pools(&self, started: Instant) -> Result<(Arc<LoadedModel>, LoadReport), RuntimeError> {
+        let signature = self.signature_or_probe()?;
+        let batch = self.spec.batching.enabled() && batchable(&signature);
+        if self.spec.batching.enabled() && !batch {
+            tracing::warn!(model = %self.spec.name, "inputs have a fixed batch dimension; batching disabled");
+        }
+        let mut pools = Vec::with_capacity(self.pools.len());
+        let mut outcomes = Vec::with_capacity(self.pools.len());
+        for shared in &self.pools {
+            let ctx = Arc::new(PoolContext {
+                model: self.spec.name.clone(),
+                version: self.spec.version,
+                signature: signature.clone(),
+                shared: Arc::clone(shared),
+            });
+            let outcome = PoolRuntime::start(&self.spec, ctx, batch);
+            *shared.unavailable.lock() = outcome.as_ref().err().cloned();
+            if let Err(reason) = &outcome {
+                tracing::warn!(model = %self.spec.name, pool = %shared.spec.name, device = %shared.spec.device,
+                    %reason, "pool unavailable; the model serves from its other pools");
+            }
+            outcomes.push((shared.spec.name.clone(), outcome.as_ref().map(|_| ()).map_err(Clone::clone)));
+            pools.push(outcome.ok());
+        }
+        if pools.iter().all(Option::is_none) {
+            return Err(RuntimeError::DeviceUnavailable {
+                model: self.spec.name.clone(),
+                reason: describe_failures(&outcomes),
+            });
+        }
+        let report = LoadReport { cold_start: started.elapsed(), pools: outcomes };
+        tracing::info!(model = %self.spec.name, cold_start_ms = report.cold_start.as_millis() as u64, "model loaded");
+        Ok((Arc::new(LoadedModel { pools, signature, batch }), report))
+    }
+
+    fn signature_or_probe(&self) -> Result<ModelSignature, RuntimeError> {
+        let mut slot = self.signature.lock();
+        if let Some(sig) = slot.as_ref() {
+            return Ok(sig.clone());
+        }
+        let sig = probe_signature(&self.spec)?;
+        *slot = Some(sig.clone());
+        Ok(sig)
+    }
+
+    /// Index of the pool named `name`.
+    pub fn pool_index(&self, name: &str) -> Result<usize, RuntimeError> {
+        self.pools.iter().position(|p| p.spec.name == name).ok_or_else(|| RuntimeError::UnknownPool {
+            model: self.spec.name.clone(),
+            pool: name.to_string(),
+        })
+    }
+
+    /// True when any pool has queued or executing requests.
+    pub fn busy(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.pools
+            .iter()
+            .any(|p| p.counters.queue_depth.load(Relaxed) + p.counters.in_flight.load(Relaxed) > 0)
+    }
+}
+
+impl Drop for Model {
+    /// Opens any pause gate, so paused workers drain their queues and exit
+    /// instead of blocking forever once nobody can resume them.
+    fn drop(&mut self) {
+        for pool in &self.pools {
+            pool.gate.set(false);
+        }
+    }
+}
+
+fn describe_failures(outcomes: &[(String, Result<(), String>)]) -> String {
+    outcomes
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("pool '{name}': {e}")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}

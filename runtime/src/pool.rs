@@ -1,0 +1,70 @@
+//! Starting a device pool: build one session per worker (on the pool's
+//! execution provider), then start the worker threads on a shared bounded
+//! queue. Dropping the [`PoolRuntime`] closes the queue; workers finish
+//! what is queued and exit, dropping their sessions.
+
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Sender, TrySendError};
+
+use crate::queue::{Collector, QueueEntry};
+use crate::session::build_session;
+use crate::spec::ModelSpec;
+use crate::worker::{run_worker, warm_up, PoolContext};
+
+/// A running pool: the sending side of its queue.
+#[derive(Debug)]
+pub struct PoolRuntime {
+    sender: Sender<QueueEntry>,
+}
+
+/// Why [`PoolRuntime::try_enqueue`] refused an entry (it is handed back).
+pub enum EnqueueError {
+    /// The queue is at capacity.
+    Full(QueueEntry),
+    /// The workers are gone.
+    Closed(QueueEntry),
+}
+
+impl PoolRuntime {
+    /// Builds the sessions and starts the workers. Any session that fails
+    /// to build fails the whole pool (with ONNX Runtime's reason); the
+    /// sessions already built are dropped.
+    pub fn start(spec: &ModelSpec, ctx: Arc<PoolContext>, batch: bool) -> Result<PoolRuntime, String> {
+        let pool = &ctx.shared.spec;
+        let mut sessions = Vec::with_capacity(pool.workers);
+        for _ in 0..pool.workers {
+            let mut session = build_session(&spec.path, pool)?;
+            if spec.warmup {
+                if let Err(e) = warm_up(&mut session, &ctx.signature) {
+                    tracing::warn!(model = %spec.name, pool = %pool.name, error = %e, "warm-up run failed");
+                }
+            }
+            sessions.push(session);
+        }
+        let (sender, receiver) = bounded(spec.batching.queue_capacity);
+        let max_rows = if batch { spec.batching.max_batch_size } else { 1 };
+        for (i, session) in sessions.into_iter().enumerate() {
+            let collector = Collector::new(
+                receiver.clone(),
+                Arc::clone(&ctx.shared),
+                max_rows,
+                spec.batching.max_queue_delay,
+            );
+            let worker_ctx = Arc::clone(&ctx);
+            std::thread::Builder::new()
+                .name(format!("sy-{}-{}-{i}", spec.name, pool.name))
+                .spawn(move || run_worker(session, worker_ctx, collector))
+                .map_err(|e| format!("cannot start worker thread: {e}"))?;
+        }
+        Ok(PoolRuntime { sender })
+    }
+
+    /// Queues an entry without blocking.
+    pub fn try_enqueue(&self, entry: QueueEntry) -> Result<(), EnqueueError> {
+        self.sender.try_send(entry).map_err(|e| match e {
+            TrySendError::Full(entry) => EnqueueError::Full(entry),
+            TrySendError::Disconnected(entry) => EnqueueError::Closed(entry),
+        })
+    }
+}

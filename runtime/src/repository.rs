@@ -1,0 +1,240 @@
+//! The model repository: every registered model, loaded lazily, served
+//! through its device pools. Shared as `Arc<ModelRepository>`.
+//!
+//! A model whose file cannot be read at registration is kept in state
+//! `Failed` (see [`ModelRepository::failures`]) rather than failing
+//! [`ModelRepository::new`]: the gateway decides whether to refuse to start
+//! or to carry on with the other models.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::dispatch::enqueue;
+use crate::error::RuntimeError;
+use crate::model::{LoadedModel, Model, ModelState};
+use crate::ort_env::environment;
+use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
+use crate::signature::ModelSignature;
+use crate::spec::ModelSpec;
+use crate::stats::{ModelStats, RuntimeSnapshot};
+use crate::validate::validate;
+
+/// All models the runtime serves.
+#[derive(Debug)]
+pub struct ModelRepository {
+    models: Vec<Arc<Model>>,
+    by_name: HashMap<String, usize>,
+    shutting_down: AtomicBool,
+}
+
+impl ModelRepository {
+    /// Validates the specs, reads each model's signature with a short-lived
+    /// probe session, and loads the models marked `warmup` (blocking: call
+    /// at start-up). Initialises ONNX Runtime with the default library
+    /// resolution if [`crate::init_onnxruntime`] was not called.
+    ///
+    /// Fails on an invalid spec (duplicate model name, no pool...) or a
+    /// missing library. A corrupt or missing model file does not fail: that
+    /// model is registered as `Failed` and listed by [`Self::failures`].
+    pub fn new(specs: Vec<ModelSpec>) -> Result<Arc<Self>, RuntimeError> {
+        environment()?;
+        let mut by_name = HashMap::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            spec.validate()?;
+            if by_name.insert(spec.name.clone(), i).is_some() {
+                return Err(RuntimeError::InvalidSpec {
+                    model: spec.name.clone(),
+                    reason: "two models have this name".into(),
+                });
+            }
+        }
+        let models: Vec<Arc<Model>> = specs.into_iter().map(|s| Arc::new(Model::register(s))).collect();
+        for model in models.iter().filter(|m| m.spec.warmup && m.failure().is_none()) {
+            if let Err(e) = model.load_blocking() {
+                tracing::error!(model = %model.spec.name, error = %e, "warm-up load failed");
+            }
+        }
+        Ok(Arc::new(ModelRepository { models, by_name, shutting_down: AtomicBool::new(false) }))
+    }
+
+    fn model(&self, name: &str) -> Result<&Arc<Model>, RuntimeError> {
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.models.get(i))
+            .ok_or_else(|| RuntimeError::UnknownModel { model: name.to_string() })
+    }
+
+    /// The model's inputs and outputs (known without loading it).
+    pub fn signature(&self, model: &str) -> Result<ModelSignature, RuntimeError> {
+        self.model(model)?.signature()
+    }
+
+    /// The spec the model was registered with.
+    pub fn spec(&self, model: &str) -> Result<ModelSpec, RuntimeError> {
+        Ok(self.model(model)?.spec.clone())
+    }
+
+    /// Registered model names, in registration order.
+    pub fn model_names(&self) -> Vec<String> {
+        self.models.iter().map(|m| m.spec.name.clone()).collect()
+    }
+
+    /// The model's load state.
+    pub fn state(&self, model: &str) -> Result<ModelState, RuntimeError> {
+        Ok(self.model(model)?.state())
+    }
+
+    /// Models currently `Failed`, with their errors; the gateway checks this
+    /// after [`Self::new`] to refuse to start or to warn.
+    pub fn failures(&self) -> Vec<(String, RuntimeError)> {
+        self.models.iter().filter_map(|m| Some((m.spec.name.clone(), m.failure()?))).collect()
+    }
+
+    /// Runs one request: loads the model if needed (concurrent first calls
+    /// share one load), validates the inputs, queues the request on `pool`
+    /// (or, with `None`, the available pool with the lowest predicted wait)
+    /// and waits for the result.
+    ///
+    /// Dropping the returned future cancels the request: if it has not
+    /// started executing, it is skipped and counted as cancelled.
+    pub async fn infer(
+        &self,
+        model: &str,
+        pool: Option<&str>,
+        req: InferenceRequest,
+    ) -> Result<InferenceResponse, RuntimeError> {
+        self.check_open()?;
+        let m = self.model(model)?;
+        let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
+        m.touch();
+        let loaded = ensure_loaded(m).await?;
+        let validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
+        let pending = enqueue(m, &loaded, pool_index, validated)?;
+        drop(loaded);
+        let result = pending.await.unwrap_or_else(|_| {
+            Err(RuntimeError::Execution { model: m.spec.name.clone(), reason: "the worker stopped".into() })
+        });
+        m.touch();
+        result
+    }
+
+    /// Loads the model's sessions now (or returns the last report if it is
+    /// loaded). Unlike `infer`, this retries a `Failed` model, re-reading a
+    /// file that was corrupt at registration.
+    pub async fn load(&self, model: &str) -> Result<LoadReport, RuntimeError> {
+        self.check_open()?;
+        let m = self.model(model)?;
+        let _guard = m.load_lock.lock().await;
+        if m.loaded().is_some() {
+            if let Some(report) = m.last_report() {
+                return Ok(report);
+            }
+        }
+        m.load_attempts.fetch_add(1, Ordering::SeqCst);
+        load_off_thread(m).await
+    }
+
+    /// Drops the model's sessions; requests already queued still complete,
+    /// and the next request loads it again.
+    pub fn unload(&self, model: &str) -> Result<(), RuntimeError> {
+        let m = self.model(model)?;
+        if m.unload() {
+            tracing::info!(model = %m.spec.name, "model unloaded");
+        }
+        Ok(())
+    }
+
+    /// Holds (`true`) or releases a pool's workers between batches; queued
+    /// requests wait (and may be cancelled) meanwhile. A test and
+    /// maintenance hook, for deterministic batching and cancellation tests
+    /// or draining a device; not used in normal serving.
+    pub fn set_paused(&self, model: &str, pool: &str, paused: bool) -> Result<(), RuntimeError> {
+        let m = self.model(model)?;
+        let i = m.pool_index(pool)?;
+        if let Some(shared) = m.pools.get(i) {
+            shared.gate.set(paused);
+        }
+        Ok(())
+    }
+
+    /// Statistics of every model and pool.
+    pub fn stats(&self) -> RuntimeSnapshot {
+        let models = self
+            .models
+            .iter()
+            .map(|m| ModelStats {
+                name: m.spec.name.clone(),
+                version: m.spec.version,
+                state: m.state(),
+                last_cold_start: m.last_report().map(|r| r.cold_start),
+                loads: m.loads(),
+                pools: m.pools.iter().map(|p| p.stats(&m.spec.batching)).collect(),
+            })
+            .collect();
+        RuntimeSnapshot { models }
+    }
+
+    /// Refuses new requests (`ShuttingDown`) and unloads every model;
+    /// requests already queued still complete (paused pools are resumed).
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        for m in &self.models {
+            m.unload();
+            m.pools.iter().for_each(|p| p.gate.set(false));
+        }
+    }
+
+    /// True once [`Self::shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    fn check_open(&self) -> Result<(), RuntimeError> {
+        if self.is_shutting_down() {
+            return Err(RuntimeError::ShuttingDown);
+        }
+        Ok(())
+    }
+
+    /// The registered models (for the idle reaper).
+    pub(crate) fn models(&self) -> &[Arc<Model>] {
+        &self.models
+    }
+}
+
+/// The loaded model, loading it first if needed. Concurrent callers queue
+/// on the model's load lock; those that waited on a load that failed get
+/// its error instead of trying again. A `Failed` model is not retried here.
+async fn ensure_loaded(m: &Arc<Model>) -> Result<Arc<LoadedModel>, RuntimeError> {
+    if let Some(loaded) = m.loaded() {
+        return Ok(loaded);
+    }
+    if let Some(failure) = m.failure() {
+        return Err(failure);
+    }
+    let attempt = m.load_attempts.load(Ordering::SeqCst);
+    let _guard = m.load_lock.lock().await;
+    if let Some(loaded) = m.loaded() {
+        return Ok(loaded);
+    }
+    if m.load_attempts.load(Ordering::SeqCst) != attempt {
+        if let Some(failure) = m.failure() {
+            return Err(failure);
+        }
+    }
+    m.load_attempts.fetch_add(1, Ordering::SeqCst);
+    load_off_thread(m).await?;
+    m.loaded().ok_or_else(|| RuntimeError::DeviceUnavailable {
+        model: m.spec.name.clone(),
+        reason: "unloaded right after loading".into(),
+    })
+}
+
+/// Runs the blocking load on tokio's blocking pool.
+async fn load_off_thread(m: &Arc<Model>) -> Result<LoadReport, RuntimeError> {
+    let model = Arc::clone(m);
+    tokio::task::spawn_blocking(move || model.load_blocking()).await.unwrap_or_else(|e| {
+        Err(RuntimeError::Execution { model: m.spec.name.clone(), reason: format!("load task failed: {e}") })
+    })
+}

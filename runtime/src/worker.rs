@@ -1,0 +1,170 @@
+//! A pool worker: a std thread that owns one ONNX Runtime session, takes
+//! batches from its [`Collector`], runs them and replies to each request on
+//! its oneshot channel. No lock is held around the session.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ort::session::Session;
+use ort::value::DynValue;
+
+use crate::batch::{concat, split};
+use crate::convert::{from_ort_value, to_ort_value};
+use crate::error::RuntimeError;
+use crate::queue::{Collector, PoolShared, QueueEntry};
+use crate::request::InferenceResponse;
+use crate::signature::ModelSignature;
+use crate::stats::add;
+use crate::tensor::Tensor;
+
+/// What a worker needs to know about its model and pool.
+#[derive(Debug)]
+pub struct PoolContext {
+    /// Model name.
+    pub model: String,
+    /// Model version.
+    pub version: u64,
+    /// The model's signature (input and output names, in graph order).
+    pub signature: ModelSignature,
+    /// The pool's shared state (spec, counters, latency).
+    pub shared: Arc<PoolShared>,
+}
+
+/// The worker loop: runs batches until the queue closes and drains.
+pub fn run_worker(mut session: Session, ctx: Arc<PoolContext>, mut collector: Collector) {
+    while let Some(batch) = collector.next_batch() {
+        run_batch(&mut session, &ctx, batch);
+    }
+    tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, "worker stopped");
+}
+
+/// Per output index, the tensor of each entry (or `None` if nobody asked).
+type SplitOutputs = Vec<Option<Vec<Tensor>>>;
+
+fn run_batch(session: &mut Session, ctx: &PoolContext, batch: Vec<QueueEntry>) {
+    let counters = &ctx.shared.counters;
+    let started = Instant::now();
+    let rows: usize = batch.iter().map(|e| e.rows).sum();
+    counters.queue_depth.fetch_sub(batch.len(), Ordering::Relaxed);
+    counters.in_flight.fetch_add(batch.len(), Ordering::Relaxed);
+    let result = catch_unwind(AssertUnwindSafe(|| execute(session, ctx, &batch)))
+        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
+    let exec_time = started.elapsed();
+    add(&counters.executions, 1);
+    add(&counters.executed_rows, rows as u64);
+    counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
+    match result {
+        Ok(outputs) => {
+            ctx.shared.latency.record(rows, exec_time);
+            reply_all(ctx, batch, outputs, Timing { started, rows, exec_time });
+        }
+        Err(reason) => {
+            add(&counters.errors, batch.len() as u64);
+            tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "batch failed");
+            let err = RuntimeError::Execution { model: ctx.model.clone(), reason };
+            for entry in batch {
+                let _ = entry.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+struct Timing {
+    started: Instant,
+    rows: usize,
+    exec_time: Duration,
+}
+
+fn reply_all(ctx: &PoolContext, batch: Vec<QueueEntry>, mut outputs: SplitOutputs, timing: Timing) {
+    let mut per_output: Vec<std::vec::IntoIter<Tensor>> =
+        outputs.iter_mut().map(|o| o.take().unwrap_or_default().into_iter()).collect();
+    for entry in batch {
+        let mut mine: Vec<Option<Tensor>> = per_output.iter_mut().map(Iterator::next).collect();
+        let tensors = entry
+            .outputs
+            .iter()
+            .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), mine.get_mut(i)?.take()?)))
+            .collect();
+        let response = InferenceResponse {
+            model: ctx.model.clone(),
+            version: ctx.version,
+            pool: ctx.shared.spec.name.clone(),
+            device: ctx.shared.spec.device,
+            outputs: tensors,
+            batch_size: timing.rows,
+            queue_time: timing.started.saturating_duration_since(entry.enqueued),
+            exec_time: timing.exec_time,
+        };
+        let _ = entry.reply.send(Ok(response));
+    }
+}
+
+/// Concatenates, runs and splits one batch. Only outputs some entry asked
+/// for are converted.
+fn execute(session: &mut Session, ctx: &PoolContext, batch: &[QueueEntry]) -> Result<SplitOutputs, String> {
+    let mut inputs: Vec<(String, DynValue)> = Vec::with_capacity(ctx.signature.inputs.len());
+    for (j, spec) in ctx.signature.inputs.iter().enumerate() {
+        let value = if let [only] = batch {
+            to_ort_value(&only.inputs[j])
+        } else {
+            let parts: Vec<&Tensor> = batch.iter().map(|e| &e.inputs[j]).collect();
+            to_ort_value(&concat(&parts)?)
+        }
+        .map_err(|e| format!("input '{}': {e}", spec.name))?;
+        inputs.push((spec.name.clone(), value));
+    }
+    let mut results = session.run(inputs).map_err(|e| e.to_string())?;
+    let rows: Vec<usize> = batch.iter().map(|e| e.rows).collect();
+    let mut outputs: SplitOutputs = Vec::with_capacity(ctx.signature.outputs.len());
+    for (i, spec) in ctx.signature.outputs.iter().enumerate() {
+        if !batch.iter().any(|e| e.outputs.contains(&i)) {
+            outputs.push(None);
+            continue;
+        }
+        let value =
+            results.remove(spec.name.as_str()).ok_or_else(|| format!("output '{}' missing", spec.name))?;
+        let tensor = from_ort_value(value).map_err(|e| format!("output '{}': {e}", spec.name))?;
+        let pieces = if batch.len() == 1 {
+            vec![tensor]
+        } else {
+            split(&tensor, &rows).map_err(|e| format!("output '{}': {e}", spec.name))?
+        };
+        outputs.push(Some(pieces));
+    }
+    Ok(outputs)
+}
+
+/// Runs one zero-filled request of one row through a fresh session, so the
+/// first real request does not pay for lazy initialisation. Skipped (with a
+/// debug log) when an input has a dynamic non-batch dimension.
+pub fn warm_up(session: &mut Session, signature: &ModelSignature) -> Result<(), String> {
+    let mut inputs: Vec<(String, DynValue)> = Vec::with_capacity(signature.inputs.len());
+    for spec in &signature.inputs {
+        let mut shape: Vec<usize> = Vec::with_capacity(spec.shape.len());
+        for (k, &d) in spec.shape.iter().enumerate() {
+            match (k, d) {
+                (_, d) if d >= 0 => shape.push(d as usize),
+                (0, _) => shape.push(1),
+                _ => {
+                    tracing::debug!(input = %spec.name, "warm-up skipped: dynamic non-batch dimension");
+                    return Ok(());
+                }
+            }
+        }
+        let tensor = zeros(spec.dtype, shape)?;
+        inputs.push((spec.name.clone(), to_ort_value(&tensor)?));
+    }
+    session.run(inputs).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn zeros(dtype: crate::tensor::DataType, shape: Vec<usize>) -> Result<Tensor, String> {
+    use crate::tensor::{element_count, TensorData};
+    let count = element_count(&shape).ok_or("shape overflows")?;
+    let data = match dtype.element_size() {
+        Some(size) => TensorData::Fixed(bytes::Bytes::from(vec![0u8; count * size])),
+        None => TensorData::Strings(vec![bytes::Bytes::new(); count]),
+    };
+    Tensor::new(dtype, shape, data).map_err(|e| e.to_string())
+}
