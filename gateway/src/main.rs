@@ -105,7 +105,7 @@ fn serve_command(
     Ok(ExitCode::SUCCESS)
 }
 
-fn check_command(file: &PathBuf) -> anyhow::Result<ExitCode> {
+fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
     let config = match config::load_file(file) {
         Ok(c) => c,
         Err(issues) => {
@@ -115,7 +115,12 @@ fn check_command(file: &PathBuf) -> anyhow::Result<ExitCode> {
     };
     match serve::open_repository(&config) {
         Ok(_) => {
-            println!("{}: OK ({} models, {} routes)", file.display(), config.models.len(), config.routes.len());
+            println!(
+                "{}: OK ({} models, {} routes)",
+                file.display(),
+                config.models.len(),
+                config.routes.len()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {

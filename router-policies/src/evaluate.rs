@@ -23,7 +23,11 @@ pub(crate) struct Placed<'a> {
 
 /// Every usable model of `fleet` (available, with an admissible pool),
 /// placed for `remaining`, in fleet order.
-pub(crate) fn place_all<'a>(fleet: &'a FleetView, remaining: Duration, estimator: &Estimator) -> Vec<Placed<'a>> {
+pub(crate) fn place_all<'a>(
+    fleet: &'a FleetView,
+    remaining: Duration,
+    estimator: &Estimator,
+) -> Vec<Placed<'a>> {
     fleet
         .candidates
         .iter()
@@ -84,7 +88,11 @@ pub(crate) fn single<'p, 'a: 'p>(
 
 /// The first usable model in fleet order as a `fallback` plan, or
 /// [`shed_unusable`] when there is none.
-pub(crate) fn next_candidate_or_shed(placed: &[Placed<'_>], fleet: &FleetView, estimator: &Estimator) -> Plan {
+pub(crate) fn next_candidate_or_shed(
+    placed: &[Placed<'_>],
+    fleet: &FleetView,
+    estimator: &Estimator,
+) -> Plan {
     match placed.first() {
         Some(first) => single(first, placed, Reason::Fallback),
         None => shed_unusable(fleet, estimator),

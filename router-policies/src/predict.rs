@@ -138,8 +138,11 @@ impl Estimator {
         match measured {
             None => (Duration::from_micros(self.prior_batch_us.max(1)), EstimateBasis::Prior),
             Some(time) if latency.stats_age > Duration::from_millis(self.stale_after_ms) => {
-                let penalty =
-                    if self.stale_penalty.is_nan() || self.stale_penalty < 1.0 { 1.0 } else { self.stale_penalty };
+                let penalty = if self.stale_penalty.is_nan() || self.stale_penalty < 1.0 {
+                    1.0
+                } else {
+                    self.stale_penalty
+                };
                 (scale(time, penalty), EstimateBasis::Stale)
             }
             Some(time) => (time, EstimateBasis::Measured),

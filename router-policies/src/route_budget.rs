@@ -128,7 +128,8 @@ impl RouteBudget {
         let from_header = header.map(parse_header).transpose()?;
         let from_param = timeout.map(parse_timeout).transpose()?.flatten();
         let asks = [(from_header, BudgetSource::Header), (from_param, BudgetSource::TimeoutParameter)];
-        let tightest = asks.iter().filter_map(|(ask, source)| ask.map(|d| (d, *source))).min_by_key(|(d, _)| *d);
+        let tightest =
+            asks.iter().filter_map(|(ask, source)| ask.map(|d| (d, *source))).min_by_key(|(d, _)| *d);
         let max = Duration::from_millis(self.max);
         Ok(match tightest {
             None => ResolvedBudget {

@@ -23,10 +23,11 @@ pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
 /// Parses and checks TOML text; relative paths start at `base_dir`.
 pub fn parse(text: &str, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
-    let deserializer = toml::Deserializer::parse(text).map_err(|e| vec![toml_issue(&e)])?;
+    let deserializer = toml::Deserializer::parse(text)
+        .map_err(|e| vec![ConfigIssue { path: "(syntax)".into(), message: located(text, &e) }])?;
     let raw: raw::RawConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let path = e.path().to_string();
-        vec![ConfigIssue { path, message: first_line(&e.inner().to_string()) }]
+        vec![ConfigIssue { path, message: located(text, e.inner()) }]
     })?;
     validate::validate(raw, base_dir)
 }
@@ -45,12 +46,15 @@ pub fn load_default() -> Result<Config, Vec<ConfigIssue>> {
     parse(DEFAULT_CONFIG, Path::new("."))
 }
 
-fn toml_issue(e: &toml::de::Error) -> ConfigIssue {
-    ConfigIssue { path: "(syntax)".into(), message: e.message().to_string() }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines().find(|l| !l.trim().is_empty()).unwrap_or(text).trim().to_string()
+/// The error's own message with the line it points at.
+fn located(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text.get(..span.start).map_or(0, |t| t.matches('\n').count()) + 1;
+            format!("{} (line {line})", e.message().trim())
+        }
+        None => e.message().trim().to_string(),
+    }
 }
 
 #[cfg(test)]

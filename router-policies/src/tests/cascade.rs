@@ -23,7 +23,9 @@ fn default_models_are_the_cheapest_and_the_most_accurate() {
         model("best", 3, 9.0, vec![gpu(20)]),
         model("tiny", 1, 0.5, vec![gpu(1)]),
     ]);
-    let Plan::Cascade { cheap, heavy, .. } = policy().decide(budget_ms(50), &f, &estimator()) else { panic!() };
+    let Plan::Cascade { cheap, heavy, .. } = policy().decide(budget_ms(50), &f, &estimator()) else {
+        panic!()
+    };
     assert_eq!((cheap.model.as_str(), heavy.model.as_str()), ("tiny", "best"));
     let named = CascadePolicy { cheap: Some("mid".into()), heavy: Some("best".into()), ..policy() };
     let plan = named.decide(budget_ms(50), &f, &estimator());
@@ -39,7 +41,9 @@ fn ties_between_models_go_to_route_order() {
         model("b", 1, 1.0, vec![gpu(1)]),
         model("c", 1, 1.0, vec![gpu(1)]),
     ]);
-    let Plan::Cascade { cheap, heavy, .. } = policy().decide(budget_ms(50), &f, &estimator()) else { panic!() };
+    let Plan::Cascade { cheap, heavy, .. } = policy().decide(budget_ms(50), &f, &estimator()) else {
+        panic!()
+    };
     assert_eq!((cheap.model.as_str(), heavy.model.as_str()), ("a", "b"));
 }
 
@@ -76,7 +80,10 @@ fn unconfident_answer_escalates_when_the_heavy_model_fits() {
     let budget = budget_ms(50).spend(ms(5));
     let step = policy().after_cheap(0.5, budget, &two_models(), &estimator());
     let CascadeStep::Escalate(target, reason) = &step else { panic!("{step:?}") };
-    assert_eq!((target.model.as_str(), target.pool.as_str(), *reason), ("heavy", "gpu", Reason::CascadeEscalate));
+    assert_eq!(
+        (target.model.as_str(), target.pool.as_str(), *reason),
+        ("heavy", "gpu", Reason::CascadeEscalate)
+    );
     assert_eq!(step.reason(), Reason::CascadeEscalate);
     // NaN is never confident.
     let nan = policy().after_cheap(f32::NAN, budget, &two_models(), &estimator());

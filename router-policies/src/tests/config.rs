@@ -1,7 +1,7 @@
 use super::fixtures::*;
 use crate::{
-    CascadePolicy, ConfigIssue, Device, Draw, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig, Reason,
-    WeightedPolicy,
+    CascadePolicy, ConfigIssue, Device, Draw, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig,
+    Reason, WeightedPolicy,
 };
 use std::collections::HashSet;
 
@@ -36,14 +36,21 @@ fn every_policy_parses_from_toml() {
         parse(r#"{ type = "latency_budget", shed_margin = inf }"#).unwrap(),
         PolicyConfig::LatencyBudget(LatencyBudgetPolicy { shed_margin: f64::INFINITY })
     );
-    let cascade = parse(r#"{ type = "cascade", confidence_output = "probabilities", threshold = 0.8 }"#).unwrap();
+    let cascade =
+        parse(r#"{ type = "cascade", confidence_output = "probabilities", threshold = 0.8 }"#).unwrap();
     assert_eq!(
         cascade.as_cascade(),
-        Some(&CascadePolicy { confidence_output: "probabilities".into(), threshold: 0.8, cheap: None, heavy: None })
+        Some(&CascadePolicy {
+            confidence_output: "probabilities".into(),
+            threshold: 0.8,
+            cheap: None,
+            heavy: None
+        })
     );
-    let weighted =
-        parse(r#"{ type = "weighted", weights = [{ model = "a", weight = 95 }, { model = "b", weight = 5.5 }] }"#)
-            .unwrap();
+    let weighted = parse(
+        r#"{ type = "weighted", weights = [{ model = "a", weight = 95 }, { model = "b", weight = 5.5 }] }"#,
+    )
+    .unwrap();
     assert_eq!(
         weighted,
         PolicyConfig::Weighted(WeightedPolicy {
@@ -104,7 +111,14 @@ fn invalid_configs_name_every_failing_field() {
     });
     assert_eq!(
         paths(cascade.validate(&route(&["only"]))),
-        ["policy.threshold", "policy.confidence_output", "policy", "policy.cheap", "policy.heavy", "policy.heavy"]
+        [
+            "policy.threshold",
+            "policy.confidence_output",
+            "policy",
+            "policy.cheap",
+            "policy.heavy",
+            "policy.heavy"
+        ]
     );
     let nan_threshold = parse(r#"{ type = "cascade", confidence_output = "p", threshold = nan }"#).unwrap();
     assert_eq!(paths(nan_threshold.validate(&models)), ["policy.threshold"]);
@@ -134,7 +148,8 @@ fn invalid_configs_name_every_failing_field() {
 
 #[test]
 fn issues_read_well() {
-    let issue = ConfigIssue::new("policy.threshold", "must be between 0 and 1, got 1.5").prefixed("routes[2]");
+    let issue =
+        ConfigIssue::new("policy.threshold", "must be between 0 and 1, got 1.5").prefixed("routes[2]");
     assert_eq!(issue.to_string(), "routes[2].policy.threshold: must be between 0 and 1, got 1.5");
 }
 

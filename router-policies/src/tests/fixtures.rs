@@ -45,7 +45,13 @@ pub fn cpu(batch_ms: u64) -> PoolView {
 }
 
 pub fn model(name: &str, quality: u32, cost: f64, pools: Vec<PoolView>) -> CandidateModel {
-    CandidateModel { name: name.to_string(), quality_rank: quality, relative_cost: cost, available: true, pools }
+    CandidateModel {
+        name: name.to_string(),
+        quality_rank: quality,
+        relative_cost: cost,
+        available: true,
+        pools,
+    }
 }
 
 pub fn fleet(candidates: Vec<CandidateModel>) -> FleetView {
@@ -54,10 +60,7 @@ pub fn fleet(candidates: Vec<CandidateModel>) -> FleetView {
 
 /// A cheap model (2 ms GPU, 6 ms CPU) and a heavy one (10 ms GPU, 40 ms CPU).
 pub fn two_models() -> FleetView {
-    fleet(vec![
-        model("cheap", 1, 1.0, vec![gpu(2), cpu(6)]),
-        model("heavy", 2, 5.0, vec![gpu(10), cpu(40)]),
-    ])
+    fleet(vec![model("cheap", 1, 1.0, vec![gpu(2), cpu(6)]), model("heavy", 2, 5.0, vec![gpu(10), cpu(40)])])
 }
 
 /// The named pool of the named model, for tweaking.

@@ -1,0 +1,71 @@
+//! `switchyard check-config` on real files: field-path errors and exit codes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+
+fn check(config_text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchyard.toml");
+    std::fs::write(&path, config_text).unwrap();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("check-config")
+        .arg(&path)
+        .current_dir(workspace)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[test]
+fn reports_field_paths_and_fails() {
+    let (ok, text) = check(
+        r#"
+[[models]]
+name = "a"
+path = "a.onnx"
+pools = [{ device = "tpu" }]
+[[routes]]
+name = "r"
+models = ["a", "digits-hevy"]
+"#,
+    );
+    assert!(!ok, "{text}");
+    assert!(text.contains("models[0].pools[0].device"), "{text}");
+    assert!(text.contains("routes[0].models[1]"), "{text}");
+}
+
+#[test]
+fn unknown_field_fails_with_its_path() {
+    let (ok, text) = check("[server]\nlisten = \"127.0.0.1:1\"\nthreadz = 3\n");
+    assert!(!ok);
+    assert!(text.contains("threadz"), "{text}");
+}
+
+#[test]
+fn example_config_passes() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let models = workspace.join("models");
+    let text = std::fs::read_to_string(workspace.join("deploy/examples/switchyard.toml"))
+        .unwrap()
+        .replace("path = \"../../models\"", &format!("path = {:?}", models.display().to_string()));
+    let (ok, out) = check(&text);
+    assert!(ok, "{out}");
+    assert!(out.contains("OK (4 models, 1 routes)"), "{out}");
+}
+
+#[test]
+fn route_models_with_different_signatures_are_rejected() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let text = format!(
+        "[[models]]\nname = \"cheap\"\npath = {:?}\n[[models]]\nname = \"other\"\npath = {:?}\n\
+         [[routes]]\nname = \"r\"\nmodels = [\"cheap\", \"other\"]\n",
+        workspace.join("models/digits-cheap.onnx").display().to_string(),
+        workspace.join("runtime/tests/fixtures/types-echo.onnx").display().to_string()
+    );
+    let (ok, out) = check(&text);
+    assert!(!ok, "{out}");
+    assert!(out.contains("routes[0].models[1]") && out.contains("signature"), "{out}");
+}
