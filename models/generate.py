@@ -138,6 +138,12 @@ def _finish_model(model: onnx.ModelProto, name: str, doc: str) -> bytes:
         if not d0.dim_value:
             d0.dim_param = "N"  # the dynamic batch dimension, named the same in every model
     del model.graph.value_info[:]  # inferred intermediate shapes (the version converter adds them)
+    # skl2onnx collects opset imports in a set: their order follows Python's per-process
+    # string hash seed. Sort them (ai.onnx first) so the bytes do not.
+    imports = sorted(((o.domain, o.version) for o in model.opset_import), key=lambda dv: (dv[0] != "", dv[0]))
+    del model.opset_import[:]
+    for domain, version in imports:
+        model.opset_import.append(helper.make_opsetid(domain, version))
     del model.metadata_props[:]
     for k, v in (
         ("switchyard.model", name),

@@ -5,10 +5,12 @@
 //! body, dispatch, access log) -> [`handlers`] (one function per endpoint)
 //! -> [`v2`] (decode/encode) and the runtime.
 
+pub mod admin;
 pub mod app;
 pub mod config;
 pub mod error;
 pub mod handlers;
+pub mod http_io;
 pub mod reply;
 pub mod serve;
 pub mod state;

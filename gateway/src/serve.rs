@@ -1,6 +1,7 @@
 //! Starts the gateway: ONNX Runtime, the model repository, then the
 //! Pingora server with the V2 listener.
 
+use crate::admin::AdminApp;
 use crate::app::GatewayApp;
 use crate::config::{Config, ConfigIssue};
 use crate::state::AppState;
@@ -57,13 +58,18 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         ..ServerConf::default()
     };
     let listen = config.server.listen;
+    let config_admin = config.server.admin_listen;
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
     let state = Arc::new(AppState::new(config, repo));
-    let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state));
+    let admin_listen = config_admin;
+    let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state.clone()));
     service.add_tcp(&listen.to_string());
     server.add_service(service);
-    tracing::info!(%listen, "switchyard serving");
+    let mut admin = http_proxy_service(&server.configuration, AdminApp::new(state));
+    admin.add_tcp(&admin_listen.to_string());
+    server.add_service(admin);
+    tracing::info!(%listen, %admin_listen, "switchyard serving");
     server.run(RunArgs::default());
     Ok(())
 }

@@ -17,6 +17,8 @@
 //! Nothing here blocks, allocates much, or knows about tokio, HTTP, ONNX
 //! Runtime or Redis; everything can be unit-tested and simulated.
 
+#![deny(missing_docs)]
+
 mod budget;
 mod config_issue;
 mod device_choice;

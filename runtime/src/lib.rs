@@ -24,7 +24,7 @@ mod queue;
 mod reaper;
 mod repository;
 pub mod request;
-mod session;
+pub mod session;
 pub mod signature;
 pub mod spec;
 pub mod stats;

@@ -2,6 +2,13 @@
 //! free connection takes the next due request, and latency is measured from
 //! the intended send time, so waiting for a connection (client-side
 //! queueing) is counted instead of hidden (coordinated-omission corrected).
+//!
+//! Tokio's timer has millisecond resolution and rounds deadlines up, so a
+//! request due less than [`EARLY_SEND`] from now is sent at once instead of
+//! sleeping (otherwise every request would pay up to a millisecond and the
+//! connections could not keep up at high rates). Such a request's latency is
+//! measured from its actual send time: the start of a request is the earlier
+//! of its intended and actual send times.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +18,9 @@ use super::client::Conn;
 use super::error::Result;
 use super::stats::{micros, Recorder};
 use super::RunCtx;
+
+/// How early a request may be sent rather than sleeping for less than a timer tick.
+pub const EARLY_SEND: Duration = Duration::from_millis(1);
 
 /// The request schedule: request `i` is due `i / rate` seconds after `t0`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,17 +99,18 @@ async fn worker(
             // Behind schedule at the end of the run: the rest stays unsent (reported).
             break;
         }
-        if intended > now {
-            tokio::time::sleep_until(intended.into()).await;
+        if intended > now + EARLY_SEND {
+            tokio::time::sleep_until((intended - EARLY_SEND).into()).await;
         }
         let sent_at = Instant::now();
+        let start = intended.min(sent_at);
         let outcome = conn.send(ctx.template.build(), ctx.timeout).await;
         let done = Instant::now();
         ctx.live.note(outcome);
         if sched.is_measured(i) {
             sent += 1;
             rec.send_lag.saturating_record(micros(sent_at.saturating_duration_since(intended)).max(1));
-            rec.record(outcome, done.saturating_duration_since(intended), done);
+            rec.record(outcome, done.saturating_duration_since(start), done);
         }
     }
     Ok((rec, sent))
