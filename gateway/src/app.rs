@@ -110,7 +110,8 @@ impl GatewayApp {
             }
         };
         ctx.body_bytes = body.len();
-        let request = Request { method: &method, path: &path, headers: &headers, body };
+        let request =
+            Request { method: &method, path: &path, headers: &headers, body, received: ctx.started };
         handlers::dispatch(&self.state, config, request).await
     }
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod handlers;
 pub mod http_io;
 pub mod reply;
+pub mod routing;
 pub mod serve;
 pub mod state;
 pub mod v2;

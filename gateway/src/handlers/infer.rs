@@ -4,11 +4,13 @@ use super::target::resolve;
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::Reply;
+use crate::routing::{self, Answer, RouteRequest};
 use crate::state::AppState;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use bytes::Bytes;
 use http::HeaderMap;
-use switchyard_runtime::{InferenceRequest, InferenceResponse, Tensor};
+use std::time::Instant;
+use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -21,6 +23,7 @@ pub async fn infer(
     version: Option<&str>,
     headers: &HeaderMap,
     body: Bytes,
+    received: Instant,
 ) -> Result<Reply, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
     let header_len = header_length(headers)?;
@@ -34,17 +37,19 @@ pub async fn infer(
         inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
-    let model = target.default_model().to_string();
-    let batched = state.repo.spec(&model)?.batching.enabled();
-    let response = state.repo.infer(&model, None, request).await?;
-    let parameters = explain(&response, "default");
-    let device = response.device.to_string();
+    let batched = state.repo.spec(target.default_model())?.batching.enabled();
+    let answer = routing::execute(
+        state,
+        config,
+        RouteRequest { target: &target, request, headers, parameters: &decoded.parameters, received },
+    )
+    .await?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
-        parameters,
-        outputs: shape_outputs(&decoded, response.outputs, batched)?,
+        parameters: explain(&answer),
+        outputs: shape_outputs(&decoded, answer.outputs, batched)?,
     };
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
@@ -53,9 +58,9 @@ pub async fn infer(
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
     Ok(reply
-        .with_header("x-switchyard-model", response.model)
-        .with_header("x-switchyard-device", device)
-        .with_header("x-switchyard-reason", "default"))
+        .with_header("x-switchyard-model", answer.model)
+        .with_header("x-switchyard-device", answer.device)
+        .with_header("x-switchyard-reason", answer.reason))
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's
@@ -91,12 +96,12 @@ fn bad_length(message: &str) -> GatewayError {
 }
 
 /// The V2 response `parameters` saying which model and device answered.
-fn explain(response: &InferenceResponse, reason: &str) -> serde_json::Map<String, serde_json::Value> {
+fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
-    map.insert("switchyard_model".into(), response.model.clone().into());
-    map.insert("switchyard_device".into(), response.device.to_string().into());
-    map.insert("switchyard_pool".into(), response.pool.clone().into());
-    map.insert("switchyard_reason".into(), reason.into());
-    map.insert("switchyard_batch_size".into(), response.batch_size.into());
+    map.insert("switchyard_model".into(), answer.model.clone().into());
+    map.insert("switchyard_device".into(), answer.device.clone().into());
+    map.insert("switchyard_pool".into(), answer.pool.clone().into());
+    map.insert("switchyard_reason".into(), answer.reason.clone().into());
+    map.insert("switchyard_batch_size".into(), answer.batch_size.into());
     map
 }

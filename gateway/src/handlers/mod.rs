@@ -32,6 +32,8 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// The whole body (empty for GET).
     pub body: Bytes,
+    /// When the request arrived; latency budgets count from here.
+    pub received: std::time::Instant,
 }
 
 /// What a path asks for, once parsed.
@@ -113,7 +115,7 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
         Endpoint::ModelReady(name, version) => metadata::ready(state, config, name, version),
         Endpoint::ModelConfig(name, version) => metadata::config(state, config, name, version),
         Endpoint::Infer(name, version) => {
-            infer::infer(state, config, name, version, req.headers, req.body).await
+            infer::infer(state, config, name, version, req.headers, req.body, req.received).await
         }
     };
     result.unwrap_or_else(Reply::from)
