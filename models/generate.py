@@ -653,6 +653,7 @@ def generate(out: Path, bench_models: bool = False) -> dict:
             log(
                 f"  {name:13s} batch 1: {b[f'{name}.b1_ms_per_sample']:8.3f} ms/sample   "
                 f"batch 32: {b[f'{name}.b32_ms_per_sample']:8.3f} ms/sample   "
+                f"(batch of 32: {b[f'{name}.b32_ms_per_batch']:.2f} ms)   "
                 f"b32/b1 throughput x{b[f'{name}.b32_vs_b1_throughput']:.1f}"
             )
     return res

@@ -80,6 +80,10 @@ pub struct Args {
     #[arg(long)]
     pub dataset: Option<PathBuf>,
 
+    /// Dataset key holding the rows (default: the only key holding an array of arrays).
+    #[arg(long, requires = "dataset")]
+    pub dataset_input: Option<String>,
+
     /// Tensor datatype of generated bodies (BOOL, UINT8, INT8, INT32, INT64, FP32, FP64).
     #[arg(long, default_value = "FP32")]
     pub datatype: Datatype,

@@ -289,17 +289,35 @@ pub fn from_file(path: &Path) -> Result<Vec<PreparedBody>> {
     }])
 }
 
-/// Reads `{"NAME": [[v, ...], ...]}` and encodes each row (at most `limit`)
-/// as a request with shape `[1, row length]`.
-pub fn from_dataset(path: &Path, enc: Encoding, limit: Option<usize>) -> Result<Vec<PreparedBody>> {
+/// Reads `{"NAME": [[v, ...], ...], ...}` and encodes each row (at most
+/// `limit`) as a request for input `NAME` with shape `[1, row length]`.
+/// `key` picks NAME; by default it is the only key holding an array of arrays
+/// (other keys, such as labels or a description, are ignored).
+pub fn from_dataset(
+    path: &Path,
+    key: Option<&str>,
+    enc: Encoding,
+    limit: Option<usize>,
+) -> Result<Vec<PreparedBody>> {
     let bad = |reason: String| LoadgenError::Dataset { path: path.to_path_buf(), reason };
     let text = std::fs::read(path).map_err(|source| LoadgenError::Io { path: path.to_path_buf(), source })?;
     let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
     let obj = value.as_object().ok_or_else(|| bad("top level must be an object".into()))?;
-    let mut entries = obj.iter();
-    let (name, rows) = match (entries.next(), entries.next()) {
-        (Some(entry), None) => entry,
-        _ => return Err(bad("expected exactly one key (the input name)".into())),
+    let (name, rows) = match key {
+        Some(k) => obj.get_key_value(k).ok_or_else(|| bad(format!("no key {k:?}")))?,
+        None => {
+            let is_rows =
+                |v: &serde_json::Value| v.as_array().and_then(|a| a.first()).is_some_and(|r| r.is_array());
+            let mut candidates = obj.iter().filter(|(_, v)| is_rows(v));
+            match (candidates.next(), candidates.next()) {
+                (Some(entry), None) => entry,
+                _ => {
+                    return Err(bad(
+                        "expected exactly one key holding rows; pick one with --dataset-input".into()
+                    ))
+                }
+            }
+        }
     };
     let rows = rows.as_array().ok_or_else(|| bad(format!("{name:?} must be an array of rows")))?;
     let take = limit.unwrap_or(rows.len()).min(rows.len());
@@ -418,13 +436,20 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("ds.json");
         std::fs::write(&path, r#"{"X": [[1, 2, 3], [4, 5, 6], [7, 8, 9]]}"#).unwrap();
-        let rows = from_dataset(&path, enc(false), Some(2)).unwrap();
+        let rows = from_dataset(&path, None, enc(false), Some(2)).unwrap();
         assert_eq!(rows.len(), 2);
         let v: serde_json::Value = serde_json::from_slice(&rows[1].body).unwrap();
         assert_eq!(v["inputs"][0]["shape"], serde_json::json!([1, 3]));
         assert_eq!(v["inputs"][0]["data"], serde_json::json!([4.0, 5.0, 6.0]));
         std::fs::write(&path, r#"{"X": [[1]], "Y": [[2]]}"#).unwrap();
-        assert!(from_dataset(&path, enc(false), None).is_err());
+        assert!(from_dataset(&path, None, enc(false), None).is_err());
+        assert_eq!(from_dataset(&path, Some("Y"), enc(false), None).unwrap().len(), 1);
+        std::fs::write(
+            &path,
+            r#"{"description": "d", "X_shape": [2, 2], "X": [[1, 2], [3, 4]], "y": [0, 1]}"#,
+        )
+        .unwrap();
+        assert_eq!(from_dataset(&path, None, enc(true), None).unwrap().len(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -64,7 +64,7 @@ pub fn load_bodies(args: &Args) -> Result<Vec<PreparedBody>> {
     if let Some(path) = &args.body_file {
         body::from_file(path)
     } else if let Some(path) = &args.dataset {
-        body::from_dataset(path, enc, args.distinct)
+        body::from_dataset(path, args.dataset_input.as_deref(), enc, args.distinct)
     } else if let Some(shape) = &args.input_shape {
         body::generate(&TensorSpec::parse(shape)?, enc, args.distinct.unwrap_or(1), args.seed)
     } else {
