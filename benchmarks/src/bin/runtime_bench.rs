@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard_runtime::{
-    init_onnxruntime, BatchingSpec, DeviceKind, InferenceRequest, ModelRepository, ModelSpec, PoolSpec, Tensor,
+    init_onnxruntime, BatchingSpec, DeviceKind, InferenceRequest, ModelRepository, ModelSpec, PoolSpec,
+    Tensor,
 };
 
 #[derive(Parser)]
@@ -38,7 +39,12 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
         name: model.to_string(),
         version: 1,
         path: dir.join(format!("{model}.onnx")),
-        pools: vec![PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 }],
+        pools: vec![PoolSpec {
+            name: "cpu".into(),
+            device: DeviceKind::Cpu,
+            workers: 1,
+            intra_op_threads: 1,
+        }],
         batching: BatchingSpec { max_batch_size: max_batch, max_queue_delay: delay, queue_capacity: 4096 },
         idle_unload: None,
         warmup: false,
@@ -46,7 +52,8 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
 }
 
 fn rows(n: usize, seed: u32) -> Result<Tensor> {
-    let values: Vec<f32> = (0..n * 64).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 17) as f32).collect();
+    let values: Vec<f32> =
+        (0..n * 64).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 17) as f32).collect();
     Tensor::from_f32(vec![n, 64], &values).context("input tensor")
 }
 
@@ -136,7 +143,9 @@ async fn main() -> Result<()> {
     let batched = runtime_rows_per_s(on, "synth-wide", 32, 1, duration).await?;
 
     let mut overhead = Vec::new();
-    for (model, batch) in [("synth-wide", 32usize), ("synth-heavy", 8), ("digits-cheap", 1), ("digits-heavy", 32)] {
+    for (model, batch) in
+        [("synth-wide", 32usize), ("synth-heavy", 8), ("digits-cheap", 1), ("digits-heavy", 32)]
+    {
         eprintln!("[runtime-bench] {model}: runtime vs direct Session::run at batch {batch}");
         let direct = direct_rows_per_s(&dir.join(format!("{model}.onnx")), batch, duration)?;
         let repo = ModelRepository::new(vec![spec(&dir, model, batch, Duration::ZERO)])?;

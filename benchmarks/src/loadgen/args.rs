@@ -30,7 +30,7 @@ impl Mode {
 
 /// Load generator for Open Inference Protocol V2 (KServe v2 / Triton HTTP) servers.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "loadgen", version, about, long_about = None)]
+#[command(name = "loadgen", version)]
 pub struct Args {
     /// Target URL (plain http), e.g. http://127.0.0.1:8000/v2/models/digits/infer
     #[arg(long, required_unless_present = "serve")]
@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long)]
     pub requests: Option<u64>,
 
-    /// Per-request timeout (connect + send + full response); a timeout counts as a connection error.
+    /// Per-request timeout (connect + send + full response); timeouts are counted separately.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 

@@ -86,6 +86,12 @@ pub struct RawModel {
     /// Device pools; absent = one CPU pool with one worker.
     #[serde(default)]
     pub pools: Vec<RawPool>,
+    /// Relative cost of one inference (any unit, > 0); routing policies
+    /// prefer cheaper models. Default: 1 + the model's position in the route.
+    pub cost: Option<f64>,
+    /// Accuracy rank (higher = more accurate). Default: the model's position
+    /// in the route (cheapest first = least accurate).
+    pub quality: Option<u32>,
 }
 
 /// A model's `batching = { ... }`.
@@ -112,6 +118,9 @@ pub struct RawPool {
     pub workers: Option<usize>,
     /// ONNX Runtime intra-op threads per worker; default 1.
     pub intra_op_threads: Option<usize>,
+    /// Relative cost of running here vs. the model's other pools (> 0);
+    /// the cheapest pool that fits the budget is used. Default 1.
+    pub cost: Option<f64>,
 }
 
 /// One `[[routes]]` entry.
@@ -125,6 +134,8 @@ pub struct RawRoute {
     /// Latency budget.
     #[serde(default)]
     pub budget_ms: RawBudget,
+    /// Routing policy; absent = `fixed` on the route's last model.
+    pub policy: Option<router_policies::PolicyConfig>,
 }
 
 /// A route's `budget_ms = { default, max }`.

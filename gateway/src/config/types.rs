@@ -1,6 +1,8 @@
 //! Validated configuration: what the server runs on. Built only by
 //! [`super::validate::validate`], so every value here has been checked.
 
+use router_policies::PolicyConfig;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +19,22 @@ pub struct Config {
     pub models: Vec<ModelSpec>,
     /// Routes clients call.
     pub routes: Vec<RouteConfig>,
+    /// Routing attributes (cost, quality) of each model, by model name.
+    pub model_routing: HashMap<String, ModelRouting>,
+}
+
+/// What routing policies know about one model beyond its [`ModelSpec`]:
+/// the optional `cost` and `quality` of its `[[models]]` entry and each
+/// pool's `cost`. Absent values get route-position defaults when the
+/// fleet view is built (see `routing::fleet`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelRouting {
+    /// Relative cost of one inference, if configured.
+    pub cost: Option<f64>,
+    /// Accuracy rank (higher = more accurate), if configured.
+    pub quality: Option<u32>,
+    /// Relative cost of each pool, by pool name (default 1.0).
+    pub pool_costs: HashMap<String, f64>,
 }
 
 /// `[server]`, checked.
@@ -58,6 +76,8 @@ pub struct RouteConfig {
     pub default_budget: Duration,
     /// Largest budget a request may ask for.
     pub max_budget: Duration,
+    /// The routing policy (default: `fixed` on the last model).
+    pub policy: PolicyConfig,
 }
 
 impl Config {

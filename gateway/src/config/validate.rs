@@ -3,8 +3,9 @@
 //! so an operator sees all mistakes at once.
 
 use super::raw::{RawConfig, RawModel, RawPool, RawRoute, RawServer};
-use super::types::{Config, Limits, RouteConfig, ServerConfig};
-use std::collections::HashSet;
+use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
+use router_policies::{FixedPolicy, PolicyConfig};
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -42,7 +43,9 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or("models"));
     let mut names = HashSet::new();
     let mut models = Vec::new();
+    let mut model_routing = HashMap::new();
     for (i, model) in raw.models.iter().enumerate() {
+        model_routing.insert(model.name.clone(), routing_of(model, &format!("models[{i}]"), &mut issues));
         if !names.insert(model.name.clone()) {
             issues.push(format!("models[{i}].name"), format!("duplicate model name {:?}", model.name));
         }
@@ -63,7 +66,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     }
     let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
     match (server, issues.0.is_empty()) {
-        (Some(server), true) => Ok(Config { server, onnxruntime_library, models, routes }),
+        (Some(server), true) => Ok(Config { server, onnxruntime_library, models, routes, model_routing }),
         _ => Err(issues.0),
     }
 }
@@ -206,5 +209,40 @@ fn route_config(
         models: raw.models.clone(),
         default_budget: Duration::from_millis(default_ms),
         max_budget: Duration::from_millis(max_ms),
+        policy: route_policy(raw, path, issues),
     })
+}
+
+/// The route's policy, checked against its models; absent = `fixed` on
+/// the last (most accurate) model, the behaviour before policies existed.
+fn route_policy(raw: &RawRoute, path: &str, issues: &mut Issues) -> PolicyConfig {
+    let Some(policy) = raw.policy.clone() else {
+        let model = raw.models.last().cloned().unwrap_or_default();
+        return PolicyConfig::Fixed(FixedPolicy { model });
+    };
+    if let Err(found) = policy.validate(&raw.models) {
+        for issue in found {
+            issues.push(format!("{path}.{}", issue.path), issue.message);
+        }
+    }
+    policy
+}
+
+/// A model's routing attributes: `cost` and `quality`, and each pool's
+/// `cost`; costs must be finite and > 0.
+fn routing_of(raw: &RawModel, path: &str, issues: &mut Issues) -> ModelRouting {
+    let mut check_cost = |cost: Option<f64>, field: String| {
+        if let Some(c) = cost.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            issues.push(field, format!("must be a finite number > 0, got {c}"));
+        }
+        cost
+    };
+    let cost = check_cost(raw.cost, format!("{path}.cost"));
+    let mut pool_costs = HashMap::new();
+    for (j, pool) in raw.pools.iter().enumerate() {
+        if let Some(c) = check_cost(pool.cost, format!("{path}.pools[{j}].cost")) {
+            pool_costs.insert(pool.name.clone().unwrap_or_else(|| pool.device.clone()), c);
+        }
+    }
+    ModelRouting { cost, quality: raw.quality, pool_costs }
 }
