@@ -30,7 +30,10 @@ impl AdminApp {
         match (method, path) {
             (&Method::GET, "/healthz") => Reply::empty(200),
             (&Method::GET, "/admin/stats") => {
-                Reply::json_value(200, &snapshot_json(&self.state.repo.stats()))
+                let mut stats = snapshot_json(&self.state.repo.stats());
+                stats["decisions"] = self.state.decisions.to_json();
+                stats["cache"] = serde_json::to_value(self.state.cache.snapshot()).unwrap_or_default();
+                Reply::json_value(200, &stats)
             }
             _ => Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}"))),
         }

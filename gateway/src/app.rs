@@ -97,10 +97,7 @@ impl ProxyHttp for GatewayApp {
 
 impl GatewayApp {
     async fn answer(&self, session: &mut Session, config: &Config, ctx: &mut RequestCtx) -> Reply {
-        let header = session.req_header();
-        let method = header.method.clone();
-        let path = header.uri.path().to_string();
-        let headers = header.headers.clone();
+        let method = session.req_header().method.clone();
         let body = if method == Method::GET || method == Method::HEAD {
             Bytes::new()
         } else {
@@ -110,8 +107,15 @@ impl GatewayApp {
             }
         };
         ctx.body_bytes = body.len();
-        let request =
-            Request { method: &method, path: &path, headers: &headers, body, received: ctx.started };
+        // Borrowed, not cloned: nothing writes to the session until the reply.
+        let header = session.req_header();
+        let request = Request {
+            method: &method,
+            path: header.uri.path(),
+            headers: &header.headers,
+            body,
+            received: ctx.started,
+        };
         handlers::dispatch(&self.state, config, request).await
     }
 }

@@ -8,7 +8,7 @@ use switchyard_runtime::{ErrorClass, RuntimeError};
 use thiserror::Error;
 
 /// Anything that ends a request with an error response.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum GatewayError {
     /// The V2 request could not be decoded (400/413).
     #[error(transparent)]
@@ -42,6 +42,20 @@ pub enum GatewayError {
     /// Too many requests in flight (429).
     #[error("too many concurrent requests; retry shortly")]
     TooManyRequests,
+    /// The request's latency budget (header or `timeout`) is invalid (400).
+    #[error(transparent)]
+    Budget(#[from] router_policies::BudgetError),
+    /// The routing policy shed the request: overload (429) or no usable
+    /// model (503), with `Retry-After` rounded up to whole seconds.
+    #[error("route {route:?} shed the request ({reason}); retry in {} ms", retry_after.as_millis())]
+    Shed {
+        /// The route (or model) addressed.
+        route: String,
+        /// The policy's reason label (`shed`, `budget_exhausted`, `unavailable`).
+        reason: &'static str,
+        /// When the client may usefully retry.
+        retry_after: Duration,
+    },
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -70,6 +84,9 @@ impl GatewayError {
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
+            GatewayError::Budget(e) => e.http_status(),
+            GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
+            GatewayError::Shed { .. } => 429,
         }
     }
 
@@ -85,11 +102,17 @@ impl GatewayError {
             GatewayError::BodyRead(_) => "body_read",
             GatewayError::TooManyRequests => "too_many_requests",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::Budget(e) => e.label(),
+            GatewayError::Shed { reason, .. } => reason,
         }
     }
 
     /// Seconds a client should wait before retrying, for 429/503 answers.
     pub fn retry_after(&self) -> Option<u64> {
+        if let GatewayError::Shed { retry_after, .. } = self {
+            let whole = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            return Some(whole.max(1));
+        }
         match self.status() {
             429 | 503 => Some(1),
             _ => None,

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod cache;
 pub mod config;
 pub mod error;
 pub mod handlers;

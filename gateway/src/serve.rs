@@ -3,12 +3,14 @@
 
 use crate::admin::AdminApp;
 use crate::app::GatewayApp;
+use crate::cache::service::CacheService;
 use crate::config::{Config, ConfigIssue};
 use crate::state::AppState;
 use anyhow::Context;
 use pingora::prelude::{http_proxy_service, Server};
 use pingora::server::configuration::ServerConf;
 use pingora::server::RunArgs;
+use pingora::services::background::background_service;
 use std::sync::Arc;
 use switchyard_runtime::{init_onnxruntime, ModelRepository};
 
@@ -47,7 +49,10 @@ pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> 
     Ok(repo)
 }
 
-/// Runs the server until SIGTERM/SIGINT.
+/// How long pending L2 cache writes may take to flush at shutdown.
+const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs the server until SIGTERM/SIGINT, then flushes pending L2 writes.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let repo = open_repository(&config)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
@@ -66,10 +71,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state.clone()));
     service.add_tcp(&listen.to_string());
     server.add_service(service);
-    let mut admin = http_proxy_service(&server.configuration, AdminApp::new(state));
+    let mut admin = http_proxy_service(&server.configuration, AdminApp::new(state.clone()));
     admin.add_tcp(&admin_listen.to_string());
     server.add_service(admin);
+    // L2 connection and writer run inside Pingora's runtimes.
+    server.add_service(background_service("cache", CacheService::new(state.cache.clone())));
     tracing::info!(%listen, %admin_listen, "switchyard serving");
     server.run(RunArgs::default());
+    state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! State shared by every request: the current config snapshot, the model
 //! repository and the admission limiter.
 
+use crate::cache::ResponseCache;
 use crate::config::Config;
+use crate::routing::decisions::DecisionCounters;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use switchyard_runtime::ModelRepository;
@@ -16,12 +18,24 @@ pub struct AppState {
     pub repo: Arc<ModelRepository>,
     /// Admission control: one permit per request in flight.
     pub limiter: Arc<Semaphore>,
+    /// Routing decisions per route/model/device/reason (admin stats, metrics).
+    pub decisions: DecisionCounters,
+    /// The response cache (L1, optional Redis L2), built from the
+    /// `[cache]` section at start-up.
+    pub cache: Arc<ResponseCache>,
 }
 
 impl AppState {
     /// Builds the state for `config` over `repo`.
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
-        AppState { config: ArcSwap::from_pointee(config), repo, limiter: Arc::new(Semaphore::new(permits)) }
+        let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
+        AppState {
+            config: ArcSwap::from_pointee(config),
+            repo,
+            limiter: Arc::new(Semaphore::new(permits)),
+            decisions: DecisionCounters::default(),
+            cache,
+        }
     }
 }

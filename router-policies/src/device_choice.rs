@@ -18,6 +18,10 @@ pub enum Placement {
     /// fleet (the cheapest) fits on execution time alone but its queue would
     /// miss the budget, or is full.
     SpillOver,
+    /// A pool that fits, because the pool that would serve an idle fleet
+    /// (the cheapest of all configured pools) is unavailable, e.g. CUDA
+    /// configured but missing.
+    Fallback,
     /// No pool fits; the fastest one.
     Late,
 }
@@ -59,11 +63,13 @@ struct Scored<'a> {
 ///    those that miss, by completion, then relative cost, then configured
 ///    order. Ties are thus broken by the pool's position in the config.
 /// 4. The first is chosen; the rest become `alternatives`.
-/// 5. Placement: [`Placement::Late`] when it misses; [`Placement::SpillOver`]
-///    when it fits but is not the *idle choice* (the available pool with the
-///    lowest cost, then execution time, then position) and the idle choice
-///    would fit on execution time alone but is full or its queue makes it
-///    miss; else [`Placement::Fits`].
+/// 5. Placement: [`Placement::Late`] when it misses; [`Placement::Fallback`]
+///    when it fits and the cheapest configured pool (lowest cost, then
+///    position) is unavailable; [`Placement::SpillOver`] when it fits but is
+///    not the *idle choice* (the available pool with the lowest cost, then
+///    execution time, then position) and the idle choice would fit on
+///    execution time alone but is full or its queue makes it miss; else
+///    [`Placement::Fits`].
 pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Estimator) -> Option<PoolChoice> {
     if !model.available {
         return None;
@@ -87,8 +93,14 @@ pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Esti
             .then(a.prediction.execution.cmp(&b.prediction.execution))
             .then(a.index.cmp(&b.index))
     });
+    let preferred = model
+        .pools
+        .iter()
+        .enumerate()
+        .min_by(|(ia, a), (ib, b)| a.relative_cost.total_cmp(&b.relative_cost).then(ia.cmp(ib)));
     let placement = match idle {
         _ if !fits(chosen) => Placement::Late,
+        _ if preferred.is_some_and(|(_, p)| !p.available) => Placement::Fallback,
         Some(idle)
             if idle.index != chosen.index
                 && idle.prediction.execution <= remaining

@@ -47,7 +47,7 @@ pub(crate) fn find<'p, 'a>(placed: &'p [Placed<'a>], name: &str) -> Option<&'p P
 /// `spill_over` over the policy's own `base`.
 pub(crate) fn placed_reason(base: Reason, placement: Placement) -> Reason {
     match (base, placement) {
-        (Reason::Fallback, _) => Reason::Fallback,
+        (Reason::Fallback, _) | (_, Placement::Fallback) => Reason::Fallback,
         (_, Placement::SpillOver) => Reason::SpillOver,
         (base, _) => base,
     }

@@ -44,7 +44,10 @@ pub enum Reason {
     /// `weighted`: the model drawn by the route's traffic weights.
     Weighted,
     /// `fallback`: the model the policy preferred was unavailable (or absent
-    /// from the fleet), so the next usable candidate was chosen.
+    /// from the fleet), so the next usable candidate was chosen; or the
+    /// model's preferred (cheapest) pool is unavailable, e.g. CUDA missing,
+    /// so another pool serves. The gateway also reports it when the planned
+    /// target failed and a fallback target answered.
     Fallback,
     /// `shed`: overload. Even the fastest option misses the budget by more
     /// than the configured margin, or every usable pool's queue is full;

@@ -8,12 +8,13 @@
 //! With no `--config`, [`load_default`] serves the bundled example models
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
+pub mod cache_section;
 pub mod raw;
 pub mod size;
 pub mod types;
 pub mod validate;
 
-pub use types::{Config, Limits, RouteConfig, ServerConfig};
+pub use types::{CacheConfig, Config, Limits, RedisConfig, RouteCache, RouteConfig, ServerConfig};
 pub use validate::ConfigIssue;
 
 use std::path::Path;

@@ -21,6 +21,8 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// Routing attributes (cost, quality) of each model, by model name.
     pub model_routing: HashMap<String, ModelRouting>,
+    /// The response cache; `None` (no `[cache]` section) = no caching.
+    pub cache: Option<CacheConfig>,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:
@@ -78,6 +80,58 @@ pub struct RouteConfig {
     pub max_budget: Duration,
     /// The routing policy (default: `fixed` on the last model).
     pub policy: PolicyConfig,
+    /// Response caching for this route.
+    pub cache: RouteCache,
+}
+
+/// `[cache]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// L1 bound in bytes.
+    pub l1_max_bytes: u64,
+    /// Redis L2, if configured.
+    pub redis: Option<RedisConfig>,
+}
+
+/// `[cache.redis]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// One URL (single node) or the cluster's seed nodes.
+    pub urls: Vec<String>,
+    /// Use the Redis Cluster protocol.
+    pub cluster: bool,
+    /// Key prefix; keys are `{namespace}:v1:{hex key}`.
+    pub namespace: String,
+    /// Timeout of a lookup on the request path.
+    pub timeout: Duration,
+    /// Timeout of a background write.
+    pub write_timeout: Duration,
+    /// Timeout of establishing a connection.
+    pub connect_timeout: Duration,
+    /// Consecutive failures that open the breaker.
+    pub breaker_failures: u32,
+    /// How long L2 is skipped once the breaker opens.
+    pub breaker_cool_down: Duration,
+    /// Pending background writes before new ones are dropped.
+    pub write_queue: usize,
+}
+
+/// A route's cache settings, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteCache {
+    /// Whether answers of this route are cached.
+    pub enabled: bool,
+    /// L1 time to live.
+    pub ttl: Duration,
+    /// L2 time to live.
+    pub l2_ttl: Duration,
+}
+
+impl Default for RouteCache {
+    /// On, 300 s in both tiers.
+    fn default() -> Self {
+        RouteCache { enabled: true, ttl: Duration::from_secs(300), l2_ttl: Duration::from_secs(300) }
+    }
 }
 
 impl Config {

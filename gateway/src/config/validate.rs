@@ -65,8 +65,11 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
         }
     }
     let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
+    let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
-        (Some(server), true) => Ok(Config { server, onnxruntime_library, models, routes, model_routing }),
+        (Some(server), true) => {
+            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache })
+        }
         _ => Err(issues.0),
     }
 }
@@ -210,6 +213,7 @@ fn route_config(
         default_budget: Duration::from_millis(default_ms),
         max_budget: Duration::from_millis(max_ms),
         policy: route_policy(raw, path, issues),
+        cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
     })
 }
 

@@ -32,18 +32,20 @@ pub async fn infer(
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
     let signature = state.repo.signature(target.default_model())?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
+    // Tenant scope: `None` until requests are authenticated.
+    let plan = state.cache.plan(config, &target, None, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
         inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let batched = state.repo.spec(target.default_model())?.batching.enabled();
-    let answer = routing::execute(
+    let compute = routing::execute(
         state,
         config,
         RouteRequest { target: &target, request, headers, parameters: &decoded.parameters, received },
-    )
-    .await?;
+    );
+    let (answer, cache_status) = state.cache.answer(&plan, compute).await?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
@@ -58,9 +60,11 @@ pub async fn infer(
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
     Ok(reply
+        .with_header("x-cache", cache_status.as_str())
         .with_header("x-switchyard-model", answer.model)
         .with_header("x-switchyard-device", answer.device)
-        .with_header("x-switchyard-reason", answer.reason))
+        .with_header("x-switchyard-reason", answer.reason)
+        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string()))
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's
@@ -103,5 +107,6 @@ fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     map.insert("switchyard_pool".into(), answer.pool.clone().into());
     map.insert("switchyard_reason".into(), answer.reason.clone().into());
     map.insert("switchyard_batch_size".into(), answer.batch_size.into());
+    map.insert("switchyard_budget_ms".into(), answer.budget_ms.into());
     map
 }

@@ -1,13 +1,34 @@
 //! Decide and execute: which model, on which pool, answers an inference
 //! request. [`execute`] is the one seam between the V2 handler (which
 //! decodes and encodes) and everything that chooses and runs models; the
-//! cache wraps it, routing policies live behind it.
+//! cache wraps it.
+//!
+//! Per request: resolve the budget ([`budget`]), build the fleet view
+//! ([`fleet`]), let the route's policy (`router-policies`) decide, execute
+//! the plan with fallbacks ([`run`], [`cascade`]), and count the decision
+//! ([`decisions`]).
+
+pub mod backend;
+pub mod budget;
+pub mod cascade;
+pub mod confidence;
+pub mod decisions;
+pub mod draw;
+pub mod fleet;
+pub mod run;
+
+#[cfg(test)]
+mod tests_run;
 
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::handlers::target::Target;
 use crate::state::AppState;
+use backend::RuntimeBackend;
 use http::HeaderMap;
+use router_policies::{Estimator, FixedPolicy, PolicyConfig};
+use run::Routing;
+use std::borrow::Cow;
 use std::time::Instant;
 use switchyard_runtime::{InferenceRequest, Tensor};
 
@@ -36,32 +57,53 @@ pub struct Answer {
     pub device: String,
     /// The pool that ran it.
     pub pool: String,
-    /// Why this model and pool were chosen (a low-cardinality label).
+    /// Why this model and pool were chosen (a low-cardinality label,
+    /// `router_policies::Reason::as_str`).
     pub reason: String,
     /// Rows in the batch that executed it.
     pub batch_size: usize,
     /// The requested outputs, in order.
     pub outputs: Vec<(String, Tensor)>,
+    /// The request's latency budget in ms (route default or the client's
+    /// ask, clamped to the route maximum).
+    pub budget_ms: u64,
 }
 
-/// Chooses a model and pool for the request and runs it.
+/// Chooses a model and pool for the request with the route's policy and
+/// runs it; counts the decision in `state.decisions`.
 ///
-/// Until routing policies are wired in, a route answers with its last
-/// (most accurate) model on the pool the runtime picks.
+/// A model addressed directly (not through a route) runs under a `fixed`
+/// policy on itself, with the direct-model budget defaults.
 pub async fn execute(
     state: &AppState,
-    _config: &Config,
+    config: &Config,
     req: RouteRequest<'_>,
 ) -> Result<Answer, GatewayError> {
-    let model = req.target.default_model();
-    let response = state.repo.infer(model, None, req.request).await?;
-    Ok(Answer {
-        model: response.model,
-        version: response.version,
-        device: response.device.to_string(),
-        pool: response.pool,
-        reason: "default".to_string(),
-        batch_size: response.batch_size,
-        outputs: response.outputs,
-    })
+    let route = req.target.is_route.then(|| config.route(&req.target.public_name)).flatten();
+    let resolved = budget::resolve(budget::route_budget(route), req.headers, req.parameters)?;
+    let policy = match route {
+        Some(r) => Cow::Borrowed(&r.policy),
+        None => {
+            Cow::Owned(PolicyConfig::Fixed(FixedPolicy { model: req.target.default_model().to_string() }))
+        }
+    };
+    let estimator = Estimator::default();
+    let routing = Routing {
+        route: &req.target.public_name,
+        models: &req.target.models,
+        policy: &policy,
+        estimator: &estimator,
+        budget: resolved.budget,
+        received: req.received,
+    };
+    let backend = RuntimeBackend { repo: &state.repo, config };
+    let outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
+    match &outcome {
+        Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),
+        Err(GatewayError::Shed { reason, .. }) => {
+            state.decisions.record(routing.route, decisions::NONE, decisions::NONE, reason)
+        }
+        Err(_) => {}
+    }
+    outcome
 }

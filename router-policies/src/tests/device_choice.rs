@@ -39,11 +39,16 @@ fn full_queue_is_never_chosen_and_counts_as_spill_over() {
 }
 
 #[test]
-fn unavailable_pool_is_skipped_without_spill_over() {
+fn unavailable_preferred_pool_is_skipped_as_a_fallback() {
     let mut m = model("m", 1, 1.0, vec![gpu(2), cpu(6)]);
     m.pools[0].available = false;
     let choice = choose_pool(&m, ms(20), &estimator()).unwrap();
-    assert_eq!((choice.target.pool.as_str(), choice.placement), ("cpu", Placement::Fits));
+    assert_eq!((choice.target.pool.as_str(), choice.placement), ("cpu", Placement::Fallback));
+    // An unavailable pool that would not be preferred anyway changes nothing.
+    let mut m = model("m", 1, 1.0, vec![gpu(2), cpu(6)]);
+    m.pools[1].available = false;
+    let choice = choose_pool(&m, ms(20), &estimator()).unwrap();
+    assert_eq!((choice.target.pool.as_str(), choice.placement), ("gpu", Placement::Fits));
 }
 
 #[test]

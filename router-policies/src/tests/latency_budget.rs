@@ -98,7 +98,7 @@ fn unavailable_and_empty_models_are_skipped() {
     let mut f = two_models();
     pool_mut(&mut f, "heavy", "gpu").available = false;
     let plan = policy().decide(budget_ms(50), &f, &estimator());
-    assert_eq!((chosen(&plan), plan.reason()), ("heavy/cpu".into(), Reason::BudgetFit));
+    assert_eq!((chosen(&plan), plan.reason()), ("heavy/cpu".into(), Reason::Fallback));
     model_mut(&mut f, "heavy").pools.clear();
     let plan = policy().decide(budget_ms(50), &f, &estimator());
     assert_eq!(chosen(&plan), "cheap/gpu");

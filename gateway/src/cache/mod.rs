@@ -1,0 +1,289 @@
+//! The exact-match response cache: identical inference requests to a
+//! route are answered from memory (L1, moka) or from a shared Redis (L2)
+//! instead of running a model again.
+//!
+//! How a request goes through it ([`ResponseCache::plan`], then
+//! [`ResponseCache::answer`] around `routing::execute`):
+//! 1. Plan: no `[cache]` section, a directly addressed model (not a
+//!    route), a route with `cache = { enabled = false }`, or
+//!    `Cache-Control: no-store` -> bypass (`x-cache: bypass`).
+//!    `no-cache` -> compute and store, without lookup (`bypass`).
+//!    Otherwise the request's [`key`] is computed.
+//! 2. L1 lookup -> `hit-l1`.
+//! 3. Concurrent identical misses [`coalesce`]: one leader, the others
+//!    wait for its outcome.
+//! 4. The leader looks up L2 (skipped while its breaker is open) ->
+//!    `hit-l2` (also stored in L1).
+//! 5. Otherwise the model runs -> `miss`; a final answer is stored in L1
+//!    at once and queued for L2 (written in the background, never
+//!    delaying the response). Errors are never stored.
+//!
+//! What is keyed, and what is not, is documented in [`key`]. The latency
+//! budget (header or `timeout` parameter) is not keyed: a cached answer
+//! is a final answer of one of the route's models, served faster than any
+//! budget. Routing policies that return degraded answers under a tight
+//! budget should mark them not cacheable (see [`cacheable`]).
+//!
+//! Sizes and TTLs: L1 holds at most `[cache] l1_max_bytes` (weighed by
+//! encoded size); each route has `ttl_s` (L1) and `l2_ttl_s` (Redis).
+//! The L1 bound is fixed when the process starts.
+
+pub mod breaker;
+pub mod coalesce;
+pub mod control;
+pub mod key;
+pub mod l1;
+pub mod l2;
+pub mod service;
+pub mod stats;
+pub mod value_codec;
+pub mod writer;
+
+use crate::config::{CacheConfig, Config, RouteCache};
+use crate::error::GatewayError;
+use crate::handlers::target::Target;
+use crate::routing::Answer;
+use crate::v2::DecodedRequest;
+use coalesce::Coalescer;
+use control::Control;
+use http::HeaderMap;
+use key::{CacheKey, KeyScope, ModelGeneration};
+use l1::{L1Entry, L1};
+use l2::{L2Read, L2};
+use stats::{CacheSnapshot, CacheStats};
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use writer::{WriteJob, Writer};
+
+/// The `x-cache` response header's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Served from this process's memory.
+    HitL1,
+    /// Served from Redis.
+    HitL2,
+    /// Computed (and stored when cacheable); also what a request that
+    /// waited for an identical in-flight computation gets, unless that
+    /// computation found the answer in L2.
+    Miss,
+    /// The cache was not read.
+    Bypass,
+}
+
+impl CacheStatus {
+    /// The header value: `hit-l1`, `hit-l2`, `miss` or `bypass`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::HitL1 => "hit-l1",
+            CacheStatus::HitL2 => "hit-l2",
+            CacheStatus::Miss => "miss",
+            CacheStatus::Bypass => "bypass",
+        }
+    }
+}
+
+/// What to do for one request, decided before any work is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Neither read nor write the cache.
+    Bypass,
+    /// Do not read; store the fresh answer (`Cache-Control: no-cache`).
+    Refresh(CacheKey, RouteCache),
+    /// Read L1, then L2; compute and store on a miss.
+    Lookup(CacheKey, RouteCache),
+}
+
+/// Whether an answer may be stored. Only final answers reach the cache
+/// (drafts are streamed by the handler, errors are `Err`); this is the one
+/// place to refuse more, e.g. answers a policy marks as degraded.
+pub fn cacheable(_answer: &Answer) -> bool {
+    true
+}
+
+type Shared = Result<(Arc<Answer>, CacheStatus), GatewayError>;
+
+struct Tiers {
+    l1: L1,
+    l2: Option<Arc<L2>>,
+    writer: Option<Arc<Writer>>,
+    coalescer: Coalescer<Shared>,
+}
+
+/// The cache: L1, optional L2, the in-flight map and the counters.
+pub struct ResponseCache {
+    tiers: Option<Tiers>,
+    stats: Arc<CacheStats>,
+}
+
+impl ResponseCache {
+    /// A cache as `config` says; `None` (no `[cache]` section) gives a
+    /// cache that bypasses every request.
+    pub fn new(config: Option<&CacheConfig>) -> ResponseCache {
+        let stats = Arc::new(CacheStats::default());
+        let tiers = config.map(|c| {
+            let l2 = c.redis.clone().map(|r| Arc::new(L2::new(r, stats.clone())));
+            let writer = c.redis.as_ref().map(|r| Arc::new(Writer::new(r.write_queue, stats.clone())));
+            Tiers { l1: L1::new(c.l1_max_bytes, stats.clone()), l2, writer, coalescer: Coalescer::default() }
+        });
+        ResponseCache { tiers, stats }
+    }
+
+    /// Decides what the cache does for a request to `target`; computes
+    /// the key only when it will be used. Call before the request's
+    /// inputs are moved out of `request`.
+    pub fn plan(
+        &self,
+        config: &Config,
+        target: &Target,
+        tenant: Option<&str>,
+        request: &DecodedRequest,
+        headers: &HeaderMap,
+    ) -> Plan {
+        if self.tiers.is_none() || !target.is_route {
+            return Plan::Bypass;
+        }
+        let Some(route) = config.route(&target.public_name).filter(|r| r.cache.enabled) else {
+            return Plan::Bypass;
+        };
+        let control = Control::from_headers(headers);
+        if control == Control::NoStore {
+            return Plan::Bypass;
+        }
+        let models = target
+            .models
+            .iter()
+            .map(|name| {
+                let spec = config.models.iter().find(|m| &m.name == name);
+                ModelGeneration {
+                    name,
+                    version: spec.map_or(0, |s| s.version),
+                    path: spec.map_or(Path::new(""), |s| s.path.as_path()),
+                }
+            })
+            .collect();
+        let policy = format!("{:?}", route.policy);
+        let scope = KeyScope {
+            name: &target.public_name,
+            is_route: target.is_route,
+            models,
+            policy: &policy,
+            tenant,
+        };
+        let key = key::request_key(&scope, request);
+        match control {
+            Control::NoCache => Plan::Refresh(key, route.cache),
+            _ => Plan::Lookup(key, route.cache),
+        }
+    }
+
+    /// Answers per `plan`, running `compute` (the model) only when needed.
+    /// `compute` is not polled on a hit.
+    pub async fn answer<F>(&self, plan: &Plan, compute: F) -> Result<(Answer, CacheStatus), GatewayError>
+    where
+        F: Future<Output = Result<Answer, GatewayError>>,
+    {
+        let (tiers, key, policy) = match (plan, &self.tiers) {
+            (Plan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
+            (Plan::Refresh(key, policy), Some(tiers)) => {
+                CacheStats::bump(&self.stats.bypass);
+                let answer = self.store(tiers, key, policy, compute.await?).await;
+                return Ok(((*answer).clone(), CacheStatus::Bypass));
+            }
+            _ => {
+                CacheStats::bump(&self.stats.bypass);
+                return Ok((compute.await?, CacheStatus::Bypass));
+            }
+        };
+        if let Some(answer) = tiers.l1.get(key).await {
+            CacheStats::bump(&self.stats.l1_hits);
+            return Ok(((*answer).clone(), CacheStatus::HitL1));
+        }
+        CacheStats::bump(&self.stats.l1_misses);
+        let joined = tiers.coalescer.run(*key, self.lead(tiers, key, policy, compute)).await;
+        if joined.coalesced {
+            CacheStats::bump(&self.stats.coalesced);
+        }
+        let (answer, status) = joined.outcome?;
+        Ok(((*answer).clone(), status))
+    }
+
+    /// The coalescing leader's work: L2, then the model.
+    async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Shared
+    where
+        F: Future<Output = Result<Answer, GatewayError>>,
+    {
+        if let Some(l2) = &tiers.l2 {
+            match l2.get(key).await {
+                L2Read::Hit(bytes) => match value_codec::decode(&bytes) {
+                    Ok(answer) => {
+                        CacheStats::bump(&self.stats.l2_hits);
+                        let answer = Arc::new(answer);
+                        tiers.l1.insert(*key, L1Entry::new(answer.clone(), policy.ttl, bytes.len())).await;
+                        return Ok((answer, CacheStatus::HitL2));
+                    }
+                    Err(e) => {
+                        CacheStats::bump(&self.stats.l2_decode_errors);
+                        tracing::debug!(error = %e, "undecodable L2 value; treated as a miss");
+                    }
+                },
+                L2Read::Miss => CacheStats::bump(&self.stats.l2_misses),
+                L2Read::Skipped | L2Read::Failed => {}
+            }
+        }
+        let answer = compute.await?;
+        Ok((self.store(tiers, key, policy, answer).await, CacheStatus::Miss))
+    }
+
+    /// Stores a fresh answer in L1 and queues it for L2; returns the
+    /// compact copy that L1 holds.
+    async fn store(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, answer: Answer) -> Arc<Answer> {
+        if !cacheable(&answer) {
+            return Arc::new(answer);
+        }
+        let encoded = value_codec::encode(&answer);
+        // One contiguous copy: the entry's size is its weight, and it does
+        // not keep the batch's output buffers alive.
+        let compact = Arc::new(value_codec::decode(&encoded).unwrap_or(answer));
+        tiers.l1.insert(*key, L1Entry::new(compact.clone(), policy.ttl, encoded.len())).await;
+        CacheStats::bump(&self.stats.stores);
+        if let (Some(l2), Some(writer)) = (&tiers.l2, &tiers.writer) {
+            writer.enqueue(WriteJob { redis_key: l2.redis_key(key), value: encoded, ttl: policy.l2_ttl });
+        }
+        compact
+    }
+
+    /// Background work for the server's lifetime: connect L2, then run the
+    /// L2 writer. Returns at once without L2. Run it inside the server's
+    /// runtime ([`service::CacheService`]).
+    pub async fn run_background(&self) {
+        let Some(Tiers { l2: Some(l2), writer: Some(writer), .. }) = &self.tiers else { return };
+        l2.warm_up().await;
+        writer.run(l2).await;
+    }
+
+    /// Writes what is still queued for L2, best effort within `deadline`.
+    /// Call after the server stopped (it builds its own runtime).
+    pub fn flush_on_shutdown(&self, deadline: Duration) {
+        if let Some(Tiers { l2: Some(l2), writer: Some(writer), .. }) = &self.tiers {
+            writer.flush_blocking(l2, deadline);
+        }
+    }
+
+    /// Counters and gauges, for the admin stats and metrics.
+    pub fn snapshot(&self) -> CacheSnapshot {
+        let mut snap = self.stats.counters();
+        if let Some(tiers) = &self.tiers {
+            snap.enabled = true;
+            snap.l1_entries = tiers.l1.entry_count();
+            snap.l1_bytes = tiers.l1.weighted_size();
+            snap.l1_max_bytes = tiers.l1.max_bytes();
+            snap.l2_configured = tiers.l2.is_some();
+            snap.l2_breaker = tiers.l2.as_ref().map_or("none", |l2| l2.breaker_state().label());
+        } else {
+            snap.l2_breaker = "none";
+        }
+        snap
+    }
+}

@@ -1,0 +1,174 @@
+//! Checks the `[cache]` section and each route's `cache = { ... }` (see
+//! [`crate::cache`] for what they do). Kept apart from `validate.rs` so
+//! cache settings have one home; problems are reported with field paths
+//! like every other config error.
+
+use super::raw::{RawCache, RawRedis, RawRouteCache};
+use super::types::{CacheConfig, RedisConfig, RouteCache};
+use super::validate::ConfigIssue;
+use std::time::Duration;
+
+/// Default L1 bound: 256 MiB.
+pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
+
+fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
+    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
+}
+
+/// `[cache]`: absent = no cache.
+pub fn cache_config(raw: Option<&RawCache>, issues: &mut Vec<ConfigIssue>) -> Option<CacheConfig> {
+    let raw = raw?;
+    let l1_max_bytes = raw.l1_max_bytes.map_or(DEFAULT_L1_MAX_BYTES, |s| s.0);
+    if l1_max_bytes == 0 {
+        issue(issues, "cache.l1_max_bytes", "must be at least 1 byte");
+    }
+    let redis = raw.redis.as_ref().and_then(|r| redis_config(r, issues));
+    Some(CacheConfig { l1_max_bytes, redis })
+}
+
+fn millis(value: Option<u64>, default: u64, path: &str, issues: &mut Vec<ConfigIssue>) -> Duration {
+    if value == Some(0) {
+        issue(issues, path, "must be at least 1 ms");
+    }
+    Duration::from_millis(value.unwrap_or(default).max(1))
+}
+
+fn redis_config(raw: &RawRedis, issues: &mut Vec<ConfigIssue>) -> Option<RedisConfig> {
+    let (urls, cluster) = match (&raw.url, &raw.urls) {
+        (Some(url), None) => (vec![url.clone()], raw.cluster.unwrap_or(false)),
+        (None, Some(urls)) if !urls.is_empty() => {
+            if raw.cluster == Some(false) {
+                issue(issues, "cache.redis.cluster", "`urls` lists cluster nodes; use `url` for one server");
+            }
+            (urls.clone(), true)
+        }
+        (None, Some(_)) => {
+            issue(issues, "cache.redis.urls", "needs at least one node");
+            return None;
+        }
+        (Some(_), Some(_)) => {
+            issue(
+                issues,
+                "cache.redis",
+                "give either `url` (one server) or `urls` (cluster nodes), not both",
+            );
+            return None;
+        }
+        (None, None) => {
+            issue(issues, "cache.redis.url", "missing: e.g. url = \"redis://127.0.0.1:6379\"");
+            return None;
+        }
+    };
+    for (i, url) in urls.iter().enumerate() {
+        if let Err(e) = redis::Client::open(url.as_str()) {
+            let path = if raw.url.is_some() {
+                "cache.redis.url".to_string()
+            } else {
+                format!("cache.redis.urls[{i}]")
+            };
+            issue(issues, &path, format!("{url:?} is not a Redis URL: {e}"));
+        }
+    }
+    let namespace = raw.namespace.clone().unwrap_or_else(|| "switchyard".to_string());
+    if namespace.is_empty() || namespace.contains(char::is_whitespace) {
+        issue(issues, "cache.redis.namespace", "must be non-empty and contain no spaces");
+    }
+    let breaker_failures = raw.breaker_failures.unwrap_or(3);
+    if breaker_failures == 0 {
+        issue(issues, "cache.redis.breaker_failures", "must be at least 1");
+    }
+    let write_queue = raw.write_queue.unwrap_or(4096);
+    if write_queue == 0 {
+        issue(issues, "cache.redis.write_queue", "must be at least 1");
+    }
+    Some(RedisConfig {
+        urls,
+        cluster,
+        namespace,
+        timeout: millis(raw.timeout_ms, 5, "cache.redis.timeout_ms", issues),
+        write_timeout: millis(raw.write_timeout_ms, 100, "cache.redis.write_timeout_ms", issues),
+        connect_timeout: millis(raw.connect_timeout_ms, 1000, "cache.redis.connect_timeout_ms", issues),
+        breaker_failures,
+        breaker_cool_down: millis(raw.breaker_cool_down_ms, 1000, "cache.redis.breaker_cool_down_ms", issues),
+        write_queue,
+    })
+}
+
+/// A route's `cache = { ... }`: absent = on, 300 s; `l2_ttl_s` defaults
+/// to `ttl_s`.
+pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Vec<ConfigIssue>) -> RouteCache {
+    let Some(raw) = raw else { return RouteCache::default() };
+    let ttl_s = raw.ttl_s.unwrap_or(300);
+    let l2_ttl_s = raw.l2_ttl_s.unwrap_or(ttl_s);
+    for (field, value) in [("ttl_s", raw.ttl_s), ("l2_ttl_s", raw.l2_ttl_s)] {
+        if value == Some(0) {
+            issue(issues, &format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
+        }
+    }
+    RouteCache {
+        enabled: raw.enabled.unwrap_or(true),
+        ttl: Duration::from_secs(ttl_s.max(1)),
+        l2_ttl: Duration::from_secs(l2_ttl_s.max(1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+    use std::path::Path;
+    use std::time::Duration;
+
+    const MODEL: &str = "[[models]]\nname = \"m\"\npath = \"m.onnx\"\n";
+
+    #[test]
+    fn defaults_and_route_settings() {
+        let text = format!(
+            "[cache]\n{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ ttl_s = 5 }}\n\
+             [[routes]]\nname = \"off\"\nmodels = [\"m\"]\ncache = {{ enabled = false }}\n\
+             [[routes]]\nname = \"plain\"\nmodels = [\"m\"]\n"
+        );
+        let config = parse(&text, Path::new("/")).unwrap();
+        let cache = config.cache.as_ref().unwrap();
+        assert_eq!(cache.l1_max_bytes, 256 << 20);
+        assert!(cache.redis.is_none());
+        let r = config.route("r").unwrap().cache;
+        assert_eq!((r.enabled, r.ttl, r.l2_ttl), (true, Duration::from_secs(5), Duration::from_secs(5)));
+        assert!(!config.route("off").unwrap().cache.enabled);
+        assert_eq!(config.route("plain").unwrap().cache.ttl, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn redis_single_and_cluster() {
+        let single = parse("[cache]\nl1_max_bytes = \"1MiB\"\nredis = { url = \"redis://127.0.0.1:7000\", timeout_ms = 20 }\n", Path::new("/")).unwrap();
+        let redis = single.cache.unwrap().redis.unwrap();
+        assert!(!redis.cluster);
+        assert_eq!(redis.timeout, Duration::from_millis(20));
+        assert_eq!(redis.namespace, "switchyard");
+        let cluster = parse(
+            "[cache.redis]\nurls = [\"redis://127.0.0.1:7000\", \"redis://127.0.0.1:7001\"]\n",
+            Path::new("/"),
+        )
+        .unwrap();
+        let redis = cluster.cache.unwrap().redis.unwrap();
+        assert!(redis.cluster);
+        assert_eq!(redis.urls.len(), 2);
+    }
+
+    #[test]
+    fn mistakes_name_their_field() {
+        let cases = [
+            ("[cache.redis]\ntimeout_ms = 5\n", "cache.redis.url"),
+            ("[cache.redis]\nurl = \"http://x\"\n", "cache.redis.url"),
+            ("[cache.redis]\nurl = \"redis://a\"\nurls = [\"redis://b\"]\n", "cache.redis"),
+            ("[cache]\nl1_max_bytes = 0\n", "cache.l1_max_bytes"),
+            ("[cache.redis]\nurl = \"redis://a\"\nbreaker_failures = 0\n", "cache.redis.breaker_failures"),
+        ];
+        for (text, path) in cases {
+            let issues = parse(text, Path::new("/")).unwrap_err();
+            assert!(issues.iter().any(|i| i.path == path), "{text}: {issues:?}");
+        }
+        let text = format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ ttl_s = 0 }}\n");
+        let issues = parse(&text, Path::new("/")).unwrap_err();
+        assert_eq!(issues[0].path, "routes[0].cache.ttl_s", "{issues:?}");
+    }
+}

@@ -1,0 +1,85 @@
+//! Decision counters: how many requests each route answered with which
+//! model, on which device, for which reason. Read by the admin stats
+//! (`"decisions"`) and, later, exported as a Prometheus counter with the
+//! same four labels. Every label is low-cardinality: routes and models come
+//! from config, devices and reasons from closed sets.
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// Label used for `model`/`device` when no model ran (shed requests).
+pub const NONE: &str = "none";
+
+/// The labels of one counter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DecisionKey {
+    /// The route (or model) the client addressed.
+    pub route: String,
+    /// The model that answered, or [`NONE`].
+    pub model: String,
+    /// Its device (`cpu`, `cuda`), or [`NONE`].
+    pub device: String,
+    /// The reason label (`Reason::as_str`).
+    pub reason: String,
+}
+
+/// Counts of routing decisions, shared by all requests.
+#[derive(Debug, Default)]
+pub struct DecisionCounters {
+    counts: Mutex<HashMap<DecisionKey, u64>>,
+}
+
+impl DecisionCounters {
+    /// Adds one decision. Called once per answered or shed request.
+    pub fn record(&self, route: &str, model: &str, device: &str, reason: &str) {
+        let key = DecisionKey {
+            route: route.to_string(),
+            model: model.to_string(),
+            device: device.to_string(),
+            reason: reason.to_string(),
+        };
+        *self.counts.lock().entry(key).or_insert(0) += 1;
+    }
+
+    /// Every counter, sorted by labels (a copy; the lock is held briefly).
+    pub fn snapshot(&self) -> Vec<(DecisionKey, u64)> {
+        let mut all: Vec<(DecisionKey, u64)> =
+            self.counts.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
+        all.sort();
+        all
+    }
+
+    /// The counters as a JSON array of `{route, model, device, reason, count}`.
+    pub fn to_json(&self) -> Value {
+        Value::Array(
+            self.snapshot()
+                .into_iter()
+                .map(|(k, count)| {
+                    json!({
+                        "route": k.route, "model": k.model, "device": k.device,
+                        "reason": k.reason, "count": count,
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_per_label_set() {
+        let c = DecisionCounters::default();
+        c.record("digits", "digits-cheap", "cpu", "cascade_confident");
+        c.record("digits", "digits-cheap", "cpu", "cascade_confident");
+        c.record("digits", NONE, NONE, "shed");
+        let snap = c.snapshot();
+        assert_eq!(snap.len(), 2);
+        assert_eq!(snap[0].0.model, "digits-cheap");
+        assert_eq!(snap[0].1, 2);
+        assert_eq!(c.to_json()[1]["reason"], "shed");
+    }
+}

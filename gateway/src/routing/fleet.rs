@@ -1,0 +1,107 @@
+//! The policy's view of the fleet, built per decision from the runtime's
+//! statistics ([`RuntimeSnapshot`]) and the config's routing attributes.
+//!
+//! Defaults, when a `[[models]]` entry leaves them out (position = the
+//! model's index in the route's `models` list, cheapest first):
+//! - model `cost` = `1 + position` (later models cost more);
+//! - model `quality` = `position` (later models are more accurate);
+//! - pool `cost` = 1.0 (equal costs: the pool predicted to finish first
+//!   among those that fit wins).
+//!
+//! Building a view walks the runtime's atomics and one small mutex per
+//! pool; cheap next to an inference, so it is rebuilt for every decision
+//! rather than cached.
+
+use crate::config::types::ModelRouting;
+use crate::config::Config;
+use router_policies::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
+use std::time::Duration;
+use switchyard_runtime::{DeviceKind, ModelState, ModelStats, PoolStats, RuntimeSnapshot};
+
+/// The runtime reports a moving *average* per batch-size bucket, while
+/// policies expect a high percentile; predictions use the average times
+/// this factor.
+pub const LATENCY_HEADROOM: f64 = 1.25;
+
+/// The fleet view for `models` (a route's list, in order).
+///
+/// A model missing from the snapshot or whose load failed is unavailable;
+/// a model not loaded yet (or unloaded when idle) keeps its old statistics
+/// but they are marked stale, since its sessions will be cold.
+pub fn fleet_view(snapshot: &RuntimeSnapshot, config: &Config, models: &[String]) -> FleetView {
+    let default_routing = ModelRouting::default();
+    let candidates = models
+        .iter()
+        .enumerate()
+        .map(|(position, name)| {
+            let routing = config.model_routing.get(name).unwrap_or(&default_routing);
+            let max_batch =
+                config.models.iter().find(|m| &m.name == name).map_or(1, |m| m.batching.max_batch_size);
+            candidate(name, position, routing, max_batch, snapshot.model(name))
+        })
+        .collect();
+    FleetView { candidates }
+}
+
+/// One candidate model; `stats` is `None` when the runtime does not know it.
+fn candidate(
+    name: &str,
+    position: usize,
+    routing: &ModelRouting,
+    max_batch: usize,
+    stats: Option<&ModelStats>,
+) -> CandidateModel {
+    let position_u32 = u32::try_from(position).unwrap_or(u32::MAX);
+    let (available, stale) = match stats.map(|s| &s.state) {
+        None | Some(ModelState::Failed(_)) => (false, false),
+        Some(ModelState::Ready) => (true, false),
+        Some(ModelState::Unloaded | ModelState::Loading) => (true, true),
+    };
+    let pools = stats
+        .map(|s| s.pools.iter().map(|p| pool_view(p, routing, max_batch, stale)).collect())
+        .unwrap_or_default();
+    CandidateModel {
+        name: name.to_string(),
+        quality_rank: routing.quality.unwrap_or(position_u32),
+        relative_cost: routing.cost.unwrap_or(1.0 + position as f64),
+        available,
+        pools,
+    }
+}
+
+/// One pool's view. `stale` marks the statistics as old (cold sessions).
+fn pool_view(stats: &PoolStats, routing: &ModelRouting, max_batch: usize, stale: bool) -> PoolView {
+    let buckets = stats
+        .latency
+        .iter()
+        .map(|b| LatencyBucket {
+            max_batch: b.max_batch,
+            latency: b.ewma.mul_f64(LATENCY_HEADROOM),
+            samples: b.samples,
+        })
+        .collect();
+    PoolView {
+        name: stats.name.clone(),
+        device: device(stats.device),
+        available: stats.available,
+        workers: stats.workers,
+        queue_depth: stats.queue_depth,
+        in_flight: stats.in_flight,
+        queue_capacity: Some(stats.queue_capacity),
+        max_batch_size: max_batch.max(1),
+        relative_cost: routing.pool_costs.get(&stats.name).copied().unwrap_or(1.0),
+        latency: LatencyModel { buckets, stats_age: if stale { Duration::MAX } else { Duration::ZERO } },
+    }
+}
+
+/// The policy crate's name for a runtime device.
+pub fn device(kind: DeviceKind) -> Device {
+    match kind {
+        DeviceKind::Cpu => Device::Cpu,
+        DeviceKind::Cuda => Device::Cuda,
+    }
+}
+
+#[cfg(test)]
+#[path = "tests_fleet.rs"]
+mod tests;
