@@ -35,8 +35,10 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
+# Unpinned: the pool's one worker thread has a core for the model, as the
+# direct Session::run loop does; the callers run on the other core.
 say "runtime benchmark (batching gain, overhead vs Session::run, cold start)"
-$SERVER_CPU ./target/release/runtime-bench --models-dir models --mode "$MODE" --json-out "$OUT/runtime.json"
+./target/release/runtime-bench --models-dir models --mode "$MODE" --json-out "$OUT/runtime.json"
 
 SY_PORT=$(free_port); FA_PORT=$(free_port)
 $SERVER_CPU ./target/release/switchyard serve --listen "127.0.0.1:$SY_PORT" --admin-listen "127.0.0.1:$(free_port)" \

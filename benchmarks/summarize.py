@@ -44,6 +44,10 @@ if os.path.exists(rt):
     print("| model | batch | direct rows/s | runtime rows/s | runtime / direct |\n|---|---|---|---|---|")
     for o in r["overhead"]:
         print(f"| {o['model']} | {o['batch']} | {o['direct_rows_per_s']:.0f} | {o['runtime_rows_per_s']:.0f} | {o['ratio']:.1%} |")
+    ref = r.get("synth_heavy_gateway_reference_rows_per_s")
+    if ref:
+        print(f"\nRuntime alone, synth-heavy, 40 one-row callers, gateway batching (max 16, 500 us): {ref:.0f} rows/s "
+              "(the reference for the gateway's synth-heavy figure below)")
     print("\n### Cold start (load of all pools' sessions)\n")
     print("| model | cold start ms |\n|---|---|")
     for c in r["cold_start"]:

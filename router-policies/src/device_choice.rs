@@ -58,7 +58,8 @@ struct Scored<'a> {
 /// 1. An unavailable model, or one without an admissible pool (available and
 ///    queue not full), gives `None`.
 /// 2. Predict completion on every available pool with `estimator`.
-/// 3. Rank the admissible pools: those that fit (`completion <= remaining`)
+/// 3. Rank the admissible pools: those that fit (`completion <=
+///    remaining x (1 - safety_margin)`)
 ///    first, by relative cost, then completion, then configured order; then
 ///    those that miss, by completion, then relative cost, then configured
 ///    order. Ties are thus broken by the pool's position in the config.
@@ -81,7 +82,8 @@ pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Esti
         .filter(|(_, pool)| pool.available)
         .map(|(index, pool)| Scored { index, pool, prediction: estimator.predict(pool) })
         .collect();
-    let fits = |s: &Scored<'_>| s.prediction.completion() <= remaining;
+    let usable = estimator.usable(remaining);
+    let fits = |s: &Scored<'_>| s.prediction.completion() <= usable;
     let mut ranked: Vec<&Scored<'_>> = scored.iter().filter(|s| !s.pool.is_full()).collect();
     ranked.sort_by(|a, b| rank(a, b, fits(a), fits(b)));
     let (chosen, rest) = ranked.split_first()?;

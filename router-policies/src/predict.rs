@@ -69,20 +69,44 @@ pub struct Estimator {
     pub stale_after_ms: u64,
     /// Factor (>= 1) applied to stale execution estimates. Default 2.0.
     pub stale_penalty: f64,
+    /// Share of the remaining budget held in reserve when deciding whether
+    /// a pool *fits* (in [0, 1)): a pool fits when its predicted completion
+    /// is at most `remaining x (1 - safety_margin)`. A margin absorbs
+    /// prediction error, at the price of spilling over a little earlier.
+    /// Default 0 (exact).
+    pub safety_margin: f64,
 }
 
 impl Default for Estimator {
     fn default() -> Self {
-        Estimator { prior_batch_us: 2_000, min_samples: 1, stale_after_ms: 30_000, stale_penalty: 2.0 }
+        Estimator {
+            prior_batch_us: 2_000,
+            min_samples: 1,
+            stale_after_ms: 30_000,
+            stale_penalty: 2.0,
+            safety_margin: 0.0,
+        }
     }
 }
 
 impl Estimator {
+    /// The part of `remaining` a prediction may use and still fit (see
+    /// [`Estimator::safety_margin`]).
+    pub fn usable(&self, remaining: Duration) -> Duration {
+        remaining.mul_f64((1.0 - self.safety_margin).clamp(0.0, 1.0))
+    }
+
     /// Checks the settings; paths are relative to the estimator table.
     pub fn validate(&self) -> Result<(), Vec<ConfigIssue>> {
         let mut issues = Vec::new();
         if self.prior_batch_us == 0 {
             issues.push(ConfigIssue::new("prior_batch_us", "must be at least 1 µs"));
+        }
+        if !(0.0..1.0).contains(&self.safety_margin) {
+            issues.push(ConfigIssue::new(
+                "safety_margin",
+                format!("must be in [0, 1), got {}", self.safety_margin),
+            ));
         }
         if !(self.stale_penalty.is_finite() && self.stale_penalty >= 1.0) {
             issues.push(ConfigIssue::new(

@@ -68,8 +68,9 @@ pub fn enqueue(
         }
     }
     let best = order.first().and_then(|&i| model.pools.get(i));
-    let retry_after = best
-        .map_or(MIN_RETRY_AFTER, |p| p.stats(&model.spec.batching).predict_wait(rows).max(MIN_RETRY_AFTER));
+    let retry_after = best.map_or(MIN_RETRY_AFTER, |p| {
+        p.stats(model.spec.pool_batching(&p.spec)).predict_wait(rows).max(MIN_RETRY_AFTER)
+    });
     Err(RuntimeError::Overloaded {
         model: model.spec.name.clone(),
         pool: best.map_or_else(String::new, |p| p.spec.name.clone()),
@@ -83,7 +84,12 @@ fn candidates(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
         .iter()
         .enumerate()
         .filter(|(_, p)| p.is_some())
-        .filter_map(|(i, _)| Some((model.pools.get(i)?.stats(&model.spec.batching).predict_wait(rows), i)))
+        .filter_map(|(i, _)| {
+            Some((
+                model.pools.get(i).map(|p| p.stats(model.spec.pool_batching(&p.spec)).predict_wait(rows))?,
+                i,
+            ))
+        })
         .collect();
     scored.sort();
     scored.into_iter().map(|(_, i)| i).collect()

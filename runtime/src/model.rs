@@ -193,8 +193,8 @@ impl Model {
 
     fn build_pools(&self, started: Instant) -> Result<(Arc<LoadedModel>, LoadReport), RuntimeError> {
         let signature = self.signature_or_probe()?;
-        let batch = self.spec.batching.enabled() && batchable(&signature);
-        if self.spec.batching.enabled() && !batch {
+        let batch = self.spec.any_batching() && batchable(&signature);
+        if self.spec.any_batching() && !batch {
             tracing::warn!(model = %self.spec.name, "inputs have a fixed batch dimension; batching disabled");
         }
         let mut pools = Vec::with_capacity(self.pools.len());

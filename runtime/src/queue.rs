@@ -104,6 +104,7 @@ impl PoolShared {
             workers: self.spec.workers,
             queue_depth: c.queue_depth.load(Ordering::Relaxed),
             queue_capacity: batching.queue_capacity,
+            max_batch_size: batching.max_batch_size.max(1),
             in_flight: c.in_flight.load(Ordering::Relaxed),
             requests: get(&c.requests),
             executions: get(&c.executions),

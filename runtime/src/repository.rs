@@ -169,7 +169,7 @@ impl ModelRepository {
                 state: m.state(),
                 last_cold_start: m.last_report().map(|r| r.cold_start),
                 loads: m.loads(),
-                pools: m.pools.iter().map(|p| p.stats(&m.spec.batching)).collect(),
+                pools: m.pools.iter().map(|p| p.stats(m.spec.pool_batching(&p.spec))).collect(),
             })
             .collect();
         RuntimeSnapshot { models }

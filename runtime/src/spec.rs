@@ -48,9 +48,15 @@ pub struct PoolSpec {
     /// ONNX Runtime intra-op threads per session; 0 lets ONNX Runtime pick
     /// (one per core, which oversubscribes when there are several workers).
     pub intra_op_threads: usize,
+    /// This pool's own batching, overriding the model's: e.g. a GPU pool
+    /// that batches 64 rows beside a CPU pool that batches 8. `None` uses
+    /// the model's [`ModelSpec::batching`].
+    #[serde(default)]
+    pub batching: Option<BatchingSpec>,
 }
 
-/// Dynamic batching settings, shared by all pools of a model.
+/// Dynamic batching settings of a model (or of one pool, when the pool
+/// overrides them).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchingSpec {
@@ -100,6 +106,16 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// The batching a pool runs with: its own override, else the model's.
+    pub fn pool_batching<'a>(&'a self, pool: &'a PoolSpec) -> &'a BatchingSpec {
+        pool.batching.as_ref().unwrap_or(&self.batching)
+    }
+
+    /// True when some pool of the model batches.
+    pub fn any_batching(&self) -> bool {
+        self.pools.iter().any(|p| self.pool_batching(p).enabled())
+    }
+
     /// Checks the spec on its own: a name, at least one pool, unique pool
     /// names, at least one worker per pool, a non-empty queue.
     pub fn validate(&self) -> Result<(), RuntimeError> {
@@ -119,6 +135,9 @@ impl ModelSpec {
             }
             if pool.workers == 0 {
                 return fail(format!("pools[{i}].workers must be at least 1"));
+            }
+            if pool.batching.as_ref().is_some_and(|b| b.queue_capacity == 0) {
+                return fail(format!("pools[{i}].batching.queue_capacity must be at least 1"));
             }
         }
         if self.batching.queue_capacity == 0 {
@@ -145,6 +164,7 @@ mod tests {
                 device: DeviceKind::Cpu,
                 workers: 1,
                 intra_op_threads: 1,
+                batching: None,
             }],
             batching: BatchingSpec::default(),
             idle_unload: None,

@@ -109,6 +109,9 @@ pub struct PoolStats {
     pub queue_depth: usize,
     /// Queue capacity.
     pub queue_capacity: usize,
+    /// Most rows this pool batches together (its own batching, or the
+    /// model's); 1 when it does not batch.
+    pub max_batch_size: usize,
     /// Requests executing now.
     pub in_flight: usize,
     /// Requests accepted since start.
@@ -225,6 +228,7 @@ mod tests {
         assert_eq!(b4.samples, 2);
         assert_eq!(b4.ewma, Duration::from_secs_f64(0.2 * 0.020 + 0.8 * 0.010));
         let stats = PoolStats {
+            max_batch_size: 8,
             name: "cpu".into(),
             device: DeviceKind::Cpu,
             available: true,

@@ -122,7 +122,13 @@ async fn corrupt_model_fails_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unavailable_cuda_pool_is_reported_and_cpu_serves() {
     let mut mixed = spec("mixed", "tiny-classifier.onnx", 4, 1, 8);
-    let gpu = PoolSpec { name: "gpu".into(), device: DeviceKind::Cuda, workers: 1, intra_op_threads: 1 };
+    let gpu = PoolSpec {
+        name: "gpu".into(),
+        device: DeviceKind::Cuda,
+        workers: 1,
+        intra_op_threads: 1,
+        batching: None,
+    };
     mixed.pools = vec![gpu.clone(), cpu_pool("cpu", 1)];
     let mut gpu_only = spec("gpu-only", "tiny-classifier.onnx", 1, 0, 8);
     gpu_only.pools = vec![gpu];

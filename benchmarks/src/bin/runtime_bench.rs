@@ -44,6 +44,7 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
             device: DeviceKind::Cpu,
             workers: 1,
             intra_op_threads: 1,
+            batching: None,
         }],
         batching: BatchingSpec { max_batch_size: max_batch, max_queue_delay: delay, queue_capacity: 4096 },
         idle_unload: None,
@@ -98,7 +99,13 @@ async fn runtime_rows_per_s(
 /// `Session::run` called directly in a loop at `batch` rows, copying the
 /// outputs out as a caller would; returns rows per second.
 fn direct_rows_per_s(path: &Path, batch: usize, duration: Duration) -> Result<f64> {
-    let pool = PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 };
+    let pool = PoolSpec {
+        name: "cpu".into(),
+        device: DeviceKind::Cpu,
+        workers: 1,
+        intra_op_threads: 1,
+        batching: None,
+    };
     let mut session = switchyard_runtime::session::build_session(path, &pool).map_err(anyhow::Error::msg)?;
     let input = rows(batch, 7)?.to_f32_vec().context("f32 input")?;
     let mut run_once = || -> Result<()> {
@@ -149,10 +156,17 @@ async fn main() -> Result<()> {
         eprintln!("[runtime-bench] {model}: runtime vs direct Session::run at batch {batch}");
         let direct = direct_rows_per_s(&dir.join(format!("{model}.onnx")), batch, duration)?;
         let repo = ModelRepository::new(vec![spec(&dir, model, batch, Duration::ZERO)])?;
-        let via_runtime = runtime_rows_per_s(repo, model, 2, batch, duration).await?;
+        let via_runtime = runtime_rows_per_s(repo, model, 16, batch, duration).await?;
         overhead.push(json!({"model": model, "batch": batch, "direct_rows_per_s": direct,
             "runtime_rows_per_s": via_runtime, "ratio": via_runtime / direct}));
     }
+
+    // The gateway's own config for synth-heavy (batching max 16, 500 us):
+    // what the runtime alone delivers to 40 one-row callers, the reference
+    // for the gateway's synth-heavy throughput.
+    eprintln!("[runtime-bench] synth-heavy, 40 callers x 1 row, gateway batching (max 16, 500 us)");
+    let reference = ModelRepository::new(vec![spec(&dir, "synth-heavy", 16, Duration::from_micros(500))])?;
+    let gateway_reference = runtime_rows_per_s(reference, "synth-heavy", 40, 1, duration).await?;
 
     let mut cold = Vec::new();
     for model in ["digits-cheap", "digits-heavy", "synth-heavy", "synth-wide"] {
@@ -164,6 +178,7 @@ async fn main() -> Result<()> {
         "batching": {"model": "synth-wide", "callers": 32, "unbatched_rows_per_s": unbatched,
                      "batched_rows_per_s": batched, "gain": batched / unbatched},
         "overhead": overhead,
+        "synth_heavy_gateway_reference_rows_per_s": gateway_reference,
         "cold_start": cold,
         "duration_s": secs,
     });

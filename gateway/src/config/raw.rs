@@ -123,6 +123,9 @@ pub struct RawPool {
     /// Relative cost of running here vs. the model's other pools (> 0);
     /// the cheapest pool that fits the budget is used. Default 1.
     pub cost: Option<f64>,
+    /// This pool's own batching (fields left out take the model's), e.g.
+    /// larger batches on a GPU pool than on a CPU pool.
+    pub batching: Option<RawBatching>,
 }
 
 /// One `[[routes]]` entry.

@@ -2,7 +2,7 @@
 //! problem with the field path it concerns (`models[2].pools[0].device`),
 //! so an operator sees all mistakes at once.
 
-use super::raw::{RawConfig, RawModel, RawPool, RawRoute, RawServer};
+use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
 use router_policies::{FixedPolicy, PolicyConfig};
 use std::collections::{HashMap, HashSet};
@@ -129,19 +129,15 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
     if raw.name.is_empty() || raw.name.contains('/') {
         issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }
-    let batching = BatchingSpec {
-        max_batch_size: raw.batching.max_batch_size.unwrap_or(32),
-        max_queue_delay: Duration::from_micros(raw.batching.max_queue_delay_us.unwrap_or(500)),
-        queue_capacity: positive(
-            raw.batching.queue_capacity,
-            1024,
-            &format!("{path}.batching.queue_capacity"),
-            issues,
-        ),
+    let defaults = BatchingSpec {
+        max_batch_size: 32,
+        max_queue_delay: Duration::from_micros(500),
+        queue_capacity: 1024,
     };
+    let batching = batching_spec(&raw.batching, &defaults, &format!("{path}.batching"), issues);
     let mut pools: Vec<PoolSpec> = Vec::new();
     for (j, pool) in raw.pools.iter().enumerate() {
-        if let Some(spec) = pool_spec(pool, &format!("{path}.pools[{j}]"), issues) {
+        if let Some(spec) = pool_spec(pool, &batching, &format!("{path}.pools[{j}]"), issues) {
             if pools.iter().any(|p| p.name == spec.name) {
                 issues
                     .push(format!("{path}.pools[{j}].name"), format!("duplicate pool name {:?}", spec.name));
@@ -150,7 +146,13 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         }
     }
     if raw.pools.is_empty() {
-        pools.push(PoolSpec { name: "cpu".into(), device: DeviceKind::Cpu, workers: 1, intra_op_threads: 1 });
+        pools.push(PoolSpec {
+            name: "cpu".into(),
+            device: DeviceKind::Cpu,
+            workers: 1,
+            intra_op_threads: 1,
+            batching: None,
+        });
     }
     let file = PathBuf::from(&raw.path);
     ModelSpec {
@@ -164,7 +166,32 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
     }
 }
 
-fn pool_spec(raw: &RawPool, path: &str, issues: &mut Issues) -> Option<PoolSpec> {
+/// Batching settings; fields left out take `defaults` (the built-in ones
+/// for a model, the model's own for a pool override).
+fn batching_spec(
+    raw: &RawBatching,
+    defaults: &BatchingSpec,
+    path: &str,
+    issues: &mut Issues,
+) -> BatchingSpec {
+    BatchingSpec {
+        max_batch_size: raw.max_batch_size.unwrap_or(defaults.max_batch_size),
+        max_queue_delay: raw.max_queue_delay_us.map_or(defaults.max_queue_delay, Duration::from_micros),
+        queue_capacity: positive(
+            raw.queue_capacity,
+            defaults.queue_capacity,
+            &format!("{path}.queue_capacity"),
+            issues,
+        ),
+    }
+}
+
+fn pool_spec(
+    raw: &RawPool,
+    model_batching: &BatchingSpec,
+    path: &str,
+    issues: &mut Issues,
+) -> Option<PoolSpec> {
     let device = match raw.device.as_str() {
         "cpu" => DeviceKind::Cpu,
         "cuda" => DeviceKind::Cuda,
@@ -179,6 +206,10 @@ fn pool_spec(raw: &RawPool, path: &str, issues: &mut Issues) -> Option<PoolSpec>
         device,
         workers: positive(raw.workers, 1, &format!("{path}.workers"), issues),
         intra_op_threads: positive(raw.intra_op_threads, 1, &format!("{path}.intra_op_threads"), issues),
+        batching: raw
+            .batching
+            .as_ref()
+            .map(|b| batching_spec(b, model_batching, &format!("{path}.batching"), issues)),
     })
 }
 

@@ -35,9 +35,7 @@ pub fn fleet_view(snapshot: &RuntimeSnapshot, config: &Config, models: &[String]
         .enumerate()
         .map(|(position, name)| {
             let routing = config.model_routing.get(name).unwrap_or(&default_routing);
-            let max_batch =
-                config.models.iter().find(|m| &m.name == name).map_or(1, |m| m.batching.max_batch_size);
-            candidate(name, position, routing, max_batch, snapshot.model(name))
+            candidate(name, position, routing, snapshot.model(name))
         })
         .collect();
     FleetView { candidates }
@@ -48,7 +46,6 @@ fn candidate(
     name: &str,
     position: usize,
     routing: &ModelRouting,
-    max_batch: usize,
     stats: Option<&ModelStats>,
 ) -> CandidateModel {
     let position_u32 = u32::try_from(position).unwrap_or(u32::MAX);
@@ -57,9 +54,8 @@ fn candidate(
         Some(ModelState::Ready) => (true, false),
         Some(ModelState::Unloaded | ModelState::Loading) => (true, true),
     };
-    let pools = stats
-        .map(|s| s.pools.iter().map(|p| pool_view(p, routing, max_batch, stale)).collect())
-        .unwrap_or_default();
+    let pools =
+        stats.map(|s| s.pools.iter().map(|p| pool_view(p, routing, stale)).collect()).unwrap_or_default();
     CandidateModel {
         name: name.to_string(),
         quality_rank: routing.quality.unwrap_or(position_u32),
@@ -70,7 +66,7 @@ fn candidate(
 }
 
 /// One pool's view. `stale` marks the statistics as old (cold sessions).
-fn pool_view(stats: &PoolStats, routing: &ModelRouting, max_batch: usize, stale: bool) -> PoolView {
+fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool) -> PoolView {
     let buckets = stats
         .latency
         .iter()
@@ -88,7 +84,7 @@ fn pool_view(stats: &PoolStats, routing: &ModelRouting, max_batch: usize, stale:
         queue_depth: stats.queue_depth,
         in_flight: stats.in_flight,
         queue_capacity: Some(stats.queue_capacity),
-        max_batch_size: max_batch.max(1),
+        max_batch_size: stats.max_batch_size.max(1),
         relative_cost: routing.pool_costs.get(&stats.name).copied().unwrap_or(1.0),
         latency: LatencyModel { buckets, stats_age: if stale { Duration::MAX } else { Duration::ZERO } },
     }

@@ -30,6 +30,12 @@ use router_policies::{Estimator, FixedPolicy, PolicyConfig};
 use run::Routing;
 use std::borrow::Cow;
 use std::time::Instant;
+
+/// Share of a request's remaining budget the placement keeps in reserve:
+/// a pool is used only when its predicted completion leaves 30% of the
+/// budget spare, which absorbs the error of the latency estimates (pools
+/// sharing cores slow each other down between two statistics updates).
+pub const SAFETY_MARGIN: f64 = 0.3;
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// What the handler hands to [`execute`].
@@ -87,7 +93,7 @@ pub async fn execute(
             Cow::Owned(PolicyConfig::Fixed(FixedPolicy { model: req.target.default_model().to_string() }))
         }
     };
-    let estimator = Estimator::default();
+    let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
     let routing = Routing {
         route: &req.target.public_name,
         models: &req.target.models,

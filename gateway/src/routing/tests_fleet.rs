@@ -23,8 +23,9 @@ models = ["cheap", "heavy"]
 policy = { type = "cascade", confidence_output = "probabilities", threshold = 0.8 }
 "#;
 
-fn pool(name: &str, device: DeviceKind, available: bool) -> PoolStats {
+fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) -> PoolStats {
     PoolStats {
+        max_batch_size,
         name: name.into(),
         device,
         available,
@@ -53,11 +54,11 @@ fn model(name: &str, state: ModelState, pools: Vec<PoolStats>) -> ModelStats {
 fn snapshot() -> RuntimeSnapshot {
     RuntimeSnapshot {
         models: vec![
-            model("cheap", ModelState::Unloaded, vec![pool("cpu", DeviceKind::Cpu, true)]),
+            model("cheap", ModelState::Unloaded, vec![pool("cpu", DeviceKind::Cpu, true, 8)]),
             model(
                 "heavy",
                 ModelState::Ready,
-                vec![pool("gpu", DeviceKind::Cuda, false), pool("cpu-slow", DeviceKind::Cpu, true)],
+                vec![pool("gpu", DeviceKind::Cuda, false, 32), pool("cpu-slow", DeviceKind::Cpu, true, 32)],
             ),
         ],
     }
@@ -84,7 +85,7 @@ fn view_carries_load_capacity_latency_and_defaults() {
     assert_eq!(heavy.pools[0].device, Device::Cuda);
     assert!(!heavy.pools[0].available);
     assert_eq!(heavy.pools[0].relative_cost, 0.5);
-    assert_eq!(heavy.pools[0].max_batch_size, 32, "default batching");
+    assert_eq!(heavy.pools[0].max_batch_size, 32, "each pool reports its own batching");
     assert_eq!(heavy.pools[1].latency.stats_age, Duration::ZERO);
 }
 

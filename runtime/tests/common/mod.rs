@@ -27,7 +27,7 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 pub fn cpu_pool(name: &str, workers: usize) -> PoolSpec {
-    PoolSpec { name: name.into(), device: DeviceKind::Cpu, workers, intra_op_threads: 1 }
+    PoolSpec { name: name.into(), device: DeviceKind::Cpu, workers, intra_op_threads: 1, batching: None }
 }
 
 /// A spec for a fixture model with one CPU pool of one worker.
