@@ -43,7 +43,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_json);
+    let _log_guard = init_logging(cli.log_json);
     let result = match cli.command {
         Command::Serve { config, listen, admin_listen } => serve_command(config, listen, admin_listen),
         Command::CheckConfig { file } => check_command(&file),
@@ -57,15 +57,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(json: bool) {
+/// Logs go to stderr through a background writer thread, so a request
+/// never waits on a `write` syscall for its access-log line; colours only
+/// when stderr is a terminal. The returned guard flushes on drop.
+fn init_logging(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,pingora=warn,ort=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::stderr().is_terminal();
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     if json {
         builder.json().init();
     } else {
         builder.init();
     }
+    guard
 }
 
 fn load(path: Option<&PathBuf>) -> Result<Config, Vec<ConfigIssue>> {
