@@ -116,7 +116,9 @@ PIDS+=($!)
 
 sed -e "s#@WORK@#$WORK#g" -e "s#@LISTEN_PORT@#$NG_PORT#g" -e "s#@UPSTREAM_PORT@#$FA_PORT#g" \
     benchmarks/nginx/proxy-cache.conf.template > "$WORK/nginx.conf"
-mkdir -p "$WORK/cache"
+# nginx's worker runs as nobody: it must reach the folder (nginx creates and
+# chowns the cache and temp folders itself).
+chmod 755 "$WORK"
 "${SERVER_CPU[@]}" nginx -p "$WORK" -c "$WORK/nginx.conf" > "$OUT/cache-nginx.log" 2>&1 &
 PIDS+=($!)
 

@@ -79,7 +79,8 @@ pub struct KeyScope<'a> {
     pub is_route: bool,
     /// The models that may answer, in route order.
     pub models: Vec<ModelGeneration<'a>>,
-    /// The route's policy settings, rendered canonically (its `Debug`
+    /// The route's fingerprint ([`crate::config::RouteConfig::fingerprint`]):
+    /// policy settings and model file identities, rendered canonically (its `Debug`
     /// text); empty for a model addressed directly.
     pub policy: &'a str,
     /// The tenant, when requests are authenticated; `None` otherwise.

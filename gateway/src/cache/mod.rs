@@ -163,12 +163,11 @@ impl ResponseCache {
                 }
             })
             .collect();
-        let policy = format!("{:?}", route.policy);
         let scope = KeyScope {
             name: &target.public_name,
             is_route: target.is_route,
             models,
-            policy: &policy,
+            policy: &route.fingerprint,
             tenant,
         };
         let key = key::request_key(&scope, request);

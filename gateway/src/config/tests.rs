@@ -80,3 +80,25 @@ fn sizes_accept_units() {
     let found = issues("[server]\nmax_body_bytes = \"2 lightyears\"\n");
     assert_eq!(found[0].path, "server.max_body_bytes");
 }
+
+#[test]
+fn route_fingerprint_changes_when_a_model_file_is_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, b"first").expect("write");
+    let text = "[[models]]\nname = \"m\"\npath = \"m.onnx\"\n[[routes]]\nname = \"r\"\nmodels = [\"m\"]\n\
+                [repository]\npath = \".\"\n";
+    let before = parse(text, dir.path()).expect("valid").routes[0].fingerprint.clone();
+    std::fs::write(&model, b"a different, longer model file").expect("rewrite");
+    let after = parse(text, dir.path()).expect("valid").routes[0].fingerprint.clone();
+    assert_ne!(before, after);
+    let threshold = parse(
+        &text.replace(
+            "models = [\"m\"]\n",
+            "models = [\"m\"]\npolicy = { type = \"fixed\", model = \"m\" }\n",
+        ),
+        dir.path(),
+    )
+    .expect("valid");
+    assert!(threshold.routes[0].fingerprint.contains("Fixed"));
+}

@@ -80,6 +80,11 @@ pub struct RouteConfig {
     pub max_budget: Duration,
     /// The routing policy (default: `fixed` on the last model).
     pub policy: PolicyConfig,
+    /// What, besides the request, decides this route's answers: the policy
+    /// settings and the identity (size, modification time) of each model
+    /// file when the config was loaded. Part of every cache key, so a
+    /// changed threshold or a replaced model file never serves old entries.
+    pub fingerprint: String,
     /// Response caching for this route.
     pub cache: RouteCache,
 }

@@ -68,6 +68,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
+            let routes = routes.into_iter().map(|r| with_fingerprint(r, &models)).collect();
             Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache })
         }
         _ => Err(issues.0),
@@ -244,8 +245,27 @@ fn route_config(
         default_budget: Duration::from_millis(default_ms),
         max_budget: Duration::from_millis(max_ms),
         policy: route_policy(raw, path, issues),
+        fingerprint: String::new(),
         cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
     })
+}
+
+/// Fills [`RouteConfig::fingerprint`]: the policy's settings, then each
+/// model's version and file identity (a file that cannot be read yet gets
+/// a placeholder; the repository reports the real problem).
+fn with_fingerprint(mut route: RouteConfig, models: &[ModelSpec]) -> RouteConfig {
+    use std::fmt::Write;
+    let mut text = format!("{:?}", route.policy);
+    for name in &route.models {
+        let Some(spec) = models.iter().find(|m| &m.name == name) else { continue };
+        let identity = std::fs::metadata(&spec.path).ok().map(|m| {
+            let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            (m.len(), modified.map_or(0, |d| d.as_nanos()))
+        });
+        let _ = write!(text, "|{}@{}:{:?}", spec.name, spec.version, identity);
+    }
+    route.fingerprint = text;
+    route
 }
 
 /// The route's policy, checked against its models; absent = `fixed` on
