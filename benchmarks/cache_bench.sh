@@ -103,7 +103,7 @@ loadgen() {
 # ---------------------------------------------------------------- servers
 REDIS_PORT=$(free_port); FA_PORT=$(free_port); NG_PORT=$(free_port)
 A_PORT=$(free_port); A_ADMIN=$(free_port); B_PORT=$(free_port); B_ADMIN=$(free_port)
-CAP_PORT=$(free_port); CAL_PORT=$(free_port)
+CAP_PORT=$(free_port); CAL_PORT=$(free_port); NG_STATUS=$(free_port); NG_LOG_PORT=$(free_port)
 
 say "machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 say "starting redis-server :$REDIS_PORT, FastAPI :$FA_PORT, nginx :$NG_PORT, Switchyard A :$A_PORT"
@@ -114,13 +114,14 @@ PIDS+=($!)
     --port "$FA_PORT" --workers 1 --intra-op-threads 1 > "$OUT/cache-fastapi.log" 2>&1 &
 PIDS+=($!)
 
-sed -e "s#@WORK@#$WORK#g" -e "s#@LISTEN_PORT@#$NG_PORT#g" -e "s#@UPSTREAM_PORT@#$FA_PORT#g" \
+sed -e "s#@WORK@#$WORK#g" -e "s#@LISTEN_PORT@#$NG_PORT#g" -e "s#@UPSTREAM_PORT@#$FA_PORT#g" -e "s#@STATUS_PORT@#$NG_STATUS#g" -e "s#@LOG_PORT@#$NG_LOG_PORT#g" \
     benchmarks/nginx/proxy-cache.conf.template > "$WORK/nginx.conf"
 # nginx's worker runs as nobody: it must reach the folder (nginx creates and
 # chowns the cache and temp folders itself).
 chmod 755 "$WORK"
 "${SERVER_CPU[@]}" nginx -p "$WORK" -c "$WORK/nginx.conf" > "$OUT/cache-nginx.log" 2>&1 &
-PIDS+=($!)
+NG_PID=$!
+PIDS+=($NG_PID)
 
 # Switchyard config: one route over digits-cheap, L1 + Redis L2, one HTTP thread.
 sy_config() { # PORT ADMIN_PORT
@@ -155,17 +156,28 @@ sy_config "$A_PORT" "$A_ADMIN" > "$WORK/switchyard-a.toml"
 sy_config "$B_PORT" "$B_ADMIN" > "$WORK/switchyard-b.toml"
 cp "$WORK/switchyard-a.toml" "$OUT/cache-switchyard-a.toml"
 cp "$WORK/nginx.conf" "$OUT/cache-nginx.conf"
-"${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard-a.toml" > "$OUT/cache-switchyard-a.log" 2>&1 &
-PIDS+=($!)
+# Instance A: no access log (as nginx's main port). Instance B: the default
+# logging, one access-log line per request (to tmpfs, as nginx's log port).
+NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"
+RUST_LOG=$NO_ACCESS_LOG "${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard-a.toml" \
+    > "$OUT/cache-switchyard-a.log" 2>&1 &
+A_PID=$!
+PIDS+=($A_PID)
+env -u RUST_LOG "${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard-b.toml" > "$WORK/switchyard-b.log" 2>&1 &
+B_PID=$!
+PIDS+=($B_PID)
 
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$REDIS_PORT" ping | grep -q PONG || die "redis-server did not start"
 wait_http "http://127.0.0.1:$FA_PORT/v2/health/ready" 600
 wait_http "http://127.0.0.1:$NG_PORT/v2/health/ready"
 wait_http "http://127.0.0.1:$A_PORT/v2/health/ready"
+wait_http "http://127.0.0.1:$B_PORT/v2/health/ready"
 
 SY_URL="http://127.0.0.1:$A_PORT/v2/models/cheap/infer"
 NG_URL="http://127.0.0.1:$NG_PORT/v2/models/digits-cheap/infer"
+B_URL="http://127.0.0.1:$B_PORT/v2/models/cheap/infer"
+NG_LOG_URL="http://127.0.0.1:$NG_LOG_PORT/v2/models/digits-cheap/infer"
 SHAPE=(--input-shape X:1,64 --datatype FP32)
 
 # ---------------------------------------------------------------- the exact bodies loadgen sends
@@ -215,6 +227,11 @@ first=$(post_header "$NG_URL" X-Cache-Status "$HIT_BODY")
 second=$(post_header "$NG_URL" X-Cache-Status "$HIT_BODY")
 [ "$second" = HIT ] || die "nginx: second identical request answered X-Cache-Status '$second' (first '$first'), expected HIT"
 say "  nginx: first X-Cache-Status=$first, second X-Cache-Status=$second"
+# The access-log variants: B gets the body from Redis, then from its L1.
+first=$(post_header "$B_URL" x-cache "$HIT_BODY")
+second=$(post_header "$B_URL" x-cache "$HIT_BODY")
+[ "$first $second" = "hit-l2 hit-l1" ] || die "Switchyard B: answered x-cache '$first' then '$second', expected hit-l2 then hit-l1"
+[ "$(post_header "$NG_LOG_URL" X-Cache-Status "$HIT_BODY")" = HIT ] || die "nginx's access-log port does not answer HIT"
 # A different body must not hit nginx (the key really includes the body).
 other=$(post_header "$NG_URL" X-Cache-Status "$WORK/bodies/check-0.json")
 [ "$other" = MISS ] || die "nginx: a different body answered X-Cache-Status '$other', expected MISS (key does not include the body?)"
@@ -224,31 +241,64 @@ cmp -s <(curl -s --max-time 5 -H 'content-type: application/json' --data-binary 
 
 # ---------------------------------------------------------------- generator ceiling
 say "generator ceiling: loadgen against its own trivial server on CPU 1"
-"${SERVER_CPU[@]}" "$LG" --serve "127.0.0.1:$CAL_PORT" --duration 60s > /dev/null 2>&1 &
+"${SERVER_CPU[@]}" "$LG" --serve "127.0.0.1:$CAL_PORT" --duration 90s > /dev/null 2>&1 &
 CAL_PID=$!
 PIDS+=($CAL_PID)
 for _ in $(seq 1 50); do (exec 3<>"/dev/tcp/127.0.0.1/$CAL_PORT") 2>/dev/null && break; sleep 0.1; done
 loadgen calibrate-closed-c32 --url "http://127.0.0.1:$CAL_PORT/v2/models/x/infer" --mode closed --concurrency 32 \
     --duration "$DUR" --warmup "$WARM" "${SHAPE[@]}" --distinct 1 --seed 42
+loadgen calibrate-open --url "http://127.0.0.1:$CAL_PORT/v2/models/x/infer" --mode open --rate "$RATE" \
+    --connections "$CONNS" --duration "$DUR" --warmup "$WARM" "${SHAPE[@]}" --distinct 1 --seed 42
 kill "$CAL_PID" 2>/dev/null || true
 
 # ---------------------------------------------------------------- hit benchmarks
+# Server CPU per request: CPU time (user + system, all threads and, for nginx,
+# master + worker) over the whole loadgen run, divided by the requests the
+# server counted in that time (Switchyard: L1 hits + misses from /admin/stats;
+# nginx: stub_status). Independent of the generator's own limits.
+server_ticks() { # switchyard|switchyard-log|nginx|nginx-log
+    local pids=$A_PID
+    [ "$1" = switchyard-log ] && pids=$B_PID
+    [ "${1%-log}" = nginx ] && pids="$NG_PID $(pgrep -P "$NG_PID" | tr '\n' ' ')"
+    for p in $pids; do cat "/proc/$p/stat"; done | awk '{s += $14 + $15} END {print s}'
+}
+server_requests() { # switchyard|switchyard-log|nginx|nginx-log
+    if [ "${1%-log}" = nginx ]; then
+        curl -sf --max-time 5 "http://127.0.0.1:$NG_STATUS/status" | awk 'NR == 3 {print $3}'
+    else
+        local s; s=$(cache_stats "$([ "$1" = switchyard ] && echo "$A_ADMIN" || echo "$B_ADMIN")")
+        echo $(( $(stat_field "$s" l1_hits) + $(stat_field "$s" l1_misses) ))
+    fi
+}
+CPU_PARTS=()
+hit_run() { # switchyard|nginx NAME LOADGEN-ARGS...
+    local target=$1 name=$2; shift 2
+    local url
+    case $target in
+        switchyard) url=$SY_URL ;; nginx) url=$NG_URL ;; switchyard-log) url=$B_URL ;; nginx-log) url=$NG_LOG_URL ;;
+    esac
+    sleep 1
+    local t0 n0 t1 n1
+    t0=$(server_ticks "$target"); n0=$(server_requests "$target")
+    loadgen "$name" --url "$url" "$@" "${SHAPE[@]}" --distinct 1 --seed 42
+    t1=$(server_ticks "$target"); n1=$(server_requests "$target")
+    CPU_PARTS+=("\"$name\": {\"cpu_ticks\": $((t1 - t0)), \"clk_tck\": $(getconf CLK_TCK), \"server_requests\": $((n1 - n0))}")
+}
 A_STATS0=$(cache_stats "$A_ADMIN")
 for target in switchyard nginx; do
-    url=$SY_URL; [ "$target" = nginx ] && url=$NG_URL
     say "$target: cache hits, open loop $RATE req/s over $CONNS connections, $DUR"
-    sleep 1
-    loadgen "hit-open-$target" --url "$url" --mode open --rate "$RATE" --connections "$CONNS" \
-        --duration "$DUR" --warmup "$WARM" "${SHAPE[@]}" --distinct 1 --seed 42
+    hit_run "$target" "hit-open-$target" --mode open --rate "$RATE" --connections "$CONNS" --duration "$DUR" --warmup "$WARM"
 done
 for target in switchyard nginx; do
-    url=$SY_URL; [ "$target" = nginx ] && url=$NG_URL
     say "$target: cache hits, closed loop, 32 clients, $DUR"
-    sleep 1
-    loadgen "hit-closed-c32-$target" --url "$url" --mode closed --concurrency 32 \
-        --duration "$DUR" --warmup "$WARM" "${SHAPE[@]}" --distinct 1 --seed 42
+    hit_run "$target" "hit-closed-c32-$target" --mode closed --concurrency 32 --duration "$DUR" --warmup "$WARM"
+done
+for target in switchyard-log nginx-log; do
+    say "$target: cache hits with an access log, closed loop, 32 clients, $DUR"
+    hit_run "$target" "hit-closed-c32-$target" --mode closed --concurrency 32 --duration "$DUR" --warmup "$WARM"
 done
 A_STATS1=$(cache_stats "$A_ADMIN")
+(IFS=,; echo "{${CPU_PARTS[*]}}") > "$OUT/cache-server-cpu.json"
 [ "$(post_header "$NG_URL" X-Cache-Status "$HIT_BODY")" = HIT ] || die "nginx no longer answers HIT after the runs"
 [ "$(post_header "$SY_URL" x-cache "$HIT_BODY")" = hit-l1 ] || die "Switchyard no longer answers hit-l1 after the runs"
 
@@ -274,11 +324,7 @@ keys=$(redis-cli -p "$REDIS_PORT" dbsize)
 [ "$keys" -ge "$want" ] || die "Redis holds $keys keys after the fill, expected >= $want (L2 writes dropped?)"
 A_STATS2=$(cache_stats "$A_ADMIN")
 
-say "L2: starting instance B (cold L1, same Redis)"
-"${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard-b.toml" > "$OUT/cache-switchyard-b.log" 2>&1 &
-PIDS+=($!)
-wait_http "http://127.0.0.1:$B_PORT/v2/health/ready"
-B_URL="http://127.0.0.1:$B_PORT/v2/models/cheap/infer"
+# B has only seen the hit body so far: its L1 is cold for every body below.
 for b in "$WORK"/bodies/check-*.json; do
     x=$(post_header "$B_URL" x-cache "$b")
     [ "$x" = hit-l2 ] || die "instance B: a body computed by A answered x-cache '$x', expected hit-l2"
@@ -304,6 +350,7 @@ loadgen miss-closed-c1 --url "$B_URL" --mode closed --concurrency 1 --duration 6
 loadgen miss-closed-c8 --url "$B_URL" --mode closed --concurrency 8 --duration 60s \
     --requests "$L2_N" "${SHAPE[@]}" --distinct "$FILL" --seed 12
 B_STATS4=$(cache_stats "$B_ADMIN")
+tail -n 100 "$WORK/switchyard-b.log" > "$OUT/cache-switchyard-b.log"
 
 "$PY" - "$OUT/cache-stats.json" <<EOF
 import json, sys
@@ -336,12 +383,16 @@ def commit():
         return "unknown"
 def ms(us):
     return f"{us / 1000:.3f}"
+cpu = json.load(open(os.path.join(out, "cache-server-cpu.json")))
 def row(name, r, what):
     lat = r["latency_us"]
     rate = r["schedule"]["achieved_rate"] if r.get("schedule") else r["rps"]
+    lag = ms(r["schedule"]["send_lag_us"]["p99"]) if r.get("schedule") else "-"
     failed = r["requests"] - r["ok"]
+    c = cpu.get(name)
+    per = f"{c['cpu_ticks'] / c['clk_tck'] * 1e6 / c['server_requests']:.1f}" if c and c["server_requests"] else "-"
     return (f"| {what} | {rate:,.0f} | {r['rps']:,.0f} | {ms(lat['p50'])} | {ms(lat['p99'])} | "
-            f"{ms(lat['p999'])} | {ms(lat['max'])} | {r['ok']:,} | {failed} |")
+            f"{ms(lat['p999'])} | {ms(lat['max'])} | {lag} | {per} | {r['ok']:,} | {failed} |")
 st = json.load(open(os.path.join(out, "cache-stats.json")))
 def delta(a, b, k):
     return st[b][k] - st[a][k]
@@ -354,7 +405,7 @@ L.append("")
 L.append(f"- Machine: $(nproc) vCPU \"$CPU_MODEL\", $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), no GPU")
 L.append(f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; commit {commit()}; load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)")
 L.append("- Pinning: $PINNING")
-L.append("- Switchyard: release build, \`server.threads = 1\`, route \`cheap\` over digits-cheap, \`[cache] l1_max_bytes = \"256MiB\"\`, Redis L2 (\`timeout_ms = 5\`); config in \`benchmarks/out/cache-switchyard-a.toml\`")
+L.append("- Switchyard: release build, \`server.threads = 1\`, access log off (\`RUST_LOG=$NO_ACCESS_LOG\`) except where noted, route \`cheap\` over digits-cheap, \`[cache] l1_max_bytes = \"256MiB\"\`, Redis L2 (\`timeout_ms = 5\`); config in \`benchmarks/out/cache-switchyard-a.toml\`")
 L.append("- nginx $(nginx -v 2>&1 | sed 's#.*/##'): \`worker_processes 1\`, \`proxy_cache_methods POST\`, \`proxy_cache_key \"\$request_uri|\$request_body\"\`, cache files on tmpfs, upstream keepalive, access log off (\`benchmarks/nginx/proxy-cache.conf.template\`), in front of the FastAPI baseline (1 uvicorn worker)")
 L.append("- redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), same CPU as the gateways")
 L.append(f"- Requests: V2 JSON infer, input X FP32 [1,64], {load('hit-open-switchyard')['body_bytes']} bytes, loadgen \`--seed 42 --distinct 1\` (one identical body: every measured request is a cache hit)")
@@ -362,18 +413,38 @@ L.append("- Latency: open loop counts from each request's scheduled send time (n
 L.append("")
 L.append("## Cache hits: Switchyard L1 vs nginx proxy cache")
 L.append("")
-L.append("| run | sent/s | answered/s | p50 ms | p99 ms | p99.9 ms | max ms | ok | failed |")
-L.append("|---|---|---|---|---|---|---|---|---|")
+L.append("| run | sent/s | answered/s | p50 ms | p99 ms | p99.9 ms | max ms | generator send lag p99 ms | server CPU µs/request | ok | failed |")
+L.append("|---|---|---|---|---|---|---|---|---|---|---|")
 for t, n in (("switchyard", "Switchyard L1 hit"), ("nginx", "nginx HIT")):
-    L.append(row(t, load(f"hit-open-{t}"), f"{n}, open loop $RATE/s, $CONNS conns"))
+    L.append(row(f"hit-open-{t}", load(f"hit-open-{t}"), f"{n}, open loop $RATE/s, $CONNS conns"))
 for t, n in (("switchyard", "Switchyard L1 hit"), ("nginx", "nginx HIT")):
-    L.append(row(t, load(f"hit-closed-c32-{t}"), f"{n}, closed loop, 32 clients"))
-L.append(row("cal", load("calibrate-closed-c32"), "generator ceiling: loadgen's trivial server, closed, 32 clients"))
+    L.append(row(f"hit-closed-c32-{t}", load(f"hit-closed-c32-{t}"), f"{n}, closed loop, 32 clients"))
+for t, n in (("switchyard-log", "Switchyard L1 hit, access log on"), ("nginx-log", "nginx HIT, access log on")):
+    L.append(row(f"hit-closed-c32-{t}", load(f"hit-closed-c32-{t}"), f"{n}, closed loop, 32 clients"))
+L.append(row("calibrate-open", load("calibrate-open"), f"generator alone: loadgen's trivial server, open loop $RATE/s, $CONNS conns"))
+L.append(row("calibrate-closed-c32", load("calibrate-closed-c32"), "generator ceiling: loadgen's trivial server, closed, 32 clients"))
+L.append("")
+L.append("Access logs: off on both sides except in the two \"access log on\" rows (Switchyard's default, one line per request "
+         "through tracing to stderr; nginx \`access_log ... combined\`; both files on tmpfs). The log-on Switchyard row is instance B, "
+         "same config as A.")
+L.append("")
+L.append("Server CPU µs/request: user + system CPU time of the server process(es) over the whole run (warm-up included) "
+         "divided by the requests the server counted in that time (Switchyard /admin/stats, nginx stub_status); "
+         "1,000,000 / this is the hit throughput one CPU could sustain if the generator were not the limit.")
 L.append("")
 sy, ng = load("hit-closed-c32-switchyard"), load("hit-closed-c32-nginx")
 so = load("hit-open-switchyard")
+cal = load("calibrate-closed-c32")["rps"]
+def per(name):
+    c = cpu[name]
+    return c["cpu_ticks"] / c["clk_tck"] * 1e6 / max(c["server_requests"], 1)
 L.append(f"- Hit throughput (closed loop, 32 clients): Switchyard {sy['rps']:,.0f}/s vs nginx {ng['rps']:,.0f}/s "
-         f"= {sy['rps'] / ng['rps']:.2f}x; goal (>= nginx): **{'met' if sy['rps'] >= ng['rps'] else 'not met'}**.")
+         f"= {sy['rps'] / ng['rps']:.2f}x; goal (>= nginx): **{'met' if sy['rps'] >= ng['rps'] else 'not met'}**"
+         f"{' (both within 10% of the generator ceiling: the generator, not the servers, limits this row)' if min(sy['rps'], ng['rps']) > 0.9 * cal else ''}.")
+L.append(f"- With access logs on: Switchyard {load('hit-closed-c32-switchyard-log')['rps']:,.0f}/s vs nginx {load('hit-closed-c32-nginx-log')['rps']:,.0f}/s "
+         f"({per('hit-closed-c32-switchyard-log'):.1f} vs {per('hit-closed-c32-nginx-log'):.1f} CPU µs per hit).")
+L.append(f"- Server CPU per hit (closed loop): Switchyard {per('hit-closed-c32-switchyard'):.1f} µs vs nginx {per('hit-closed-c32-nginx'):.1f} µs "
+         f"(capacity of one CPU: {1e6 / per('hit-closed-c32-switchyard'):,.0f} vs {1e6 / per('hit-closed-c32-nginx'):,.0f} hits/s).")
 L.append(f"- Open loop at $RATE/s: Switchyard p99 {ms(so['latency_us']['p99'])} ms; goal (p99 < 1 ms): "
          f"**{'met' if so['latency_us']['p99'] < 1000 and not so['schedule']['behind'] else 'not met'}**"
          f"{' (generator fell behind the schedule)' if so['schedule']['behind'] else ''}.")
@@ -408,6 +479,15 @@ for c, a, b in ((1, "b_start", "b_after_l2_c1"), (8, "b_after_l2_c1", "b_after_l
              f"l2_errors +{delta(a, b, 'l2_errors')}, l2_skipped +{delta(a, b, 'l2_skipped')}; breaker {st[b]['l2_breaker']}.")
 L.append(f"- A's background L2 writes: {st['a_after_fill']['l2_writes']:,} written, {st['a_after_fill']['l2_writes_dropped']} dropped.")
 L.append("")
+# Hand-written notes between the markers survive a re-run (numbers in them may then be stale).
+notes = ""
+if os.path.exists(results):
+    old = open(results).read()
+    a, b = old.find("<!-- notes:begin -->"), old.find("<!-- notes:end -->")
+    if a >= 0 and b > a:
+        notes = old[a:b + len("<!-- notes:end -->")]
+L.append(notes or "<!-- notes:begin -->\n<!-- notes:end -->")
+L.append("")
 L.append("## Commands")
 L.append("")
 L.append("Servers (ports are free ports picked per run):")
@@ -416,7 +496,8 @@ L.append("\`\`\`")
 L.append("$(printf '%s ' "${SERVER_CPU[@]}")redis-server --port REDIS --bind 127.0.0.1 --save '' --appendonly no")
 L.append("$(printf '%s ' "${SERVER_CPU[@]}").venv/bin/python benchmarks/baseline/fastapi_server.py --models-dir models --host 127.0.0.1 --port FASTAPI --workers 1 --intra-op-threads 1")
 L.append("$(printf '%s ' "${SERVER_CPU[@]}")nginx -p WORK -c WORK/nginx.conf   # benchmarks/nginx/proxy-cache.conf.template, filled in")
-L.append("$(printf '%s ' "${SERVER_CPU[@]}")target/release/switchyard serve --config WORK/switchyard-a.toml   # and -b.toml, other ports")
+L.append("RUST_LOG=$NO_ACCESS_LOG $(printf '%s ' "${SERVER_CPU[@]}")target/release/switchyard serve --config WORK/switchyard-a.toml")
+L.append("$(printf '%s ' "${SERVER_CPU[@]}")target/release/switchyard serve --config WORK/switchyard-b.toml   # same, other ports, default logging")
 L.append("\`\`\`")
 L.append("")
 L.append("Load runs, in order (reports: \`benchmarks/out/cache-<label>.json\`):")
