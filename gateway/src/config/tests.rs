@@ -14,6 +14,7 @@ fn embedded_default_config_is_valid() {
     assert_eq!(config.models.len(), 4);
     let route = config.route("digits").expect("digits route");
     assert_eq!(route.models, vec!["digits-cheap", "digits-heavy"]);
+    assert!(route.policy.as_cascade().is_some(), "the built-in digits route is a cascade");
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:8000");
 }
 
