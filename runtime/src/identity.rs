@@ -28,11 +28,8 @@ impl FileIdentity {
     /// The identity of the file at `path`; `None` when it cannot be read.
     pub fn of(path: &Path) -> Option<FileIdentity> {
         let meta = std::fs::metadata(path).ok()?;
-        let modified_ns = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
+        let modified_ns =
+            meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
         let (device, inode) = node(&meta);
         Some(FileIdentity { len: meta.len(), modified_ns, device, inode })
     }

@@ -38,7 +38,7 @@ pub use error::{ErrorClass, RuntimeError};
 pub use identity::FileIdentity;
 pub use model::ModelState;
 pub use ort_env::init_onnxruntime;
-pub use rebuild::{ModelChange, RebuildReport};
+pub use rebuild::{ModelChange, RebuildError, RebuildReport};
 pub use repository::ModelRepository;
 pub use request::{InferenceRequest, InferenceResponse, LoadReport};
 pub use signature::{ModelSignature, TensorSpec};

@@ -40,6 +40,22 @@ pub enum ModelChange {
     RetriedAfterFailure,
 }
 
+/// Why [`ModelRepository::rebuild`] failed, and for which model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct RebuildError {
+    /// The model concerned, when the error is about one model.
+    pub model: Option<String>,
+    /// The runtime's error.
+    pub error: RuntimeError,
+}
+
+impl RebuildError {
+    fn of(model: &str) -> impl FnOnce(RuntimeError) -> RebuildError + '_ {
+        move |error| RebuildError { model: Some(model.to_string()), error }
+    }
+}
+
 /// What [`ModelRepository::rebuild`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RebuildReport {
@@ -64,9 +80,15 @@ impl ModelRepository {
     pub fn rebuild(
         specs: Vec<ModelSpec>,
         previous: &ModelRepository,
-    ) -> Result<(Arc<Self>, RebuildReport), RuntimeError> {
-        environment()?;
-        check_specs(&specs)?;
+    ) -> Result<(Arc<Self>, RebuildReport), RebuildError> {
+        environment().map_err(|error| RebuildError { model: None, error })?;
+        check_specs(&specs).map_err(|error| {
+            let model = match &error {
+                RuntimeError::InvalidSpec { model, .. } => Some(model.clone()),
+                _ => None,
+            };
+            RebuildError { model, error }
+        })?;
         let mut report = RebuildReport::default();
         let mut models = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -86,11 +108,11 @@ impl ModelRepository {
             let model = Arc::new(Model::register(spec));
             if let Some(err) = model.failure() {
                 if change != ModelChange::RetriedAfterFailure {
-                    return Err(err);
+                    return Err(RebuildError::of(&model.spec.name)(err));
                 }
                 report.still_failed.push((model.spec.name.clone(), err.to_string()));
             } else if was_loaded || model.spec.warmup {
-                let loaded = model.load_blocking()?;
+                let loaded = model.load_blocking().map_err(RebuildError::of(&model.spec.name))?;
                 report.loaded.push((model.spec.name.clone(), loaded.cold_start));
             }
             report.changed.push((model.spec.name.clone(), change));

@@ -19,7 +19,8 @@ fn copied(dir: &std::path::Path, fixture_name: &str, as_name: &str) -> std::path
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unchanged_models_keep_sessions_and_statistics() {
-    let repo = repo(vec![spec("tiny", "tiny-classifier.onnx", 4, 0, 8), spec("sum", "total-sum.onnx", 1, 0, 8)]);
+    let repo =
+        repo(vec![spec("tiny", "tiny-classifier.onnx", 4, 0, 8), spec("sum", "total-sum.onnx", 1, 0, 8)]);
     within(repo.infer("tiny", None, classify(1, 1))).await.unwrap();
     let (next, report) =
         ModelRepository::rebuild(vec![spec("tiny", "tiny-classifier.onnx", 4, 0, 8)], &repo).unwrap();
@@ -70,7 +71,8 @@ async fn a_broken_new_file_fails_the_rebuild() {
     let repo = ModelRepository::new(vec![s.clone()]).unwrap();
     std::fs::write(&s.path, b"not an onnx model").unwrap();
     let err = ModelRepository::rebuild(vec![s.clone()], &repo).unwrap_err();
-    assert!(matches!(err, RuntimeError::CorruptModel { .. }), "{err}");
+    assert!(matches!(err.error, RuntimeError::CorruptModel { .. }), "{err}");
+    assert_eq!(err.model.as_deref(), Some("m"));
     let mut added = spec("other", "missing.onnx", 1, 0, 8);
     added.path = dir.path().join("missing.onnx");
     let err = ModelRepository::rebuild(vec![added], &repo).unwrap_err();
