@@ -103,6 +103,7 @@ fn bad_length(message: &str) -> GatewayError {
 fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
     map.insert("switchyard_model".into(), answer.model.clone().into());
+    map.insert("switchyard_model_version".into(), answer.version.into());
     map.insert("switchyard_device".into(), answer.device.clone().into());
     map.insert("switchyard_pool".into(), answer.pool.clone().into());
     map.insert("switchyard_reason".into(), answer.reason.clone().into());
