@@ -30,9 +30,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Generation `generation` of `config` over `repo`.
-    pub fn new(generation: u64, config: Config, repo: Arc<ModelRepository>) -> Snapshot {
+    /// Generation `generation` of `config` over `repo`. Each route's cache
+    /// fingerprint gets the identity of the model files `repo` actually
+    /// registered, so cache keys follow the files the answers come from
+    /// even when a file was replaced between parsing and loading.
+    pub fn new(generation: u64, mut config: Config, repo: Arc<ModelRepository>) -> Snapshot {
+        bind_fingerprints(&mut config, &repo);
         let access = AccessTable::build(&config);
         Snapshot { generation, config, repo, access, created: SystemTime::now(), restart_pending: Vec::new() }
+    }
+}
+
+/// Appends each route model's registered file identity to the route's
+/// fingerprint (see [`crate::config::RouteConfig::fingerprint`]).
+fn bind_fingerprints(config: &mut Config, repo: &ModelRepository) {
+    use std::fmt::Write;
+    for route in &mut config.routes {
+        for model in &route.models {
+            let identity = repo.file_identity(model).ok().flatten();
+            let _ = write!(route.fingerprint, "|registered:{model}:{identity:?}");
+        }
     }
 }

@@ -75,6 +75,12 @@ impl ModelRepository {
         Ok(self.model(model)?.spec.clone())
     }
 
+    /// The identity of the model's file when it was registered (what its
+    /// sessions are built from); `None` when the file could not be read.
+    pub fn file_identity(&self, model: &str) -> Result<Option<crate::FileIdentity>, RuntimeError> {
+        Ok(self.model(model)?.identity)
+    }
+
     /// Registered model names, in registration order.
     pub fn model_names(&self) -> Vec<String> {
         self.models.iter().map(|m| m.spec.name.clone()).collect()

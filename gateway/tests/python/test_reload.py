@@ -267,6 +267,32 @@ def test_model_replaced_on_disk_is_served_at_its_new_version_never_mixed(tmp_pat
     assert all(v == 2 for v in versions[first_new + 6:]), "after the swap (and the 6 requests in flight) only v2"
 
 
+def test_a_replaced_file_gets_new_cache_keys(tmp_path, digits):
+    shutil.copy(MODELS / "digits-cheap.onnx", tmp_path / "served.onnx")
+    path = tmp_path / "switchyard.toml"
+    path.write_text(render(cheap_path=str(tmp_path / "served.onnx"), threshold=0.0).replace(
+        "interval_ms = 100", "watch = false"))
+    ref = Reference("digits-cheap", "digits-heavy")
+    gw = Gateway(config=path)
+    try:
+        row = digits[7]
+        assert one(gw, "digits", row).headers["x-cache"] == "miss"
+        assert one(gw, "digits", row).headers["x-cache"] == "hit-l1"
+        # Same config, same version: only the file changes (renamed over).
+        shutil.copy(MODELS / "digits-heavy.onnx", tmp_path / "next.onnx")
+        (tmp_path / "next.onnx").rename(tmp_path / "served.onnx")
+        r = admin_reload(gw)
+        assert r.status_code == 200, r.text
+        assert {c["name"]: c["why"] for c in r.json()["models"]["changed"]} == {"digits-cheap": "FileChanged"}
+        after = one(gw, "digits", row)
+        assert after.headers["x-cache"] == "miss", "the old file's answer must not be served for the new file"
+        got = next(o for o in after.json()["outputs"] if o["name"] == "probabilities")["data"]
+        _, heavy = ref.run("digits-heavy", row[None, :])
+        np.testing.assert_allclose(got, heavy.ravel(), rtol=1e-4, atol=1e-5)
+    finally:
+        gw.stop()
+
+
 def test_reload_without_a_config_file_says_so():
     gw = Gateway()
     try:
