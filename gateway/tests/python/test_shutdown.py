@@ -114,7 +114,7 @@ def test_sigterm_under_load_answers_every_accepted_request(tmp_path, redis_serve
 
 
 def test_readiness_is_503_during_the_shutdown_notice(tmp_path):
-    gw = start(tmp_path, notice_ms=1500)
+    gw = start(tmp_path, notice_ms=3000)
     try:
         body = infer_body(np.ones((ROWS, 64), np.float32))
         assert requests.get(f"{gw.base}/v2/health/ready", timeout=5).status_code == 200
@@ -127,7 +127,7 @@ def test_readiness_is_503_during_the_shutdown_notice(tmp_path):
         assert requests.get(f"{gw.base}/v2/health/live", timeout=5).status_code == 200
         r = requests.post(f"{gw.base}/v2/models/slow/infer", json=body, timeout=30)
         assert r.status_code == 200, "still serving during the notice"
-        assert time.monotonic() - signalled < 1.5, "the checks above ran inside the notice period"
+        assert time.monotonic() - signalled < 3.0, "the checks above ran inside the notice period"
         assert gw.proc.wait(timeout=30) == 0
         try:
             requests.get(f"{gw.base}/v2/health/ready", timeout=2)
