@@ -120,7 +120,7 @@ def test_readiness_is_503_during_the_shutdown_notice(tmp_path):
         assert requests.get(f"{gw.base}/v2/health/ready", timeout=5).status_code == 200
         signalled = time.monotonic()
         gw.proc.send_signal(signal.SIGTERM)
-        deadline = signalled + 1.0
+        deadline = signalled + 2.0
         while requests.get(f"{gw.base}/v2/health/ready", timeout=5).status_code != 503:
             assert time.monotonic() < deadline, "readiness never said 503"
             time.sleep(0.01)
