@@ -9,6 +9,16 @@ use switchyard::reload::build::next_snapshot;
 use switchyard::serve::open_repository;
 use switchyard::snapshot::Snapshot;
 
+/// ONNX Runtime from `$ORT_DYLIB_PATH` (as `make test` sets it), else the
+/// set-up's copy in the workspace's `.cache`.
+fn init_onnxruntime() {
+    let library = match std::env::var("ORT_DYLIB_PATH") {
+        Ok(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache/onnxruntime/libonnxruntime.so.1.31.1"),
+    };
+    switchyard_runtime::init_onnxruntime(Some(&library)).expect("ONNX Runtime library (run the set-up)");
+}
+
 fn models_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../models")
 }
@@ -36,6 +46,7 @@ policy = {{ type = "cascade", confidence_output = "probabilities", threshold = {
 
 #[test]
 fn next_generation_shares_unchanged_models_and_rejects_broken_ones() {
+    init_onnxruntime();
     let first = parse(&config_text(0.5, "digits-heavy.onnx", "127.0.0.1:8000"), Path::new("/")).unwrap();
     let repo = open_repository(&first).expect("ONNX Runtime and models (run the set-up)");
     let current = Snapshot::new(1, first, repo);
