@@ -3,6 +3,9 @@
 //! settings, reports them, and a config whose model cannot be loaded is
 //! rejected at that model's path while the running snapshot is untouched.
 
+// A helper outside #[test]: a failed set-up should stop the test loudly.
+#![allow(clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use switchyard::config::parse;
 use switchyard::reload::build::next_snapshot;
