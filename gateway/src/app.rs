@@ -8,11 +8,12 @@
 //! (size limit 413, read timeout 408) -> dispatch ([`crate::handlers`]) ->
 //! write the reply -> `logging` (access log line).
 
-use crate::config::Config;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
 use crate::http_io::{read_body, write_reply};
+use crate::lifecycle::InFlight;
 use crate::reply::Reply;
+use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -42,6 +43,9 @@ pub struct RequestCtx {
     status: u16,
     error_label: Option<&'static str>,
     body_bytes: usize,
+    /// Counts the request as in flight (graceful shutdown waits on it)
+    /// from the moment its head was parsed until the context is dropped.
+    _in_flight: InFlight,
 }
 
 #[async_trait]
@@ -49,18 +53,25 @@ impl ProxyHttp for GatewayApp {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx { started: Instant::now(), permit: None, status: 0, error_label: None, body_bytes: 0 }
+        RequestCtx {
+            started: Instant::now(),
+            permit: None,
+            status: 0,
+            error_label: None,
+            body_bytes: 0,
+            _in_flight: self.state.lifecycle.enter(),
+        }
     }
 
     /// Runs for every request: answers it in-process and returns `Ok(true)`.
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
-        let config = self.state.config.load_full();
+        let snap = self.state.snapshot.load_full();
         let reply = match self.state.limiter.clone().try_acquire_owned() {
             Err(_) => Reply::error(&GatewayError::TooManyRequests),
             Ok(permit) => {
                 ctx.permit = Some(permit);
-                self.answer(session, &config, ctx).await
+                self.answer(session, &snap, ctx).await
             }
         };
         let head_only = session.req_header().method == Method::HEAD;
@@ -96,7 +107,8 @@ impl ProxyHttp for GatewayApp {
 }
 
 impl GatewayApp {
-    async fn answer(&self, session: &mut Session, config: &Config, ctx: &mut RequestCtx) -> Reply {
+    async fn answer(&self, session: &mut Session, snap: &Snapshot, ctx: &mut RequestCtx) -> Reply {
+        let config = &snap.config;
         let method = session.req_header().method.clone();
         let body = if method == Method::GET || method == Method::HEAD {
             Bytes::new()
@@ -116,6 +128,6 @@ impl GatewayApp {
             body,
             received: ctx.started,
         };
-        handlers::dispatch(&self.state, config, request).await
+        handlers::dispatch(&self.state, snap, request).await
     }
 }

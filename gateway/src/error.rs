@@ -56,6 +56,15 @@ pub enum GatewayError {
         /// When the client may usefully retry.
         retry_after: Duration,
     },
+    /// No valid credentials: a route's API key or the admin token is
+    /// missing or wrong (401, with `WWW-Authenticate: Bearer`).
+    #[error("{message}")]
+    Unauthorized {
+        /// The protection space named in `WWW-Authenticate`.
+        realm: &'static str,
+        /// What is missing and how to send it (never the expected secret).
+        message: String,
+    },
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -84,6 +93,7 @@ impl GatewayError {
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
+            GatewayError::Unauthorized { .. } => 401,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
             GatewayError::Shed { .. } => 429,
@@ -101,6 +111,7 @@ impl GatewayError {
             GatewayError::BodyTimeout(_) => "body_timeout",
             GatewayError::BodyRead(_) => "body_read",
             GatewayError::TooManyRequests => "too_many_requests",
+            GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
             GatewayError::Budget(e) => e.label(),
             GatewayError::Shed { reason, .. } => reason,

@@ -7,13 +7,18 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod error;
 pub mod handlers;
 pub mod http_io;
+pub mod lifecycle;
+pub mod reload;
 pub mod reply;
 pub mod routing;
 pub mod serve;
+pub mod shutdown;
+pub mod snapshot;
 pub mod state;
 pub mod v2;

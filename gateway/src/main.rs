@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard::config::{self, Config, ConfigIssue};
+use switchyard::reload::{read_config_file, CliOverrides, ConfigSource};
 use switchyard::serve;
 
 /// Switchyard: an inference routing gateway.
@@ -75,10 +76,11 @@ fn init_logging(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
     guard
 }
 
-fn load(path: Option<&PathBuf>) -> Result<Config, Vec<ConfigIssue>> {
+/// The config and the digest of the file contents it was parsed from.
+fn load(path: Option<&PathBuf>) -> (Option<blake3::Hash>, Result<Config, Vec<ConfigIssue>>) {
     match path {
-        Some(p) => config::load_file(p),
-        None => config::load_default(),
+        Some(p) => read_config_file(p),
+        None => (None, config::load_default()),
     }
 }
 
@@ -95,20 +97,18 @@ fn serve_command(
     admin_listen: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
     let source = path.as_ref().map_or("built-in config".to_string(), |p| p.display().to_string());
-    let mut config = match load(path.as_ref()) {
+    let (digest, loaded) = load(path.as_ref());
+    let mut config = match loaded {
         Ok(c) => c,
         Err(issues) => {
             print_issues(&source, &issues);
             return Ok(ExitCode::FAILURE);
         }
     };
-    if let Some(addr) = listen {
-        config.server.listen = addr;
-    }
-    if let Some(addr) = admin_listen {
-        config.server.admin_listen = addr;
-    }
-    serve::run(config).context("serve")?;
+    let overrides = CliOverrides { listen, admin_listen };
+    overrides.apply(&mut config);
+    let source = ConfigSource { path, loaded_digest: digest, overrides };
+    serve::run(config, source).context("serve")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -63,6 +63,9 @@ impl Reply {
         if let Some(secs) = err.retry_after() {
             reply = reply.with_header("retry-after", secs.to_string());
         }
+        if let GatewayError::Unauthorized { realm, .. } = err {
+            reply = reply.with_header("www-authenticate", format!("Bearer realm=\"{realm}\""));
+        }
         reply
     }
 }

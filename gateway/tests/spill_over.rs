@@ -84,12 +84,7 @@ fn env_f64(name: &str, default: f64) -> f64 {
 
 /// One request through the real routing seam; returns (latency from the
 /// scheduled send time, pool that answered) or None on error.
-async fn one(
-    state: &AppState,
-    config: &Config,
-    target: &Target,
-    scheduled: Instant,
-) -> Option<(Duration, String)> {
+async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(Duration, String)> {
     let headers = HeaderMap::new();
     let parameters = serde_json::Map::new();
     let req = RouteRequest {
@@ -99,23 +94,23 @@ async fn one(
         parameters: &parameters,
         received: scheduled,
     };
-    let answer = execute(state, config, req).await.ok()?;
+    let answer = execute(state, &state.snapshot.load(), req).await.ok()?;
     Some((scheduled.elapsed(), answer.pool))
 }
 
 /// Closed-loop calibration: requests per second `route` sustains with
 /// `streams` requests in flight (2 s).
 async fn capacity(state: Arc<AppState>, config: Arc<Config>, route: &str, streams: usize) -> f64 {
-    let target = Arc::new(resolve(&config, &state.repo, route, None).expect("route"));
+    let target = Arc::new(resolve(&config, &state.snapshot.load().repo, route, None).expect("route"));
     let start = Instant::now();
     let deadline = start + Duration::from_secs(2);
     let mut handles = Vec::new();
     for _ in 0..streams {
-        let (state, config, target) = (state.clone(), config.clone(), target.clone());
+        let (state, target) = (state.clone(), target.clone());
         handles.push(tokio::spawn(async move {
             let mut done = 0usize;
             while Instant::now() < deadline {
-                one(&state, &config, &target, Instant::now()).await;
+                one(&state, &target, Instant::now()).await;
                 done += 1;
             }
             done
@@ -140,7 +135,7 @@ struct Phase {
 /// Open loop: one request every `1/rate` s for `secs`, each timed from its
 /// scheduled send time.
 async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64, secs: f64) -> Phase {
-    let target = Arc::new(resolve(&config, &state.repo, route, None).expect("route"));
+    let target = Arc::new(resolve(&config, &state.snapshot.load().repo, route, None).expect("route"));
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * secs) as usize;
     let start = Instant::now();
@@ -148,8 +143,8 @@ async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64
     for i in 0..total {
         let scheduled = start + interval.mul_f64(i as f64);
         tokio::time::sleep_until(scheduled.into()).await;
-        let (state, config, target) = (state.clone(), config.clone(), target.clone());
-        handles.push(tokio::spawn(async move { one(&state, &config, &target, scheduled).await }));
+        let (state, target) = (state.clone(), target.clone());
+        handles.push(tokio::spawn(async move { one(&state, &target, scheduled).await }));
     }
     let mut latencies = Vec::new();
     let (mut errors, mut spilled) = (0, 0);

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
+use crate::identity::FileIdentity;
 use crate::pool::PoolRuntime;
 use crate::queue::PoolShared;
 use crate::request::LoadReport;
@@ -77,6 +78,9 @@ pub struct Model {
     pub load_lock: tokio::sync::Mutex<()>,
     /// Incremented by every load attempt.
     pub load_attempts: AtomicU64,
+    /// The model file's identity when the model was registered; a load
+    /// that finds another file there warns (see [`Model::load_blocking`]).
+    pub identity: Option<FileIdentity>,
     signature: Mutex<Option<ModelSignature>>,
     inner: Mutex<Inner>,
 }
@@ -86,6 +90,7 @@ impl Model {
     /// model `Failed` with the error (other models are unaffected).
     pub fn register(spec: ModelSpec) -> Model {
         let pools = spec.pools.iter().map(|p| Arc::new(PoolShared::new(p.clone()))).collect();
+        let identity = FileIdentity::of(&spec.path);
         let (signature, state, failure) = match probe_signature(&spec) {
             Ok(sig) => (Some(sig), ModelState::Unloaded, None),
             Err(e) => {
@@ -98,6 +103,7 @@ impl Model {
             pools,
             load_lock: tokio::sync::Mutex::new(()),
             load_attempts: AtomicU64::new(0),
+            identity,
             signature: Mutex::new(signature),
             inner: Mutex::new(Inner {
                 state,
@@ -169,8 +175,17 @@ impl Model {
     }
 
     /// Builds every pool (blocking). Call only while holding `load_lock`.
+    ///
+    /// When the file on disk is no longer the one registered (replaced
+    /// without a config reload, then loaded lazily, e.g. after an idle
+    /// unload), the new file is loaded and a warning says to reload, so the
+    /// model gets a new cache generation.
     pub fn load_blocking(&self) -> Result<LoadReport, RuntimeError> {
         let started = Instant::now();
+        if self.identity.is_some() && FileIdentity::of(&self.spec.path) != self.identity {
+            tracing::warn!(model = %self.spec.name, path = %self.spec.path.display(),
+                "model file changed on disk since it was registered; reload the config to serve it as a new generation");
+        }
         self.inner.lock().state = ModelState::Loading;
         let result = self.build_pools(started);
         let mut inner = self.inner.lock();
@@ -242,6 +257,11 @@ impl Model {
             model: self.spec.name.clone(),
             pool: name.to_string(),
         })
+    }
+
+    /// True when the file at the spec's path is still the one registered.
+    pub fn file_unchanged(&self) -> bool {
+        self.identity.is_some() && FileIdentity::of(&self.spec.path) == self.identity
     }
 
     /// True when any pool has queued or executing requests.

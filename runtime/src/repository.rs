@@ -39,30 +39,30 @@ impl ModelRepository {
     /// model is registered as `Failed` and listed by [`Self::failures`].
     pub fn new(specs: Vec<ModelSpec>) -> Result<Arc<Self>, RuntimeError> {
         environment()?;
-        let mut by_name = HashMap::with_capacity(specs.len());
-        for (i, spec) in specs.iter().enumerate() {
-            spec.validate()?;
-            if by_name.insert(spec.name.clone(), i).is_some() {
-                return Err(RuntimeError::InvalidSpec {
-                    model: spec.name.clone(),
-                    reason: "two models have this name".into(),
-                });
-            }
-        }
+        check_specs(&specs)?;
         let models: Vec<Arc<Model>> = specs.into_iter().map(|s| Arc::new(Model::register(s))).collect();
         for model in models.iter().filter(|m| m.spec.warmup && m.failure().is_none()) {
             if let Err(e) = model.load_blocking() {
                 tracing::error!(model = %model.spec.name, error = %e, "warm-up load failed");
             }
         }
-        Ok(Arc::new(ModelRepository { models, by_name, shutting_down: AtomicBool::new(false) }))
+        Ok(Self::from_models(models))
+    }
+
+    /// A repository over models already registered (and possibly shared
+    /// with another repository, see [`Self::rebuild`]).
+    pub(crate) fn from_models(models: Vec<Arc<Model>>) -> Arc<Self> {
+        let by_name = models.iter().enumerate().map(|(i, m)| (m.spec.name.clone(), i)).collect();
+        Arc::new(ModelRepository { models, by_name, shutting_down: AtomicBool::new(false) })
+    }
+
+    /// The registered model named `name`, if any.
+    pub(crate) fn find(&self, name: &str) -> Option<&Arc<Model>> {
+        self.by_name.get(name).and_then(|&i| self.models.get(i))
     }
 
     fn model(&self, name: &str) -> Result<&Arc<Model>, RuntimeError> {
-        self.by_name
-            .get(name)
-            .and_then(|&i| self.models.get(i))
-            .ok_or_else(|| RuntimeError::UnknownModel { model: name.to_string() })
+        self.find(name).ok_or_else(|| RuntimeError::UnknownModel { model: name.to_string() })
     }
 
     /// The model's inputs and outputs (known without loading it).
@@ -73,6 +73,12 @@ impl ModelRepository {
     /// The spec the model was registered with.
     pub fn spec(&self, model: &str) -> Result<ModelSpec, RuntimeError> {
         Ok(self.model(model)?.spec.clone())
+    }
+
+    /// The identity of the model's file when it was registered (what its
+    /// sessions are built from); `None` when the file could not be read.
+    pub fn file_identity(&self, model: &str) -> Result<Option<crate::FileIdentity>, RuntimeError> {
+        Ok(self.model(model)?.identity)
     }
 
     /// Registered model names, in registration order.
@@ -201,6 +207,21 @@ impl ModelRepository {
     pub(crate) fn models(&self) -> &[Arc<Model>] {
         &self.models
     }
+}
+
+/// Checks each spec on its own and that no two share a name.
+pub(crate) fn check_specs(specs: &[ModelSpec]) -> Result<(), RuntimeError> {
+    let mut names = std::collections::HashSet::with_capacity(specs.len());
+    for spec in specs {
+        spec.validate()?;
+        if !names.insert(spec.name.as_str()) {
+            return Err(RuntimeError::InvalidSpec {
+                model: spec.name.clone(),
+                reason: "two models have this name".into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The loaded model, loading it first if needed. Concurrent callers queue

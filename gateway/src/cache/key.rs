@@ -8,7 +8,8 @@
 //!    entries are never served for the new model), and the route's
 //!    routing policy as configured (a new cascade threshold may change
 //!    which model answers);
-//! 4. the tenant scope (`None` until auth exists);
+//! 4. the tenant scope: the tenant of the route's API key (`crate::auth`),
+//!    `None` on open routes;
 //! 5. each input in request order: name, datatype, shape, and the raw
 //!    little-endian bytes (`BYTES`: element count, then each element
 //!    length-prefixed), and its parameters except `binary_data_size`;

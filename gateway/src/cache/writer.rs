@@ -4,11 +4,14 @@
 //! costs a later miss, while waiting would delay responses.
 //!
 //! At shutdown, [`Writer::flush_blocking`] sends what is still queued on a
-//! fresh connection, best effort, until a deadline.
+//! fresh connection, best effort, until a deadline; or, when the server
+//! stopped before its runtimes did (a drain that finished early), waits
+//! for the writer task to empty the queue.
 
 use super::l2::{set_command, Connection, L2};
 use super::stats::CacheStats;
 use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Mutex};
@@ -29,18 +32,22 @@ pub struct Writer {
     tx: mpsc::Sender<WriteJob>,
     rx: Arc<Mutex<mpsc::Receiver<WriteJob>>>,
     stats: Arc<CacheStats>,
+    /// Writes queued or being sent.
+    pending: AtomicUsize,
 }
 
 impl Writer {
     /// A queue holding at most `capacity` pending writes.
     pub fn new(capacity: usize, stats: Arc<CacheStats>) -> Writer {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        Writer { tx, rx: Arc::new(Mutex::new(rx)), stats }
+        Writer { tx, rx: Arc::new(Mutex::new(rx)), stats, pending: AtomicUsize::new(0) }
     }
 
     /// Queues a write without waiting; drops (and counts) it when full.
     pub fn enqueue(&self, job: WriteJob) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
         if self.tx.try_send(job).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
             CacheStats::bump(&self.stats.l2_writes_dropped);
         }
     }
@@ -55,6 +62,7 @@ impl Writer {
             } else {
                 CacheStats::bump(&self.stats.l2_writes_dropped);
             }
+            self.pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -64,11 +72,12 @@ impl Writer {
     pub fn flush_blocking(&self, l2: &L2, deadline: Duration) -> usize {
         let started = Instant::now();
         let Ok(mut rx) = self.rx.try_lock() else {
-            tracing::warn!("L2 writer still running at shutdown; pending writes not flushed");
+            self.wait_for_writer(started + deadline);
             return 0;
         };
         let mut jobs = Vec::new();
         while let Ok(job) = rx.try_recv() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
             jobs.push(job);
         }
         if jobs.is_empty() {
@@ -100,5 +109,22 @@ impl Writer {
         self.stats.l2_writes.fetch_add(written as u64, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(pending, written, "flushed pending L2 writes at shutdown");
         written
+    }
+
+    /// Waits until the running writer task has sent everything queued, or
+    /// until `until`.
+    fn wait_for_writer(&self, until: Instant) {
+        loop {
+            let pending = self.pending.load(Ordering::SeqCst);
+            if pending == 0 {
+                tracing::info!("pending L2 writes sent by the writer before shutdown");
+                return;
+            }
+            if Instant::now() >= until {
+                tracing::warn!(pending, "L2 writes still pending at the shutdown deadline; lost");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }

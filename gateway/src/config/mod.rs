@@ -9,12 +9,16 @@
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
 pub mod cache_section;
+pub mod control_section;
 pub mod raw;
 pub mod size;
 pub mod types;
 pub mod validate;
 
-pub use types::{CacheConfig, Config, Limits, RedisConfig, RouteCache, RouteConfig, ServerConfig};
+pub use types::{
+    AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
+    RouteConfig, ServerConfig, TokenSource,
+};
 pub use validate::ConfigIssue;
 
 use std::path::Path;
@@ -38,8 +42,12 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigIssue>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]
     })?;
-    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    parse(&text, base)
+    parse(&text, base_dir(path))
+}
+
+/// The folder a config file's relative paths start from: its own.
+pub fn base_dir(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 /// The embedded example config, with paths relative to the current folder.

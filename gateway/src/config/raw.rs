@@ -26,6 +26,10 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     /// The response cache; absent = no caching.
     pub cache: Option<RawCache>,
+    /// The admin API's bearer token.
+    pub admin: Option<super::control_section::RawAdmin>,
+    /// Watching the config file for hot reload.
+    pub reload: Option<super::control_section::RawReload>,
 }
 
 /// `[server]`
@@ -48,6 +52,9 @@ pub struct RawServer {
     pub max_request_elements: Option<usize>,
     /// Seconds in-flight requests get to finish after SIGTERM, default 10.
     pub shutdown_grace_s: Option<u64>,
+    /// After SIGTERM, keep accepting for this long while readiness says
+    /// 503, so load balancers stop sending first; default 0.
+    pub shutdown_notice_ms: Option<u64>,
 }
 
 /// `[onnxruntime]`
@@ -144,6 +151,8 @@ pub struct RawRoute {
     /// Response caching for this route; absent = on with default TTLs
     /// (when a `[cache]` section exists).
     pub cache: Option<RawRouteCache>,
+    /// Client API keys; absent = open route.
+    pub auth: Option<super::control_section::RawRouteAuth>,
 }
 
 /// A route's `budget_ms = { default, max }`.

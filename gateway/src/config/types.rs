@@ -1,6 +1,7 @@
 //! Validated configuration: what the server runs on. Built only by
 //! [`super::validate::validate`], so every value here has been checked.
 
+pub use super::control_section::{AdminConfig, ApiKey, ReloadConfig, RouteAuth, TokenSource};
 use router_policies::PolicyConfig;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,6 +24,10 @@ pub struct Config {
     pub model_routing: HashMap<String, ModelRouting>,
     /// The response cache; `None` (no `[cache]` section) = no caching.
     pub cache: Option<CacheConfig>,
+    /// The admin API's token.
+    pub admin: AdminConfig,
+    /// Watching the config file.
+    pub reload: ReloadConfig,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:
@@ -52,6 +57,9 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Time in-flight requests get after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Time between SIGTERM and closing the listeners, while readiness
+    /// answers 503.
+    pub shutdown_notice: Duration,
 }
 
 /// Limits that protect the server from oversized or slow requests.
@@ -87,6 +95,8 @@ pub struct RouteConfig {
     pub fingerprint: String,
     /// Response caching for this route.
     pub cache: RouteCache,
+    /// Client API keys; `None` = open route.
+    pub auth: Option<RouteAuth>,
 }
 
 /// `[cache]`, checked.

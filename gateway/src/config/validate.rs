@@ -66,10 +66,12 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     }
     let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
     let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
+    let admin = super::control_section::admin_config(raw.admin.as_ref(), &mut issues.0);
+    let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
             let routes = routes.into_iter().map(|r| with_fingerprint(r, &models)).collect();
-            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache })
+            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache, admin, reload })
         }
         _ => Err(issues.0),
     }
@@ -123,7 +125,15 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         ),
     };
     let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
-    Some(ServerConfig { listen: listen?, admin_listen: admin?, threads, limits, shutdown_grace })
+    let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(0));
+    Some(ServerConfig {
+        listen: listen?,
+        admin_listen: admin?,
+        threads,
+        limits,
+        shutdown_grace,
+        shutdown_notice,
+    })
 }
 
 fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) -> ModelSpec {
@@ -247,6 +257,7 @@ fn route_config(
         policy: route_policy(raw, path, issues),
         fingerprint: String::new(),
         cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
+        auth: super::control_section::route_auth(raw.auth.as_ref(), path, &mut issues.0),
     })
 }
 

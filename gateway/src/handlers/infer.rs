@@ -1,48 +1,48 @@
 //! `POST /v2/models/{m}[/versions/{v}]/infer`: decode, run, encode.
 
 use super::target::resolve;
-use crate::config::Config;
+use super::Request;
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::routing::{self, Answer, RouteRequest};
+use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
-use bytes::Bytes;
 use http::HeaderMap;
-use std::time::Instant;
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Runs one inference request and encodes the answer.
+/// Runs one inference request and encodes the answer. `tenant` is the
+/// authenticated caller's ([`crate::auth`]); it scopes the cache.
 pub async fn infer(
     state: &AppState,
-    config: &Config,
+    snap: &Snapshot,
     name: &str,
     version: Option<&str>,
-    headers: &HeaderMap,
-    body: Bytes,
-    received: Instant,
+    req: Request<'_>,
+    tenant: Option<&str>,
 ) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
+    let Request { headers, body, received, .. } = req;
+    let config = &snap.config;
+    let target = resolve(config, &snap.repo, name, version)?;
     let header_len = header_length(headers)?;
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-    let signature = state.repo.signature(target.default_model())?;
+    let signature = snap.repo.signature(target.default_model())?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
-    // Tenant scope: `None` until requests are authenticated.
-    let plan = state.cache.plan(config, &target, None, &decoded, headers);
+    let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
         inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
-    let batched = state.repo.spec(target.default_model())?.batching.enabled();
+    let batched = snap.repo.spec(target.default_model())?.batching.enabled();
     let compute = routing::execute(
         state,
-        config,
+        snap,
         RouteRequest { target: &target, request, headers, parameters: &decoded.parameters, received },
     );
     let (answer, cache_status) = state.cache.answer(&plan, compute).await?;
@@ -103,6 +103,7 @@ fn bad_length(message: &str) -> GatewayError {
 fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
     map.insert("switchyard_model".into(), answer.model.clone().into());
+    map.insert("switchyard_model_version".into(), answer.version.into());
     map.insert("switchyard_device".into(), answer.device.clone().into());
     map.insert("switchyard_pool".into(), answer.pool.clone().into());
     map.insert("switchyard_reason".into(), answer.reason.clone().into());

@@ -1,10 +1,9 @@
 //! Server and model metadata, readiness and Triton-style model config.
 
 use super::target::{resolve, signature};
-use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::Reply;
-use crate::state::AppState;
+use crate::snapshot::Snapshot;
 use crate::v2;
 use switchyard_runtime::ModelState;
 
@@ -14,44 +13,29 @@ pub fn server() -> Reply {
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]`
-pub fn model(
-    state: &AppState,
-    config: &Config,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
-    let sig = signature(&state.repo, &target)?;
+pub fn model(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+    let target = resolve(&snap.config, &snap.repo, name, version)?;
+    let sig = signature(&snap.repo, &target)?;
     let versions = [target.version.to_string()];
     Ok(Reply::json_value(200, &v2::model_metadata(name, &versions, "onnxruntime_onnx", &sig)))
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/ready`: 200 when every model behind
 /// the name can serve (loaded, or loadable on demand); 503 otherwise.
-pub fn ready(
-    state: &AppState,
-    config: &Config,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
+pub fn ready(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+    let target = resolve(&snap.config, &snap.repo, name, version)?;
     let failed =
-        target.models.iter().any(|m| matches!(state.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
+        target.models.iter().any(|m| matches!(snap.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
     Ok(Reply::empty(if failed { 503 } else { 200 }))
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/config`, in the shape
 /// `perf_analyzer` reads: `max_batch_size`, `input`/`output` with
 /// `TYPE_*` datatypes and dims without the batch dimension.
-pub fn config(
-    state: &AppState,
-    config: &Config,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
-    let sig = signature(&state.repo, &target)?;
-    let spec = state.repo.spec(target.default_model())?;
+pub fn config(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
+    let target = resolve(&snap.config, &snap.repo, name, version)?;
+    let sig = signature(&snap.repo, &target)?;
+    let spec = snap.repo.spec(target.default_model())?;
     let batching = &spec.batching;
     let max_batch = if batching.max_batch_size > 1 { batching.max_batch_size } else { 0 };
     let queue_delay_us = u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX);

@@ -15,9 +15,9 @@ pub mod infer;
 pub mod metadata;
 pub mod target;
 
-use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::Reply;
+use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
@@ -56,6 +56,17 @@ pub enum Endpoint<'a> {
 }
 
 impl Endpoint<'_> {
+    /// The route or model name the endpoint addresses, if any.
+    pub fn model_name(&self) -> Option<&str> {
+        match self {
+            Endpoint::ModelMetadata(name, _)
+            | Endpoint::ModelReady(name, _)
+            | Endpoint::ModelConfig(name, _)
+            | Endpoint::Infer(name, _) => Some(name),
+            _ => None,
+        }
+    }
+
     /// The method this endpoint answers.
     pub fn method(&self) -> Method {
         match self {
@@ -95,8 +106,9 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
     }
 }
 
-/// Answers one request against one config snapshot.
-pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Reply {
+/// Answers one request against one config snapshot. Names protected by
+/// API keys ([`crate::auth`]) answer 401 without a valid key.
+pub async fn dispatch(state: &AppState, snap: &Snapshot, req: Request<'_>) -> Reply {
     let Some(endpoint) = parse_path(req.path) else {
         return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path)));
     };
@@ -108,14 +120,22 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
         })
         .with_header("allow", endpoint.method().to_string());
     }
+    let tenant = match endpoint.model_name() {
+        Some(name) => match snap.access.authorize(&snap.config, name, req.headers) {
+            Ok(tenant) => tenant,
+            Err(err) => return Reply::error(&err),
+        },
+        None => None,
+    };
     let result = match endpoint {
         Endpoint::ServerMetadata => Ok(metadata::server()),
-        Endpoint::Live | Endpoint::Ready => Ok(Reply::empty(200)),
-        Endpoint::ModelMetadata(name, version) => metadata::model(state, config, name, version),
-        Endpoint::ModelReady(name, version) => metadata::ready(state, config, name, version),
-        Endpoint::ModelConfig(name, version) => metadata::config(state, config, name, version),
+        Endpoint::Live => Ok(Reply::empty(200)),
+        Endpoint::Ready => Ok(Reply::empty(if state.lifecycle.is_draining() { 503 } else { 200 })),
+        Endpoint::ModelMetadata(name, version) => metadata::model(snap, name, version),
+        Endpoint::ModelReady(name, version) => metadata::ready(snap, name, version),
+        Endpoint::ModelConfig(name, version) => metadata::config(snap, name, version),
         Endpoint::Infer(name, version) => {
-            infer::infer(state, config, name, version, req.headers, req.body, req.received).await
+            infer::infer(state, snap, name, version, req, tenant.as_deref()).await
         }
     };
     result.unwrap_or_else(Reply::from)

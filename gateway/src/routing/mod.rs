@@ -20,9 +20,9 @@ pub mod run;
 #[cfg(test)]
 mod tests_run;
 
-use crate::config::Config;
 use crate::error::GatewayError;
 use crate::handlers::target::Target;
+use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use backend::RuntimeBackend;
 use http::HeaderMap;
@@ -82,9 +82,10 @@ pub struct Answer {
 /// policy on itself, with the direct-model budget defaults.
 pub async fn execute(
     state: &AppState,
-    config: &Config,
+    snap: &Snapshot,
     req: RouteRequest<'_>,
 ) -> Result<Answer, GatewayError> {
+    let config = &snap.config;
     let route = req.target.is_route.then(|| config.route(&req.target.public_name)).flatten();
     let resolved = budget::resolve(budget::route_budget(route), req.headers, req.parameters)?;
     let policy = match route {
@@ -102,7 +103,7 @@ pub async fn execute(
         budget: resolved.budget,
         received: req.received,
     };
-    let backend = RuntimeBackend { repo: &state.repo, config };
+    let backend = RuntimeBackend { repo: &snap.repo, config };
     let outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
     match &outcome {
         Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),

@@ -24,7 +24,7 @@ def free_port() -> int:
 class Gateway:
     """A running gateway process."""
 
-    def __init__(self, config=None, extra_args=()):
+    def __init__(self, config=None, extra_args=(), env=None):
         binary = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
         self.port = free_port()
         self.admin_port = free_port()
@@ -36,7 +36,8 @@ class Gateway:
         args += list(extra_args)
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"switchyard-{self.port}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
+        full_env = {**os.environ, **(env or {})}
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         self._wait_ready()
 
     def _wait_ready(self, timeout=60.0):
@@ -52,6 +53,10 @@ class Gateway:
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"switchyard not ready after {timeout}s:\n{self.log_text()}")
+
+    @property
+    def admin(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -3,8 +3,8 @@ Redis Cluster started by the harness: L1 and L2 hits, sharing across
 gateways and encodings, keys that must not share, TTLs, Cache-Control,
 coalescing, and a Redis outage in the middle of traffic.
 
-Tenant scoping is tested at the Rust unit level (cache::key tests): there
-is no authentication yet to derive a tenant from."""
+Tenant scoping (API keys naming tenants) is tested in test_auth.py, and at
+the Rust unit level (cache::key tests)."""
 
 import json
 import signal

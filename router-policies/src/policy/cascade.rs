@@ -7,7 +7,7 @@
 //! reads the confidence from `confidence_output`, then calls
 //! [`CascadePolicy::after_cheap`] with the budget left.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::config_issue::ConfigIssue;
@@ -20,7 +20,7 @@ use crate::reason::Reason;
 
 /// Config: `policy = { type = "cascade", confidence_output = "probabilities",
 /// threshold = 0.8 }`, optionally with `cheap = "..."` and `heavy = "..."`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CascadePolicy {
     /// The cheap model's output holding its confidence; the gateway reads

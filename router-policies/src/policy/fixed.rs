@@ -1,7 +1,7 @@
 //! `fixed`: always the same model. Use it for routes with one model, or to
 //! pin a route while investigating; the device choice still applies.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::config_issue::ConfigIssue;
@@ -12,7 +12,7 @@ use crate::predict::Estimator;
 use crate::reason::Reason;
 
 /// Config: `policy = { type = "fixed", model = "digits-heavy" }`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixedPolicy {
     /// The model to run; must be one of the route's models.

@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::config_issue::ConfigIssue;
@@ -18,7 +18,7 @@ use crate::reason::Reason;
 pub const DEFAULT_SHED_MARGIN: f64 = 0.5;
 
 /// Config: `policy = { type = "latency_budget", shed_margin = 0.5 }`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyBudgetPolicy {
     /// How far the fastest option may miss the remaining budget before the

@@ -22,7 +22,7 @@ pub use fixed::FixedPolicy;
 pub use latency_budget::{LatencyBudgetPolicy, DEFAULT_SHED_MARGIN};
 pub use weighted::{ModelWeight, WeightedPolicy};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::config_issue::{into_result, ConfigIssue};
@@ -34,7 +34,7 @@ use crate::predict::Estimator;
 /// A route's `policy` config table, e.g.
 /// `policy = { type = "cascade", confidence_output = "probabilities", threshold = 0.8 }`.
 /// Unknown types and unknown fields are errors.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicyConfig {
     /// See [`FixedPolicy`].

@@ -1,0 +1,186 @@
+//! `GET /admin/config`: the configuration in force, as JSON, with every
+//! secret redacted: the admin token and API keys (only their tenants and,
+//! for keys from the environment, the variable's name are shown) and
+//! passwords in Redis URLs. Defaults are filled in, so this is what the
+//! server actually runs with, not what the file says; fields that changed
+//! in the file but need a restart are listed under `restart_pending`.
+
+use crate::config::{CacheConfig, Config, RouteConfig, TokenSource};
+use crate::reload::Reloader;
+use crate::snapshot::Snapshot;
+use serde_json::{json, Value};
+use std::time::{Duration, UNIX_EPOCH};
+use switchyard_runtime::ModelSpec;
+
+/// What `/admin/config` shows in place of a secret.
+pub const REDACTED: &str = "[redacted]";
+
+/// The whole document: generation, source file, last reload, config.
+pub fn document(snap: &Snapshot, reloader: &Reloader) -> Value {
+    json!({
+        "generation": snap.generation,
+        "created_unix_s": snap.created.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "source": reloader.source_label(),
+        "restart_pending": snap.restart_pending,
+        "last_reload": reloader.last_outcome(),
+        "config": config_json(&snap.config),
+    })
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The effective config with secrets redacted.
+pub fn config_json(config: &Config) -> Value {
+    let server = &config.server;
+    json!({
+        "server": {
+            "listen": server.listen.to_string(),
+            "admin_listen": server.admin_listen.to_string(),
+            "threads": server.threads,
+            "max_body_bytes": server.limits.max_body_bytes,
+            "max_concurrent_requests": server.limits.max_concurrent_requests,
+            "body_read_timeout_ms": ms(server.limits.body_read_timeout),
+            "max_request_elements": server.limits.max_request_elements,
+            "shutdown_grace_s": server.shutdown_grace.as_secs(),
+            "shutdown_notice_ms": ms(server.shutdown_notice),
+        },
+        "onnxruntime": { "library": config.onnxruntime_library.as_ref().map(|p| p.display().to_string()) },
+        "admin": {
+            "token": config.admin.token.map(|_| REDACTED),
+            "token_source": match config.admin.token_source {
+                TokenSource::None => "none",
+                TokenSource::Config => "config",
+                TokenSource::Env => "env",
+            },
+        },
+        "reload": { "watch": config.reload.watch, "interval_ms": ms(config.reload.interval) },
+        "cache": config.cache.as_ref().map(cache_json),
+        "models": config.models.iter().map(|m| model_json(config, m)).collect::<Vec<_>>(),
+        "routes": config.routes.iter().map(route_json).collect::<Vec<_>>(),
+    })
+}
+
+fn cache_json(cache: &CacheConfig) -> Value {
+    json!({
+        "l1_max_bytes": cache.l1_max_bytes,
+        "redis": cache.redis.as_ref().map(|r| json!({
+            "urls": r.urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>(),
+            "cluster": r.cluster,
+            "namespace": r.namespace,
+            "timeout_ms": ms(r.timeout),
+            "write_timeout_ms": ms(r.write_timeout),
+            "connect_timeout_ms": ms(r.connect_timeout),
+            "breaker_failures": r.breaker_failures,
+            "breaker_cool_down_ms": ms(r.breaker_cool_down),
+            "write_queue": r.write_queue,
+        })),
+    })
+}
+
+fn model_json(config: &Config, spec: &ModelSpec) -> Value {
+    let routing = config.model_routing.get(&spec.name);
+    let batching = |b: &switchyard_runtime::BatchingSpec| {
+        json!({
+            "max_batch_size": b.max_batch_size,
+            "max_queue_delay_us": u64::try_from(b.max_queue_delay.as_micros()).unwrap_or(u64::MAX),
+            "queue_capacity": b.queue_capacity,
+        })
+    };
+    json!({
+        "name": spec.name,
+        "version": spec.version,
+        "path": spec.path.display().to_string(),
+        "idle_unload_s": spec.idle_unload.map(|d| d.as_secs()),
+        "warmup": spec.warmup,
+        "batching": batching(&spec.batching),
+        "cost": routing.and_then(|r| r.cost),
+        "quality": routing.and_then(|r| r.quality),
+        "pools": spec.pools.iter().map(|p| json!({
+            "name": p.name,
+            "device": p.device.to_string(),
+            "workers": p.workers,
+            "intra_op_threads": p.intra_op_threads,
+            "cost": routing.and_then(|r| r.pool_costs.get(&p.name)),
+            "batching": p.batching.as_ref().map(batching),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn route_json(route: &RouteConfig) -> Value {
+    json!({
+        "name": route.name,
+        "models": route.models,
+        "budget_ms": { "default": ms(route.default_budget), "max": ms(route.max_budget) },
+        "policy": serde_json::to_value(&route.policy).unwrap_or_default(),
+        "cache": {
+            "enabled": route.cache.enabled,
+            "ttl_s": route.cache.ttl.as_secs(),
+            "l2_ttl_s": route.cache.l2_ttl.as_secs(),
+        },
+        "auth": route.auth.as_ref().map(|a| json!({
+            "keys": a.keys.iter().map(|k| match &k.from_env {
+                Some(var) => json!({ "tenant": &*k.tenant, "key_env": var }),
+                None => json!({ "tenant": &*k.tenant, "key": REDACTED }),
+            }).collect::<Vec<_>>(),
+        })),
+    })
+}
+
+/// `url` with the password of its user-info replaced by [`REDACTED`]
+/// (`redis://user:secret@host` -> `redis://user:[redacted]@host`; a
+/// user-info without `:` may be a bare password and is redacted whole).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else { return url.to_string() };
+    let redacted = match userinfo.split_once(':') {
+        Some((user, _)) => format!("{user}:{REDACTED}"),
+        None => REDACTED.to_string(),
+    };
+    format!("{scheme}://{redacted}@{host}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use std::path::Path;
+
+    #[test]
+    fn redis_passwords_are_redacted() {
+        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redact_url("redis://u:p4ss@h:1/0"), "redis://u:[redacted]@h:1/0");
+        assert_eq!(redact_url("rediss://:p4ss@h"), "rediss://:[redacted]@h");
+        assert_eq!(redact_url("redis://p4ss@h"), "redis://[redacted]@h");
+    }
+
+    #[test]
+    fn no_secret_reaches_the_document() {
+        let text = r#"
+[admin]
+token = "admin-token-0123456789"
+[cache]
+redis = { url = "redis://default:redis-password@127.0.0.1:6379" }
+[[models]]
+name = "m"
+path = "m.onnx"
+[[routes]]
+name = "r"
+models = ["m"]
+policy = { type = "fixed", model = "m" }
+auth = { keys = [{ key = "route-key-0123456789", tenant = "team-a" }] }
+"#;
+        let config = parse(text, Path::new("/")).unwrap();
+        let shown = config_json(&config).to_string();
+        for secret in ["admin-token-0123456789", "redis-password", "route-key-0123456789"] {
+            assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+        }
+        let doc = config_json(&config);
+        assert_eq!(doc["routes"][0]["auth"]["keys"][0]["tenant"], "team-a");
+        assert_eq!(doc["routes"][0]["policy"]["type"], "fixed");
+        assert_eq!(doc["admin"]["token_source"], "config");
+    }
+}

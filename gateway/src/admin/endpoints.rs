@@ -1,0 +1,52 @@
+//! The built-in admin endpoints (see the table in [`super`]).
+
+use super::{config_view, models, stats, Access, AdminApp, AdminCall, AdminHandler};
+use crate::reload::Trigger;
+use crate::reply::Reply;
+use http::Method;
+use std::future::Future;
+use std::sync::Arc;
+
+/// Wraps an async function as an [`AdminHandler`], e.g.
+/// `handler(|call| async move { Reply::empty(200) })`.
+pub fn handler<F, Fut>(f: F) -> AdminHandler
+where
+    F: Fn(AdminCall) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    Arc::new(move |call| Box::pin(f(call)))
+}
+
+/// Registers the built-in endpoints on `app`.
+pub fn register(app: &mut AdminApp) {
+    app.route(Method::GET, "/healthz", Access::Public, handler(|_| async { Reply::empty(200) }))
+        .route(
+            Method::GET,
+            "/admin/stats",
+            Access::Token,
+            handler(|call| async move { Reply::json_value(200, &stats::stats_json(&call.state)) }),
+        )
+        .route(
+            Method::GET,
+            "/admin/config",
+            Access::Token,
+            handler(|call| async move {
+                let snap = call.state.snapshot.load_full();
+                Reply::json_value(200, &config_view::document(&snap, &call.reloader))
+            }),
+        )
+        .route(
+            Method::POST,
+            "/admin/reload",
+            Access::Token,
+            handler(|call| async move { call.reloader.reload_async(Trigger::Admin).await.into_reply() }),
+        )
+        .route(
+            Method::GET,
+            "/admin/models",
+            Access::Token,
+            handler(|call| async move { models::list(&call) }),
+        )
+        .route(Method::POST, "/admin/models/{}/load", Access::Token, handler(models::load))
+        .route(Method::POST, "/admin/models/{}/unload", Access::Token, handler(models::unload));
+}

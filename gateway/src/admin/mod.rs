@@ -1,0 +1,236 @@
+//! The admin listener (`server.admin_listen`, loopback by default).
+//!
+//! | method | path | what | token |
+//! |---|---|---|---|
+//! | GET | `/healthz` | liveness | no |
+//! | GET | `/admin/stats` | live statistics per model, pool, route ([`stats`]) | yes |
+//! | GET | `/admin/config` | the effective config, secrets redacted ([`config_view`]) | yes |
+//! | POST | `/admin/reload` | reload the config file ([`crate::reload`]) | yes |
+//! | GET | `/admin/models` | models with state and file ([`models`]) | yes |
+//! | POST | `/admin/models/{m}/load`, `/unload` | load or unload a model now | yes |
+//!
+//! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
+//! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
+//! `WWW-Authenticate: Bearer`. Without a token configured, the listener
+//! must be on a loopback address ([`check_exposure`]) and every endpoint
+//! is open to local callers.
+//!
+//! More endpoints (e.g. `/metrics`) are added with [`AdminApp::route`].
+
+pub mod config_view;
+pub mod endpoints;
+pub mod models;
+pub mod stats;
+
+use crate::auth::bearer_token;
+use crate::config::AdminConfig;
+use crate::error::GatewayError;
+use crate::http_io::write_reply;
+use crate::reload::Reloader;
+use crate::reply::Reply;
+use crate::state::AppState;
+use async_trait::async_trait;
+use http::Method;
+use pingora::prelude::{HttpPeer, ProxyHttp, Session};
+use pingora::{Error, ErrorType};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The `WWW-Authenticate` realm of the admin API.
+pub const REALM: &str = "switchyard-admin";
+
+/// Whether an admin endpoint needs the admin token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone who can reach the listener (health checks, scrapers).
+    Public,
+    /// Only callers presenting the admin token (when one is configured).
+    Token,
+}
+
+/// What an admin handler gets: the shared state, the reloader and the
+/// path's `{}` captures in order.
+pub struct AdminCall {
+    /// The gateway's shared state.
+    pub state: Arc<AppState>,
+    /// The config reloader.
+    pub reloader: Arc<Reloader>,
+    /// Values of the pattern's `{}` segments.
+    pub params: Vec<String>,
+}
+
+/// An admin endpoint's future.
+pub type AdminFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+/// An admin endpoint.
+pub type AdminHandler = Arc<dyn Fn(AdminCall) -> AdminFuture + Send + Sync>;
+
+struct Endpoint {
+    method: Method,
+    pattern: &'static str,
+    access: Access,
+    handler: AdminHandler,
+}
+
+/// The admin app; answers everything in `request_filter`.
+pub struct AdminApp {
+    state: Arc<AppState>,
+    reloader: Arc<Reloader>,
+    endpoints: Vec<Endpoint>,
+}
+
+impl AdminApp {
+    /// The admin app with the built-in endpoints (table above).
+    pub fn new(state: Arc<AppState>, reloader: Arc<Reloader>) -> AdminApp {
+        let mut app = AdminApp { state, reloader, endpoints: Vec::new() };
+        endpoints::register(&mut app);
+        app
+    }
+
+    /// Adds an endpoint: `pattern` is a path whose `{}` segments match any
+    /// one segment (passed to the handler in [`AdminCall::params`]).
+    pub fn route(
+        &mut self,
+        method: Method,
+        pattern: &'static str,
+        access: Access,
+        handler: AdminHandler,
+    ) -> &mut AdminApp {
+        self.endpoints.push(Endpoint { method, pattern, access, handler });
+        self
+    }
+
+    /// Answers one admin request.
+    pub async fn answer(&self, method: &Method, path: &str, headers: &http::HeaderMap) -> Reply {
+        let mut path_matched = false;
+        for endpoint in &self.endpoints {
+            let Some(params) = match_path(endpoint.pattern, path) else { continue };
+            path_matched = true;
+            if endpoint.method != *method {
+                continue;
+            }
+            if endpoint.access == Access::Token {
+                let admin = self.state.snapshot.load().config.admin.clone();
+                if let Err(err) = check_token(&admin, headers) {
+                    return Reply::error(&err);
+                }
+            }
+            let call = AdminCall { state: self.state.clone(), reloader: self.reloader.clone(), params };
+            return (endpoint.handler)(call).await;
+        }
+        if path_matched {
+            return Reply::error(&GatewayError::MethodNotAllowed {
+                method: method.to_string(),
+                path: path.to_string(),
+            });
+        }
+        Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}")))
+    }
+}
+
+/// The captures of `pattern` in `path`, or `None` when it does not match.
+fn match_path(pattern: &str, path: &str) -> Option<Vec<String>> {
+    let mut params = Vec::new();
+    let mut want = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return Some(params),
+            (Some("{}"), Some(segment)) if !segment.is_empty() => params.push(segment.to_string()),
+            (Some(w), Some(g)) if w == g => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Checks `Authorization: Bearer <token>` against the admin token, in
+/// constant time; open when no token is configured.
+pub fn check_token(admin: &AdminConfig, headers: &http::HeaderMap) -> Result<(), GatewayError> {
+    let Some(expected) = admin.token else { return Ok(()) };
+    let message = match bearer_token(headers) {
+        Some(given) if expected.matches(given) => return Ok(()),
+        Some(_) => "the admin token is not valid",
+        None => "the admin API needs `Authorization: Bearer <admin token>`",
+    };
+    Err(GatewayError::Unauthorized { realm: REALM, message: message.to_string() })
+}
+
+/// Refuses an admin listener reachable from other hosts without a token.
+pub fn check_exposure(admin_listen: SocketAddr, admin: &AdminConfig) -> Result<(), String> {
+    if admin.token.is_none() && !admin_listen.ip().is_loopback() {
+        return Err(format!(
+            "server.admin_listen {admin_listen} is not a loopback address, and no admin token is configured: \
+             set [admin] token or ${}, or listen on 127.0.0.1",
+            crate::config::control_section::ADMIN_TOKEN_ENV
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ProxyHttp for AdminApp {
+    type CTX = ();
+
+    fn new_ctx(&self) {}
+
+    /// Answers every admin request in-process.
+    async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
+        let header = session.req_header();
+        let reply = self.answer(&header.method, header.uri.path(), &header.headers).await;
+        write_reply(session, reply, false).await?;
+        Ok(true)
+    }
+
+    /// Never reached: the admin app proxies nothing.
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> pingora::Result<Box<HttpPeer>> {
+        Err(Error::explain(ErrorType::InternalError, "the admin listener proxies nothing"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::secret::SecretDigest;
+    use crate::config::TokenSource;
+
+    #[test]
+    fn patterns_capture_segments() {
+        assert_eq!(match_path("/admin/stats", "/admin/stats"), Some(vec![]));
+        assert_eq!(
+            match_path("/admin/models/{}/load", "/admin/models/m1/load"),
+            Some(vec!["m1".to_string()])
+        );
+        assert_eq!(match_path("/admin/models/{}/load", "/admin/models//load"), None);
+        assert_eq!(match_path("/admin/models/{}/load", "/admin/models/m1/load/x"), None);
+        assert_eq!(match_path("/admin/stats", "/admin/stats/"), None);
+    }
+
+    #[test]
+    fn token_is_required_when_configured() {
+        let admin = AdminConfig {
+            token: Some(SecretDigest::of(b"the-admin-token-1234")),
+            token_source: TokenSource::Config,
+        };
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(check_token(&admin, &headers).unwrap_err().status(), 401);
+        headers.insert("authorization", "Bearer the-admin-token-1235".parse().unwrap());
+        assert_eq!(check_token(&admin, &headers).unwrap_err().status(), 401);
+        headers.insert("authorization", "Bearer the-admin-token-1234".parse().unwrap());
+        assert!(check_token(&admin, &headers).is_ok());
+        let open = AdminConfig { token: None, token_source: TokenSource::None };
+        assert!(check_token(&open, &http::HeaderMap::new()).is_ok());
+    }
+
+    #[test]
+    fn exposure_needs_a_token_off_loopback() {
+        let open = AdminConfig { token: None, token_source: TokenSource::None };
+        assert!(check_exposure("127.0.0.1:9000".parse().unwrap(), &open).is_ok());
+        assert!(check_exposure("[::1]:9000".parse().unwrap(), &open).is_ok());
+        let err = check_exposure("0.0.0.0:9000".parse().unwrap(), &open).unwrap_err();
+        assert!(err.contains("SWITCHYARD_ADMIN_TOKEN"), "{err}");
+        let closed = AdminConfig { token: Some(SecretDigest::of(b"x")), token_source: TokenSource::Env };
+        assert!(check_exposure("0.0.0.0:9000".parse().unwrap(), &closed).is_ok());
+    }
+}

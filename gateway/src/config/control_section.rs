@@ -1,0 +1,261 @@
+//! The operator-facing control settings: `[admin]` (the admin API's bearer
+//! token), `[reload]` (watching the config file) and each route's
+//! `auth = { keys = [...] }` (client API keys and their tenants). Raw
+//! shapes, checked types and their checks live together here so that
+//! access control has one home; secrets are kept as digests only
+//! ([`SecretDigest`]), the plain text never outlives the check.
+
+use super::validate::ConfigIssue;
+use crate::auth::secret::{RawSecret, SecretDigest};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Environment variable that sets the admin token; it wins over
+/// `[admin] token`, so a deployment can keep the token out of files.
+pub const ADMIN_TOKEN_ENV: &str = "SWITCHYARD_ADMIN_TOKEN";
+
+/// Shortest accepted admin token or API key, in bytes.
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// `[admin]`
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    /// Bearer token for `/admin/*`; `$SWITCHYARD_ADMIN_TOKEN` wins.
+    pub token: Option<RawSecret>,
+}
+
+/// `[reload]`
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawReload {
+    /// Reload when the config file changes, default true.
+    pub watch: Option<bool>,
+    /// How often the file is checked, default 1000 ms.
+    pub interval_ms: Option<u64>,
+}
+
+/// A route's `auth = { keys = [...] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteAuth {
+    /// Accepted API keys.
+    pub keys: Vec<RawApiKey>,
+}
+
+/// One API key: `{ key = "...", tenant = "team-a" }` or
+/// `{ key_env = "TEAM_A_KEY", tenant = "team-a" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApiKey {
+    /// The key itself.
+    pub key: Option<RawSecret>,
+    /// Or the environment variable holding it.
+    pub key_env: Option<String>,
+    /// Whose key it is; scopes the response cache.
+    pub tenant: String,
+}
+
+/// Where the admin token came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    /// No token: the admin listener must be on loopback.
+    None,
+    /// `[admin] token`.
+    Config,
+    /// `$SWITCHYARD_ADMIN_TOKEN`.
+    Env,
+}
+
+/// `[admin]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// The token's digest, when one is configured.
+    pub token: Option<SecretDigest>,
+    /// Where it came from (shown by `/admin/config`, the token never is).
+    pub token_source: TokenSource,
+}
+
+/// `[reload]`, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReloadConfig {
+    /// Poll the config file and reload when its contents change.
+    pub watch: bool,
+    /// Poll interval.
+    pub interval: Duration,
+}
+
+impl Default for ReloadConfig {
+    /// Watching, every second.
+    fn default() -> Self {
+        ReloadConfig { watch: true, interval: Duration::from_secs(1) }
+    }
+}
+
+/// A route's client authentication, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteAuth {
+    /// Accepted keys, in config order.
+    pub keys: Vec<ApiKey>,
+}
+
+/// One accepted API key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// Digest of the key.
+    pub digest: SecretDigest,
+    /// The tenant it authenticates.
+    pub tenant: Arc<str>,
+    /// The environment variable it was read from, if any (not secret).
+    pub from_env: Option<String>,
+}
+
+fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
+    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
+}
+
+/// Checks a secret's length and returns its digest.
+fn secret(text: &str, path: &str, issues: &mut Vec<ConfigIssue>) -> SecretDigest {
+    if text.len() < MIN_SECRET_LEN || text.chars().any(char::is_whitespace) {
+        issue(issues, path, format!("must be at least {MIN_SECRET_LEN} characters without spaces"));
+    }
+    SecretDigest::of(text.as_bytes())
+}
+
+/// `[admin]`, with `$SWITCHYARD_ADMIN_TOKEN` (non-empty) taking precedence.
+pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Vec<ConfigIssue>) -> AdminConfig {
+    let env = std::env::var(ADMIN_TOKEN_ENV).ok().filter(|v| !v.is_empty());
+    match (env, raw.and_then(|a| a.token.as_ref())) {
+        (Some(token), _) => AdminConfig {
+            token: Some(secret(&token, ADMIN_TOKEN_ENV, issues)),
+            token_source: TokenSource::Env,
+        },
+        (None, Some(token)) => AdminConfig {
+            token: Some(secret(&token.0, "admin.token", issues)),
+            token_source: TokenSource::Config,
+        },
+        (None, None) => AdminConfig { token: None, token_source: TokenSource::None },
+    }
+}
+
+/// `[reload]`: absent = watch every second.
+pub fn reload_config(raw: Option<&RawReload>, issues: &mut Vec<ConfigIssue>) -> ReloadConfig {
+    let Some(raw) = raw else { return ReloadConfig::default() };
+    if raw.interval_ms == Some(0) {
+        issue(issues, "reload.interval_ms", "must be at least 1 ms (or set watch = false)");
+    }
+    ReloadConfig {
+        watch: raw.watch.unwrap_or(true),
+        interval: Duration::from_millis(raw.interval_ms.unwrap_or(1000).max(1)),
+    }
+}
+
+/// A route's `auth`; `path` is the route's (`routes[2]`).
+pub fn route_auth(
+    raw: Option<&RawRouteAuth>,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<RouteAuth> {
+    let raw = raw?;
+    if raw.keys.is_empty() {
+        issue(issues, &format!("{path}.auth.keys"), "list at least one key (or remove `auth`)");
+    }
+    let mut seen = HashSet::new();
+    let mut keys = Vec::with_capacity(raw.keys.len());
+    for (j, key) in raw.keys.iter().enumerate() {
+        let at = format!("{path}.auth.keys[{j}]");
+        if key.tenant.is_empty() {
+            issue(issues, &format!("{at}.tenant"), "must not be empty");
+        }
+        let text = match (&key.key, &key.key_env) {
+            (Some(k), None) => Some((k.0.clone(), format!("{at}.key"))),
+            (None, Some(var)) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => Some((v, format!("{at}.key_env"))),
+                _ => {
+                    issue(
+                        issues,
+                        &format!("{at}.key_env"),
+                        format!("environment variable {var:?} is not set"),
+                    );
+                    None
+                }
+            },
+            _ => {
+                issue(issues, &at, "give either `key` or `key_env`");
+                None
+            }
+        };
+        let Some((text, field)) = text else { continue };
+        let digest = secret(&text, &field, issues);
+        if !seen.insert(digest) {
+            issue(issues, &field, "the same key is listed twice");
+        }
+        keys.push(ApiKey { digest, tenant: Arc::from(key.tenant.as_str()), from_env: key.key_env.clone() });
+    }
+    Some(RouteAuth { keys })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{parse, ConfigIssue};
+    use std::path::Path;
+
+    const ROUTE: &str =
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\n[[routes]]\nname = \"r\"\nmodels = [\"m\"]\n";
+
+    fn issues(text: &str) -> Vec<ConfigIssue> {
+        parse(text, Path::new("/")).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn route_keys_are_kept_as_digests_with_their_tenants() {
+        let text = format!(
+            "{ROUTE}auth = {{ keys = [{{ key = \"aaaaaaaaaaaaaaaa1\", tenant = \"a\" }}, \
+             {{ key = \"bbbbbbbbbbbbbbbb2\", tenant = \"b\" }}] }}\n"
+        );
+        let config = parse(&text, Path::new("/")).unwrap_or_else(|e| panic!("{e:?}"));
+        let auth = config.route("r").and_then(|r| r.auth.clone()).unwrap_or_else(|| panic!("auth"));
+        assert_eq!(auth.keys.len(), 2);
+        assert!(auth.keys[0].digest.matches(b"aaaaaaaaaaaaaaaa1"));
+        assert_eq!(&*auth.keys[1].tenant, "b");
+        assert!(!format!("{config:?}").contains("aaaaaaaaaaaaaaaa1"), "Debug must not show keys");
+    }
+
+    #[test]
+    fn mistakes_name_their_field() {
+        let cases = [
+            (format!("{ROUTE}auth = {{ keys = [] }}\n"), "routes[0].auth.keys"),
+            (format!("{ROUTE}auth = {{ keys = [{{ key = \"short\", tenant = \"a\" }}] }}\n"), "routes[0].auth.keys[0].key"),
+            (format!("{ROUTE}auth = {{ keys = [{{ tenant = \"a\" }}] }}\n"), "routes[0].auth.keys[0]"),
+            (
+                format!("{ROUTE}auth = {{ keys = [{{ key_env = \"SWITCHYARD_TEST_UNSET_KEY\", tenant = \"a\" }}] }}\n"),
+                "routes[0].auth.keys[0].key_env",
+            ),
+            (
+                format!(
+                    "{ROUTE}auth = {{ keys = [{{ key = \"aaaaaaaaaaaaaaaa1\", tenant = \"a\" }}, \
+                     {{ key = \"aaaaaaaaaaaaaaaa1\", tenant = \"b\" }}] }}\n"
+                ),
+                "routes[0].auth.keys[1].key",
+            ),
+            ("[admin]\ntoken = \"short\"\n".to_string(), "admin.token"),
+            ("[reload]\ninterval_ms = 0\n".to_string(), "reload.interval_ms"),
+        ];
+        for (text, path) in cases {
+            let found = issues(&text);
+            assert!(found.iter().any(|i| i.path == path), "{text}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn admin_token_and_reload_defaults() {
+        let config = parse("[admin]\ntoken = \"0123456789abcdef0123\"\n", Path::new("/"))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(config.admin.token.is_some_and(|t| t.matches(b"0123456789abcdef0123")));
+        assert!(config.reload.watch);
+        let config = parse("[reload]\nwatch = false\n", Path::new("/")).unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(!config.reload.watch);
+    }
+}

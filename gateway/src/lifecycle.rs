@@ -1,0 +1,70 @@
+//! The server's life cycle as requests see it: how many are in flight,
+//! and whether the server is draining (SIGTERM received: readiness says
+//! 503 and the listeners are about to close). The graceful shutdown
+//! ([`crate::shutdown`]) waits on the in-flight count.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Counters shared by the apps and the shutdown.
+#[derive(Debug, Default)]
+pub struct Lifecycle {
+    draining: AtomicBool,
+    in_flight: AtomicUsize,
+}
+
+impl Lifecycle {
+    /// Counts a request as in flight until the guard is dropped. The V2 app
+    /// calls it when Pingora creates the request's context, i.e. as soon
+    /// as the request head is parsed, and drops the guard after the
+    /// response is completely written.
+    pub fn enter(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Requests accepted and not yet completely answered.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Marks the server as draining (readiness answers 503 from now on).
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// True once shutdown began.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// One request in flight; see [`Lifecycle::enter`].
+#[derive(Debug)]
+pub struct InFlight(Arc<Lifecycle>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_count_requests_in_flight() {
+        let life = Arc::new(Lifecycle::default());
+        let a = life.enter();
+        let b = life.enter();
+        assert_eq!(life.in_flight(), 2);
+        drop(a);
+        assert_eq!(life.in_flight(), 1);
+        drop(b);
+        assert_eq!(life.in_flight(), 0);
+        assert!(!life.is_draining());
+        life.start_draining();
+        assert!(life.is_draining());
+    }
+}

@@ -1,0 +1,263 @@
+//! Hot reload: reread the config file, validate it, build its models, and
+//! swap the new snapshot in atomically.
+//!
+//! Triggers ([`triggers`]): the file's contents changing (polled,
+//! `[reload] watch`), `SIGHUP`, and `POST /admin/reload`. One reload runs
+//! at a time; others wait their turn.
+//!
+//! A reload ([`Reloader::reload`]):
+//! 1. reads and parses the file (`switchyard serve --config FILE`; the
+//!    built-in config has no file, so there is nothing to reload);
+//! 2. re-applies the command line's `--listen`/`--admin-listen`;
+//! 3. builds the next snapshot ([`build::next_snapshot`]): restart-only
+//!    settings keep their running values and are reported, unchanged
+//!    models are shared, new or changed ones are loaded before the swap;
+//! 4. swaps it in. Requests already running finish on the snapshot they
+//!    started with; models no longer used stop when the last of them ends.
+//!
+//! Any problem rejects the new config with its field-path errors and the
+//! running snapshot keeps serving, untouched.
+
+pub mod build;
+pub mod restart;
+pub mod triggers;
+
+use crate::config::{self, Config, ConfigIssue};
+use crate::reply::Reply;
+use crate::state::AppState;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What asked for a reload (logged and reported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// `POST /admin/reload`.
+    Admin,
+    /// `SIGHUP`.
+    Signal,
+    /// The config file's contents changed.
+    FileChange,
+}
+
+impl Trigger {
+    /// A stable label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Admin => "admin",
+            Trigger::Signal => "sighup",
+            Trigger::FileChange => "file_change",
+        }
+    }
+}
+
+/// Command-line overrides, re-applied to every reloaded file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CliOverrides {
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--admin-listen`.
+    pub admin_listen: Option<SocketAddr>,
+}
+
+impl CliOverrides {
+    /// Applies the overrides to `config`.
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(addr) = self.listen {
+            config.server.listen = addr;
+        }
+        if let Some(addr) = self.admin_listen {
+            config.server.admin_listen = addr;
+        }
+    }
+}
+
+/// Where the config came from.
+#[derive(Debug, Clone)]
+pub struct ConfigSource {
+    /// The file, or `None` for the built-in config.
+    pub path: Option<PathBuf>,
+    /// Digest of the file's contents as loaded at start-up.
+    pub loaded_digest: Option<blake3::Hash>,
+    /// Command-line overrides.
+    pub overrides: CliOverrides,
+}
+
+/// Reads and checks a config file; also returns the digest of the
+/// contents that were parsed (`None` when the file cannot be read).
+pub fn read_config_file(path: &Path) -> (Option<blake3::Hash>, Result<Config, Vec<ConfigIssue>>) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => (Some(blake3::hash(text.as_bytes())), config::parse(&text, config::base_dir(path))),
+        Err(e) => (
+            None,
+            Err(vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]),
+        ),
+    }
+}
+
+/// The result of one reload.
+#[derive(Debug, Clone)]
+pub enum ReloadResult {
+    /// The new snapshot is serving.
+    Applied(Value),
+    /// The config was rejected; the old snapshot keeps serving.
+    Rejected(Value),
+    /// Started without `--config`: nothing to reread.
+    NoSource,
+}
+
+impl ReloadResult {
+    /// The admin API's answer: 200, 400 with the issues, or 409.
+    pub fn into_reply(self) -> Reply {
+        match self {
+            ReloadResult::Applied(doc) => Reply::json_value(200, &doc),
+            ReloadResult::Rejected(doc) => Reply::json_value(400, &doc),
+            ReloadResult::NoSource => Reply::json_value(409, &json!({ "error": NO_SOURCE })),
+        }
+    }
+}
+
+const NO_SOURCE: &str =
+    "serving the built-in config (started without --config): there is no file to reload; restart with --config FILE";
+
+struct Record {
+    /// Digest of the file contents last read (loaded or rejected).
+    seen: Option<blake3::Hash>,
+    /// The last reload's document.
+    last: Option<Value>,
+}
+
+/// Reloads the config into the shared state.
+pub struct Reloader {
+    state: Arc<AppState>,
+    source: ConfigSource,
+    one_at_a_time: Mutex<()>,
+    record: Mutex<Record>,
+}
+
+impl Reloader {
+    /// A reloader for `state`, whose config came from `source`.
+    pub fn new(state: Arc<AppState>, source: ConfigSource) -> Reloader {
+        let seen = source.loaded_digest;
+        Reloader {
+            state,
+            source,
+            one_at_a_time: Mutex::new(()),
+            record: Mutex::new(Record { seen, last: None }),
+        }
+    }
+
+    /// The config file, or `built-in`.
+    pub fn source_label(&self) -> String {
+        self.source.path.as_ref().map_or_else(|| "built-in".to_string(), |p| p.display().to_string())
+    }
+
+    /// The last reload's outcome (`null` before the first).
+    pub fn last_outcome(&self) -> Value {
+        self.record.lock().last.clone().unwrap_or(Value::Null)
+    }
+
+    /// How often to poll the file, when watching it: `None` for the
+    /// built-in config or `[reload] watch = false`.
+    pub fn watch_interval(&self) -> Option<Duration> {
+        self.source.path.as_ref()?;
+        let reload = self.state.snapshot.load().config.reload;
+        reload.watch.then_some(reload.interval)
+    }
+
+    /// True when the file's contents differ from those last read.
+    pub fn file_changed(&self) -> bool {
+        let Some(path) = &self.source.path else { return false };
+        let Ok(bytes) = std::fs::read(path) else { return false };
+        self.record.lock().seen != Some(blake3::hash(&bytes))
+    }
+
+    /// [`Self::reload`] on tokio's blocking pool (it may build sessions).
+    pub async fn reload_async(self: &Arc<Self>, trigger: Trigger) -> ReloadResult {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.reload(trigger)).await.unwrap_or_else(|e| {
+            ReloadResult::Rejected(
+                json!({ "status": "rejected", "error": format!("reload task failed: {e}") }),
+            )
+        })
+    }
+
+    /// Rereads the file and swaps in its snapshot (see the module docs).
+    /// Blocking; waits for a reload already running.
+    pub fn reload(&self, trigger: Trigger) -> ReloadResult {
+        let _one = self.one_at_a_time.lock();
+        let Some(path) = &self.source.path else {
+            tracing::warn!(trigger = trigger.as_str(), "{NO_SOURCE}");
+            return ReloadResult::NoSource;
+        };
+        let started = Instant::now();
+        let current = self.state.snapshot.load_full();
+        let (digest, parsed) = read_config_file(path);
+        if digest.is_some() {
+            self.record.lock().seen = digest;
+        }
+        let built = parsed.and_then(|mut config| {
+            self.source.overrides.apply(&mut config);
+            build::next_snapshot(config, &current)
+        });
+        let result = match built {
+            Ok(built) => {
+                if let Err(e) = built.snapshot.repo.start_idle_reaper() {
+                    tracing::warn!(error = %e, "idle-unload thread not started for the new models");
+                }
+                let doc = applied_doc(trigger, &built, started.elapsed());
+                self.state.snapshot.store(Arc::new(built.snapshot));
+                tracing::info!(trigger = trigger.as_str(), outcome = %doc, "config reloaded");
+                ReloadResult::Applied(doc)
+            }
+            Err(issues) => {
+                for issue in &issues {
+                    tracing::warn!(trigger = trigger.as_str(), path = %issue.path, message = %issue.message,
+                        "config reload rejected");
+                }
+                ReloadResult::Rejected(rejected_doc(trigger, &issues, current.generation))
+            }
+        };
+        if let ReloadResult::Applied(doc) | ReloadResult::Rejected(doc) = &result {
+            self.record.lock().last = Some(doc.clone());
+        }
+        result
+    }
+}
+
+fn applied_doc(trigger: Trigger, built: &build::Built, took: Duration) -> Value {
+    let report = &built.report;
+    json!({
+        "status": "applied",
+        "generation": built.snapshot.generation,
+        "trigger": trigger.as_str(),
+        "duration_ms": u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        "models": {
+            "reused": report.reused,
+            "changed": report.changed.iter()
+                .map(|(name, why)| json!({ "name": name, "why": format!("{why:?}") }))
+                .collect::<Vec<_>>(),
+            "loaded": report.loaded.iter()
+                .map(|(name, took)| json!({ "name": name, "cold_start_ms": took.as_millis() as u64 }))
+                .collect::<Vec<_>>(),
+            "removed": report.removed,
+            "still_failed": report.still_failed.iter()
+                .map(|(name, why)| json!({ "name": name, "error": why }))
+                .collect::<Vec<_>>(),
+        },
+        "restart_pending": built.snapshot.restart_pending,
+    })
+}
+
+fn rejected_doc(trigger: Trigger, issues: &[ConfigIssue], kept: u64) -> Value {
+    json!({
+        "status": "rejected",
+        "error": format!("config rejected with {} problem(s); generation {kept} keeps serving", issues.len()),
+        "generation": kept,
+        "trigger": trigger.as_str(),
+        "issues": issues.iter().map(|i| json!({ "path": i.path, "message": i.message })).collect::<Vec<_>>(),
+    })
+}

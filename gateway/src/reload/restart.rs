@@ -1,0 +1,76 @@
+//! Settings a reload cannot change in a running process, and what a reload
+//! does with them: the running values are kept (so the effective config
+//! stays truthful), the rest of the new config is applied, and the changed
+//! fields are reported as needing a restart (reload response, log,
+//! `/admin/config` `restart_pending`).
+//!
+//! Why each needs a restart: listeners are bound once; `threads`,
+//! `shutdown_grace_s` are Pingora's server settings; the admission
+//! semaphore is sized once (`max_concurrent_requests`); ONNX Runtime is
+//! loaded once per process; the `[cache]` section builds the L1 and the
+//! Redis connection once (per-route TTLs and `enabled` do reload).
+
+use crate::config::Config;
+
+/// `new` with every restart-only setting taken from `running`, and the
+/// paths of those that differed.
+pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
+    let mut pending = Vec::new();
+    let mut keep = |changed: bool, path: &str| {
+        if changed {
+            pending.push(path.to_string());
+        }
+    };
+    let (s, r) = (&mut new.server, &running.server);
+    keep(s.listen != r.listen, "server.listen");
+    s.listen = r.listen;
+    keep(s.admin_listen != r.admin_listen, "server.admin_listen");
+    s.admin_listen = r.admin_listen;
+    keep(s.threads != r.threads, "server.threads");
+    s.threads = r.threads;
+    keep(
+        s.limits.max_concurrent_requests != r.limits.max_concurrent_requests,
+        "server.max_concurrent_requests",
+    );
+    s.limits.max_concurrent_requests = r.limits.max_concurrent_requests;
+    keep(s.shutdown_grace != r.shutdown_grace, "server.shutdown_grace_s");
+    s.shutdown_grace = r.shutdown_grace;
+    keep(new.onnxruntime_library != running.onnxruntime_library, "onnxruntime.library");
+    new.onnxruntime_library = running.onnxruntime_library.clone();
+    keep(new.cache != running.cache, "cache");
+    new.cache = running.cache.clone();
+    (new, pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use std::path::Path;
+    use std::time::Duration;
+
+    const BASE: &str =
+        "[server]\nlisten = \"127.0.0.1:8000\"\n[cache]\n[[models]]\nname = \"m\"\npath = \"m.onnx\"\n\
+                        [[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = { ttl_s = 5 }\n";
+
+    #[test]
+    fn restart_only_settings_keep_running_values_and_are_reported() {
+        let running = parse(BASE, Path::new("/")).unwrap();
+        let text = BASE
+            .replace("127.0.0.1:8000", "127.0.0.1:8001")
+            .replace("[cache]\n", "[cache]\nl1_max_bytes = \"1MiB\"\n")
+            .replace("ttl_s = 5", "ttl_s = 7");
+        let (applied, pending) = carry_over(parse(&text, Path::new("/")).unwrap(), &running);
+        assert_eq!(pending, vec!["server.listen".to_string(), "cache".to_string()]);
+        assert_eq!(applied.server.listen, running.server.listen);
+        assert_eq!(applied.cache, running.cache);
+        assert_eq!(applied.route("r").unwrap().cache.ttl, Duration::from_secs(7), "route TTLs reload");
+    }
+
+    #[test]
+    fn an_unchanged_file_needs_no_restart() {
+        let running = parse(BASE, Path::new("/")).unwrap();
+        let (_, pending) = carry_over(parse(BASE, Path::new("/")).unwrap(), &running);
+        assert!(pending.is_empty(), "{pending:?}");
+    }
+}

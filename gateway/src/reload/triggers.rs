@@ -1,0 +1,64 @@
+//! What starts a reload besides the admin API: `SIGHUP`, and the config
+//! file's contents changing. Both run on one small thread with its own
+//! single-threaded tokio runtime, started before the server so that a
+//! `SIGHUP` never meets the default action (which ends the process).
+//!
+//! The file is polled every `[reload] interval_ms` (default 1 s) and
+//! compared by content digest, which is portable and sees edits, atomic
+//! renames and `touch`-free copies alike; a reload runs when the digest
+//! differs from the contents last read. A rejected file is not retried
+//! until it changes again.
+
+use super::{Reloader, Trigger};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// How often the loop wakes when the file is not watched (to notice a
+/// reload that turned watching on).
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// Starts the trigger thread; returns once the `SIGHUP` handler is
+/// installed.
+pub fn spawn(reloader: Arc<Reloader>) -> std::io::Result<()> {
+    let (ready_tx, ready_rx) = mpsc::channel();
+    std::thread::Builder::new().name("sy-reload".into()).spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        match runtime {
+            Ok(rt) => rt.block_on(run(reloader, ready_tx)),
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        }
+    })?;
+    ready_rx
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the reload thread stopped before it was ready")))
+}
+
+async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) {
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    loop {
+        let interval = reloader.watch_interval();
+        tokio::select! {
+            _ = hangup.recv() => {
+                tracing::info!("SIGHUP received: reloading the config");
+                reloader.reload(Trigger::Signal);
+            }
+            () = tokio::time::sleep(interval.unwrap_or(IDLE_TICK)) => {
+                if interval.is_some() && reloader.file_changed() {
+                    tracing::info!("config file changed: reloading");
+                    reloader.reload(Trigger::FileChange);
+                }
+            }
+        }
+    }
+}
