@@ -33,8 +33,10 @@ impl AdminApp {
                 let mut stats = snapshot_json(&self.state.repo.stats());
                 stats["decisions"] = self.state.decisions.to_json();
                 stats["cache"] = serde_json::to_value(self.state.cache.snapshot()).unwrap_or_default();
+                stats["streams"] = serde_json::to_value(self.state.streams.snapshot()).unwrap_or_default();
                 Reply::json_value(200, &stats)
             }
+            (&Method::POST, p) if p.starts_with("/admin/models/") => crate::admin_pause::answer(&self.state, p),
             _ => Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}"))),
         }
     }

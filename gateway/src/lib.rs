@@ -6,6 +6,7 @@
 //! -> [`v2`] (decode/encode) and the runtime.
 
 pub mod admin;
+pub mod admin_pause;
 pub mod app;
 pub mod cache;
 pub mod config;
@@ -16,4 +17,5 @@ pub mod reply;
 pub mod routing;
 pub mod serve;
 pub mod state;
+pub mod stream;
 pub mod v2;

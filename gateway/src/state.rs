@@ -23,6 +23,8 @@ pub struct AppState {
     /// The response cache (L1, optional Redis L2), built from the
     /// `[cache]` section at start-up.
     pub cache: Arc<ResponseCache>,
+    /// Counters of streamed (SSE) infer calls.
+    pub streams: crate::stream::stats::StreamCounters,
 }
 
 impl AppState {
@@ -36,6 +38,7 @@ impl AppState {
             limiter: Arc::new(Semaphore::new(permits)),
             decisions: DecisionCounters::default(),
             cache,
+            streams: Default::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
 pub mod cache_section;
+pub mod draft_section;
 pub mod raw;
 pub mod size;
 pub mod types;

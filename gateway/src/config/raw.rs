@@ -144,6 +144,8 @@ pub struct RawRoute {
     /// Response caching for this route; absent = on with default TTLs
     /// (when a `[cache]` section exists).
     pub cache: Option<RawRouteCache>,
+    /// Draft-then-final streaming (SSE); see `config::draft_section`.
+    pub draft: Option<super::draft_section::RawDraft>,
 }
 
 /// A route's `budget_ms = { default, max }`.

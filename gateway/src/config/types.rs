@@ -87,6 +87,8 @@ pub struct RouteConfig {
     pub fingerprint: String,
     /// Response caching for this route.
     pub cache: RouteCache,
+    /// How streamed (SSE) infer calls are answered.
+    pub draft: super::draft_section::DraftConfig,
 }
 
 /// `[cache]`, checked.

@@ -6,6 +6,7 @@ use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::routing::{self, Answer, RouteRequest};
 use crate::state::AppState;
+use crate::stream::{self, produce::Job, Response};
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use bytes::Bytes;
 use http::HeaderMap;
@@ -15,16 +16,17 @@ use switchyard_runtime::{InferenceRequest, Tensor};
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Runs one inference request and encodes the answer.
-pub async fn infer(
-    state: &AppState,
-    config: &Config,
+/// Runs one inference request and encodes the answer; a request asking
+/// for a stream ([`stream::wants_stream`]) gets an event stream instead.
+pub async fn infer<'a>(
+    state: &'a AppState,
+    config: &'a Config,
     name: &str,
     version: Option<&str>,
     headers: &HeaderMap,
     body: Bytes,
     received: Instant,
-) -> Result<Reply, GatewayError> {
+) -> Result<Response<'a>, GatewayError> {
     let target = resolve(config, &state.repo, name, version)?;
     let header_len = header_length(headers)?;
     let limits =
@@ -40,6 +42,11 @@ pub async fn infer(
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let batched = state.repo.spec(target.default_model())?.batching.enabled();
+    if stream::wants_stream(headers, &decoded.parameters)? {
+        let headers = headers.clone();
+        let job = Job { target, decoded, request, plan, headers, received, batched };
+        return Ok(Response::Events(stream::start(state, config, job)));
+    }
     let compute = routing::execute(
         state,
         config,
@@ -59,17 +66,19 @@ pub async fn infer(
     if let Some(len) = encoded.header_len {
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
-    Ok(reply
-        .with_header("x-cache", cache_status.as_str())
-        .with_header("x-switchyard-model", answer.model)
-        .with_header("x-switchyard-device", answer.device)
-        .with_header("x-switchyard-reason", answer.reason)
-        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string()))
+    Ok(Response::Full(
+        reply
+            .with_header("x-cache", cache_status.as_str())
+            .with_header("x-switchyard-model", answer.model)
+            .with_header("x-switchyard-device", answer.device)
+            .with_header("x-switchyard-reason", answer.reason)
+            .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string()),
+    ))
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's
 /// classification extension (top-k `"value:index"` strings) when asked.
-fn shape_outputs(
+pub(crate) fn shape_outputs(
     decoded: &v2::DecodedRequest,
     outputs: Vec<(String, Tensor)>,
     batched: bool,
@@ -100,7 +109,7 @@ fn bad_length(message: &str) -> GatewayError {
 }
 
 /// The V2 response `parameters` saying which model and device answered.
-fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
     map.insert("switchyard_model".into(), answer.model.clone().into());
     map.insert("switchyard_device".into(), answer.device.clone().into());

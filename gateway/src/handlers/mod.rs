@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::state::AppState;
+use crate::stream::Response;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
@@ -95,10 +96,11 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
     }
 }
 
-/// Answers one request against one config snapshot.
-pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Reply {
+/// Answers one request against one config snapshot: a complete reply,
+/// or an event stream for a streamed infer call.
+pub async fn dispatch<'a>(state: &'a AppState, config: &'a Config, req: Request<'_>) -> Response<'a> {
     let Some(endpoint) = parse_path(req.path) else {
-        return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path)));
+        return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path))).into();
     };
     if *req.method != endpoint.method() && !(*req.method == Method::HEAD && endpoint.method() == Method::GET)
     {
@@ -106,7 +108,8 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
             method: req.method.to_string(),
             path: req.path.to_string(),
         })
-        .with_header("allow", endpoint.method().to_string());
+        .with_header("allow", endpoint.method().to_string())
+        .into();
     }
     let result = match endpoint {
         Endpoint::ServerMetadata => Ok(metadata::server()),
@@ -115,10 +118,12 @@ pub async fn dispatch(state: &AppState, config: &Config, req: Request<'_>) -> Re
         Endpoint::ModelReady(name, version) => metadata::ready(state, config, name, version),
         Endpoint::ModelConfig(name, version) => metadata::config(state, config, name, version),
         Endpoint::Infer(name, version) => {
-            infer::infer(state, config, name, version, req.headers, req.body, req.received).await
+            return infer::infer(state, config, name, version, req.headers, req.body, req.received)
+                .await
+                .unwrap_or_else(|e| Reply::from(e).into());
         }
     };
-    result.unwrap_or_else(Reply::from)
+    result.unwrap_or_else(Reply::from).into()
 }
 
 #[cfg(test)]
