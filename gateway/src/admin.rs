@@ -36,7 +36,9 @@ impl AdminApp {
                 stats["streams"] = serde_json::to_value(self.state.streams.snapshot()).unwrap_or_default();
                 Reply::json_value(200, &stats)
             }
-            (&Method::POST, p) if p.starts_with("/admin/models/") => crate::admin_pause::answer(&self.state, p),
+            (&Method::POST, p) if p.starts_with("/admin/models/") => {
+                crate::admin_pause::answer(&self.state, p)
+            }
             _ => Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}"))),
         }
     }

@@ -89,7 +89,12 @@ pub struct DraftConfig {
 impl Default for DraftConfig {
     /// Parallel, 15 s heartbeat, no pair (one `final` event).
     fn default() -> Self {
-        DraftConfig { mode: DraftMode::Parallel, heartbeat: DEFAULT_HEARTBEAT, parallel_queue_limit: None, pair: None }
+        DraftConfig {
+            mode: DraftMode::Parallel,
+            heartbeat: DEFAULT_HEARTBEAT,
+            parallel_queue_limit: None,
+            pair: None,
+        }
     }
 }
 
@@ -162,9 +167,18 @@ fn refuse_pair_fields(raw: &RawDraft, path: &str, issues: &mut Vec<ConfigIssue>)
 }
 
 /// The pair of a route whose policy is not a cascade.
-fn own_pair(raw: &RawDraft, models: &[String], path: &str, issues: &mut Vec<ConfigIssue>) -> Option<CascadePolicy> {
+fn own_pair(
+    raw: &RawDraft,
+    models: &[String],
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<CascadePolicy> {
     if models.len() < 2 {
-        issue(issues, format!("{path}.draft"), "drafts need a route with at least two models (cheap and heavy)");
+        issue(
+            issues,
+            format!("{path}.draft"),
+            "drafts need a route with at least two models (cheap and heavy)",
+        );
         return None;
     }
     let cheap = raw.cheap.clone().or_else(|| models.first().cloned());
@@ -191,7 +205,11 @@ fn own_pair(raw: &RawDraft, models: &[String], path: &str, issues: &mut Vec<Conf
                 );
             }
             if output.trim().is_empty() {
-                issue(issues, format!("{path}.draft.confidence_output"), "must name the cheap model's output");
+                issue(
+                    issues,
+                    format!("{path}.draft.confidence_output"),
+                    "must name the cheap model's output",
+                );
             }
             (output.clone(), threshold)
         }
@@ -278,7 +296,12 @@ mod tests {
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["routes[0].draft.mode", "routes[0].draft.heartbeat_ms", "routes[0].draft.heavy", "routes[0].draft.threshold"]
+            [
+                "routes[0].draft.mode",
+                "routes[0].draft.heartbeat_ms",
+                "routes[0].draft.heavy",
+                "routes[0].draft.threshold"
+            ]
         );
         let raw = RawDraft { threshold: Some(0.5), ..RawDraft::default() };
         let (_, issues) = check(Some(raw), &fixed());

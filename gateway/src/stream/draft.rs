@@ -39,7 +39,9 @@ use crate::routing::confidence::confidence;
 use crate::routing::run::{route, run_targets, Routing};
 use crate::routing::{draw, Answer};
 use router_policies::{CascadePolicy, CascadeStep, FleetView, Plan, Reason, Target};
-use std::pin::pin;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::Poll;
 use switchyard_runtime::InferenceRequest;
 
 /// How one stream runs its pair.
@@ -227,14 +229,18 @@ async fn parallel<B: Backend>(
     on_draft: DraftSink<'_>,
 ) -> Result<Finished, GatewayError> {
     let ran = Ran::Parallel;
-    let mut cheap =
-        pin!(leg(backend, run, &legs.cheap, &legs.cheap_fallbacks, Reason::Cascade, &request));
+    let mut cheap = pin!(leg(backend, run, &legs.cheap, &legs.cheap_fallbacks, Reason::Cascade, &request));
     let mut heavy =
         pin!(leg(backend, run, &legs.heavy, &legs.heavy_fallbacks, Reason::CascadeEscalate, &request));
-    let first = tokio::select! {
-        biased;
-        c = &mut cheap => First::Cheap(c),
-        h = &mut heavy => First::Heavy(h),
+    // Start the heavy leg first: its first poll queues it, whatever the
+    // cheap leg does; then the cheap answer wins a tie.
+    let first = match poll_once(&mut heavy).await {
+        Some(h) => First::Heavy(h),
+        None => tokio::select! {
+            biased;
+            c = &mut cheap => First::Cheap(c),
+            h = &mut heavy => First::Heavy(h),
+        },
     };
     match first {
         First::Heavy(Ok(h)) => Ok(heavy_final(h, None, ran)),
@@ -260,6 +266,16 @@ async fn parallel<B: Backend>(
     }
 }
 
+/// Polls `future` once: its output if it is ready, else `None` (the
+/// future keeps its progress and is polled again later).
+async fn poll_once<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| match Pin::new(&mut *future).poll(cx) {
+        Poll::Ready(output) => Poll::Ready(Some(output)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
+}
+
 /// Step 5: the heavy model only after an unconfident draft.
 async fn sequential<B: Backend>(
     backend: &B,
@@ -272,8 +288,13 @@ async fn sequential<B: Backend>(
     let heavy_leg = |target: Target, reason: Option<Reason>| {
         let request = &request;
         async move {
-            let fallbacks: Vec<Target> =
-                legs.heavy_fallbacks.iter().chain([&legs.heavy]).filter(|t| t.pool != target.pool).cloned().collect();
+            let fallbacks: Vec<Target> = legs
+                .heavy_fallbacks
+                .iter()
+                .chain([&legs.heavy])
+                .filter(|t| t.pool != target.pool)
+                .cloned()
+                .collect();
             let heavy = leg(backend, run, &target, &fallbacks, Reason::CascadeEscalate, request).await?;
             Ok(heavy_final(heavy, reason, ran))
         }
@@ -288,14 +309,17 @@ async fn sequential<B: Backend>(
         return Ok(repeat(draft, Reason::CascadeConfident, ran));
     }
     let fleet = backend.fleet(run.routing.models);
-    let step = run.pair.after_cheap(draft.confidence, run.routing.budget_now(), &fleet, run.routing.estimator);
+    let step =
+        run.pair.after_cheap(draft.confidence, run.routing.budget_now(), &fleet, run.routing.estimator);
     match step {
         CascadeStep::Escalate(target, _) => heavy_leg(target, None).await,
         CascadeStep::AcceptUnconfident(Reason::CascadeUnavailable) => {
             Ok(repeat(draft, Reason::CascadeUnavailable, ran))
         }
         // Over budget (or accepted): a stream still waits for the heavy answer.
-        CascadeStep::AcceptUnconfident(_) | CascadeStep::Accept(_) => heavy_leg(legs.heavy.clone(), None).await,
+        CascadeStep::AcceptUnconfident(_) | CascadeStep::Accept(_) => {
+            heavy_leg(legs.heavy.clone(), None).await
+        }
     }
 }
 

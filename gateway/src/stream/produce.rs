@@ -146,7 +146,10 @@ pub async fn produce(state: &AppState, config: &Config, job: Job, tx: UnboundedS
         count_final(counters, note.as_ref(), cache);
         let info = EventInfo {
             stage: Stage::Final,
-            confidence: note.as_ref().and_then(|n| n.confidence).or_else(|| stated_confidence(route, &answer)),
+            confidence: note
+                .as_ref()
+                .and_then(|n| n.confidence)
+                .or_else(|| stated_confidence(route, &answer)),
             ran: note.as_ref().map(|n| n.ran),
             from_draft: Some(note.as_ref().is_some_and(|n| n.from_draft)),
             cache: Some(cache),

@@ -100,7 +100,9 @@ pub async fn respond(session: &mut Session, stream: EventStream<'_>) -> pingora:
                 }
                 send(session, &mut header_sent, computing, error_event(&err)).await
             }
-            Step::Heartbeat => send(session, &mut header_sent, computing, Bytes::from_static(sse::HEARTBEAT)).await,
+            Step::Heartbeat => {
+                send(session, &mut header_sent, computing, Bytes::from_static(sse::HEARTBEAT)).await
+            }
             Step::ClientGone => Err(()),
         };
         if written.is_err() {
@@ -119,7 +121,12 @@ pub async fn respond(session: &mut Session, stream: EventStream<'_>) -> pingora:
 
 /// Writes `chunk`, after the response header if it is not out yet; an
 /// error means the client is gone.
-async fn send(session: &mut Session, header_sent: &mut bool, cache: CacheStatus, chunk: Bytes) -> Result<(), ()> {
+async fn send(
+    session: &mut Session,
+    header_sent: &mut bool,
+    cache: CacheStatus,
+    chunk: Bytes,
+) -> Result<(), ()> {
     if !*header_sent {
         write_header(session, cache).await.map_err(|_| ())?;
         *header_sent = true;
