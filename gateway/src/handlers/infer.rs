@@ -66,14 +66,13 @@ pub async fn infer<'a>(
     if let Some(len) = encoded.header_len {
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
-    Ok(Response::Full(
-        reply
-            .with_header("x-cache", cache_status.as_str())
-            .with_header("x-switchyard-model", answer.model)
-            .with_header("x-switchyard-device", answer.device)
-            .with_header("x-switchyard-reason", answer.reason)
-            .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string()),
-    ))
+    Ok(reply
+        .with_header("x-cache", cache_status.as_str())
+        .with_header("x-switchyard-model", answer.model)
+        .with_header("x-switchyard-device", answer.device)
+        .with_header("x-switchyard-reason", answer.reason)
+        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string())
+        .into())
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's

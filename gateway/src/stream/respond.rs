@@ -112,10 +112,16 @@ pub async fn respond(session: &mut Session, stream: EventStream<'_>) -> pingora:
             return Ok(StreamEnd { status, error_label: Some(CLIENT_GONE) });
         }
     }
-    if !header_sent {
-        write_header(session, computing).await?;
+    let ended = async {
+        if !header_sent {
+            write_header(session, computing).await?;
+        }
+        session.write_response_body(None, true).await
+    };
+    if ended.await.is_err() {
+        counters.bump(StreamCount::ClientGone);
+        return Ok(StreamEnd { status: 200, error_label: Some(CLIENT_GONE) });
     }
-    session.write_response_body(None, true).await?;
     Ok(StreamEnd { status: 200, error_label: failure })
 }
 

@@ -66,13 +66,13 @@ pub struct StreamSnapshot {
     pub errors: u64,
     /// Streams whose client went away first.
     pub client_gone: u64,
-    /// Pairs run in parallel.
+    /// Finals of pairs run in parallel.
     pub parallel: u64,
-    /// Pairs run sequentially as configured.
+    /// Finals of pairs run sequentially as configured.
     pub sequential: u64,
-    /// Pairs run sequentially because the heavy pool was loaded.
+    /// Finals of pairs run sequentially because the heavy pool was loaded.
     pub sequential_under_load: u64,
-    /// Streams answered by one target.
+    /// Finals of streams answered by one target (no draft).
     pub single: u64,
 }
 

@@ -9,6 +9,7 @@ paused pool holds its queued requests; on resume the runtime skips those
 whose caller went away and counts them as `cancelled`."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -51,6 +52,12 @@ name = "digits-seq"
 models = ["digits-cheap", "digits-heavy"]
 policy = { type = "cascade", confidence_output = "probabilities", threshold = 0.8 }
 draft = { mode = "sequential", heartbeat_ms = 100 }
+
+[[routes]]
+name = "digits-limited"
+models = ["digits-cheap", "digits-heavy"]
+policy = { type = "cascade", confidence_output = "probabilities", threshold = 0.8 }
+draft = { parallel_queue_limit = 1, heartbeat_ms = 100 }
 
 [[routes]]
 name = "flaky"
@@ -188,6 +195,25 @@ def test_sequential_unconfident_draft_runs_heavy_after_it(gw, digits):
     assert [name for name, _ in events] == ["draft", "final"]
     assert events[1][1]["parameters"]["model"] == "digits-heavy"
     assert pool_stats(gw, "digits-heavy")["executions"] == before["executions"] + 1
+
+
+def test_parallel_turns_sequential_while_the_heavy_pool_is_loaded(gw, digits):
+    pause(gw, "digits-heavy")
+    waiting = threading.Thread(target=lambda: requests.post(
+        f"{gw.base}/v2/models/heavy-only/infer", json=infer_body(row(digits, "unsure", 8)), timeout=60))
+    try:
+        waiting.start()
+        wait_for(lambda: pool_stats(gw, "digits-heavy")["queue_depth"] >= 1, "a request queued on the heavy pool")
+        before = pool_stats(gw, "digits-heavy")
+        events = Stream(gw, "digits-limited", infer_body(row(digits, "sure", 3)), NO_STORE).all()
+        after = pool_stats(gw, "digits-heavy")
+    finally:
+        resume(gw, "digits-heavy")
+        waiting.join()
+    assert [name for name, _ in events] == ["draft", "final"]
+    assert events[1][1]["parameters"]["draft_mode"] == "sequential_under_load"
+    assert events[1][1]["parameters"]["from_draft"] is True
+    assert after["requests"] == before["requests"], "no speculative heavy run on a loaded pool"
 
 
 @pytest.mark.parametrize("route", ["digits", "digits-seq"])
