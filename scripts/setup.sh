@@ -4,8 +4,10 @@
 #   scripts/setup.sh run    what `make run` needs: cmake, the ONNX Runtime
 #                           library, the model generator's Python packages,
 #                           the example models
-#   scripts/setup.sh test   the above plus redis-server and the Python test
-#                           clients
+#   scripts/setup.sh test   the above plus redis-server, the Python test
+#                           clients, and for the browser test Debian's
+#                           chromium and playwright-core (npm, no browser
+#                           download) in gateway/tests/browser
 #
 # Every step checks first and is skipped when already done, so a second run
 # takes a second or two.
@@ -49,7 +51,7 @@ need_cmd python3 "install Python 3 with venv and pip (apt-get install python3-ve
 
 apt_install cmake
 if [ "$MODE" = test ]; then
-    apt_install redis-server redis-tools
+    apt_install redis-server redis-tools chromium
 fi
 
 if [ ! -x "$PY" ]; then
@@ -71,6 +73,16 @@ pip_install models/requirements.txt
 if [ "$MODE" = test ]; then
     pip_install benchmarks/baseline/requirements.txt
     pip_install gateway/tests/python/requirements.txt
+    # playwright-core only (never Playwright's own browsers): the test drives /usr/bin/chromium.
+    need_cmd npm "install Node.js (>= 20) with npm for the browser test"
+    BROWSER_DIR=gateway/tests/browser
+    NPM_STAMP="$BROWSER_DIR/node_modules/.stamp-$(sha256sum "$BROWSER_DIR/package-lock.json" | cut -c1-16)"
+    if [ ! -f "$NPM_STAMP" ]; then
+        say "npm ci in $BROWSER_DIR (playwright-core)"
+        (cd "$BROWSER_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error) \
+            || die "npm ci in $BROWSER_DIR failed"
+        touch "$NPM_STAMP"
+    fi
 fi
 
 if [ ! -f "$ORT_LIB" ]; then

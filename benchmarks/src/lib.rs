@@ -2,3 +2,4 @@
 //! the runtime benchmarks, which live in their own binary).
 
 pub mod loadgen;
+pub mod sse;

@@ -6,7 +6,8 @@
 //!
 //! Phases, in order: admission (concurrency permit, else 429) -> body
 //! (size limit 413, read timeout 408) -> dispatch ([`crate::handlers`]) ->
-//! write the reply -> `logging` (access log line).
+//! write the reply, or the event stream of a streamed infer call
+//! ([`crate::stream::respond`]) -> `logging` (access log line).
 
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
@@ -15,6 +16,7 @@ use crate::lifecycle::InFlight;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::stream::{respond, Response};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::Method;
@@ -67,11 +69,22 @@ impl ProxyHttp for GatewayApp {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
         let snap = self.state.snapshot.load_full();
-        let reply = match self.state.limiter.clone().try_acquire_owned() {
-            Err(_) => Reply::error(&GatewayError::TooManyRequests),
+        let response = match self.state.limiter.clone().try_acquire_owned() {
+            Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
             Ok(permit) => {
                 ctx.permit = Some(permit);
                 self.answer(session, &snap, ctx).await
+            }
+        };
+        let reply = match response {
+            Response::Full(reply) => reply,
+            Response::Events(events) => {
+                // The permit is held until the stream ends.
+                let end = respond::respond(session, events).await?;
+                ctx.status = end.status;
+                ctx.error_label = end.error_label;
+                ctx.permit = None;
+                return Ok(true);
             }
         };
         let head_only = session.req_header().method == Method::HEAD;
@@ -107,7 +120,12 @@ impl ProxyHttp for GatewayApp {
 }
 
 impl GatewayApp {
-    async fn answer(&self, session: &mut Session, snap: &Snapshot, ctx: &mut RequestCtx) -> Reply {
+    async fn answer<'a>(
+        &'a self,
+        session: &mut Session,
+        snap: &'a Snapshot,
+        ctx: &mut RequestCtx,
+    ) -> Response<'a> {
         let config = &snap.config;
         let method = session.req_header().method.clone();
         let body = if method == Method::GET || method == Method::HEAD {
@@ -115,7 +133,7 @@ impl GatewayApp {
         } else {
             match read_body(session, &config.server.limits).await {
                 Ok(body) => body,
-                Err(err) => return Reply::error(&err),
+                Err(err) => return Reply::error(&err).into(),
             }
         };
         ctx.body_bytes = body.len();

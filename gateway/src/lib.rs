@@ -21,4 +21,5 @@ pub mod serve;
 pub mod shutdown;
 pub mod snapshot;
 pub mod state;
+pub mod stream;
 pub mod v2;

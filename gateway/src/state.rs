@@ -25,6 +25,8 @@ pub struct AppState {
     pub cache: Arc<ResponseCache>,
     /// Requests in flight and whether the server is draining.
     pub lifecycle: Arc<Lifecycle>,
+    /// Counters of streamed (SSE) infer calls.
+    pub streams: crate::stream::stats::StreamCounters,
 }
 
 impl AppState {
@@ -38,6 +40,7 @@ impl AppState {
             decisions: DecisionCounters::default(),
             cache,
             lifecycle: Arc::new(Lifecycle::default()),
+            streams: Default::default(),
         }
     }
 }

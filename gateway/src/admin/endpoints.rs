@@ -1,6 +1,6 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
-use super::{config_view, models, stats, Access, AdminApp, AdminCall, AdminHandler};
+use super::{config_view, models, pause, stats, Access, AdminApp, AdminCall, AdminHandler};
 use crate::reload::Trigger;
 use crate::reply::Reply;
 use http::Method;
@@ -48,5 +48,7 @@ pub fn register(app: &mut AdminApp) {
             handler(|call| async move { models::list(&call) }),
         )
         .route(Method::POST, "/admin/models/{}/load", Access::Token, handler(models::load))
-        .route(Method::POST, "/admin/models/{}/unload", Access::Token, handler(models::unload));
+        .route(Method::POST, "/admin/models/{}/unload", Access::Token, handler(models::unload))
+        .route(Method::POST, "/admin/models/{}/pools/{}/pause", Access::Token, handler(pause::pause))
+        .route(Method::POST, "/admin/models/{}/pools/{}/resume", Access::Token, handler(pause::resume));
 }

@@ -8,6 +8,7 @@
 //! | POST | `/admin/reload` | reload the config file ([`crate::reload`]) | yes |
 //! | GET | `/admin/models` | models with state and file ([`models`]) | yes |
 //! | POST | `/admin/models/{m}/load`, `/unload` | load or unload a model now | yes |
+//! | POST | `/admin/models/{m}/pools/{p}/pause`, `/resume` | hold or release a pool's workers ([`pause`]) | yes |
 //!
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
 //! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
@@ -20,6 +21,7 @@
 pub mod config_view;
 pub mod endpoints;
 pub mod models;
+pub mod pause;
 pub mod stats;
 
 use crate::auth::bearer_token;

@@ -14,6 +14,7 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["in_flight"] = state.lifecycle.in_flight().into();
     stats["decisions"] = state.decisions.to_json();
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
+    stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
     stats
 }
 

@@ -10,6 +10,7 @@
 
 pub mod cache_section;
 pub mod control_section;
+pub mod draft_section;
 pub mod raw;
 pub mod size;
 pub mod types;

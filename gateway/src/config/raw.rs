@@ -153,6 +153,8 @@ pub struct RawRoute {
     pub cache: Option<RawRouteCache>,
     /// Client API keys; absent = open route.
     pub auth: Option<super::control_section::RawRouteAuth>,
+    /// Draft-then-final streaming (SSE); see `config::draft_section`.
+    pub draft: Option<super::draft_section::RawDraft>,
 }
 
 /// A route's `budget_ms = { default, max }`.

@@ -103,3 +103,21 @@ fn route_fingerprint_changes_when_a_model_file_is_replaced() {
     .expect("valid");
     assert!(threshold.routes[0].fingerprint.contains("Fixed"));
 }
+
+#[test]
+fn route_draft_settings_are_checked_and_a_non_cascade_pair_is_fingerprinted() {
+    let models = "[[models]]\nname = \"a\"\npath = \"a.onnx\"\n[[models]]\nname = \"b\"\npath = \"b.onnx\"\n";
+    let route = |extra: &str| format!("{models}[[routes]]\nname = \"r\"\nmodels = [\"a\", \"b\"]\n{extra}");
+    let plain = parse(&route(""), Path::new("/base")).expect("valid");
+    assert_eq!(plain.routes[0].draft.pair, None, "a fixed route streams one final unless it opts in");
+    let opted = parse(&route("draft = { mode = \"sequential\", heartbeat_ms = 50 }\n"), Path::new("/base"))
+        .expect("valid");
+    let draft = &opted.routes[0].draft;
+    assert_eq!(draft.heartbeat, std::time::Duration::from_millis(50));
+    assert_eq!(draft.pair.as_ref().and_then(|p| p.heavy.as_deref()), Some("b"));
+    assert_ne!(plain.routes[0].fingerprint, opted.routes[0].fingerprint);
+    let found = issues(&route("draft = { mode = \"later\" }\n"));
+    assert_eq!(found[0].path, "routes[0].draft.mode", "{found:?}");
+    let found = issues(&route("draft = { eager = true }\n"));
+    assert!(found[0].path.starts_with("routes[0].draft"), "{found:?}");
+}

@@ -97,6 +97,8 @@ pub struct RouteConfig {
     pub cache: RouteCache,
     /// Client API keys; `None` = open route.
     pub auth: Option<RouteAuth>,
+    /// How streamed (SSE) infer calls are answered.
+    pub draft: super::draft_section::DraftConfig,
 }
 
 /// `[cache]`, checked.

@@ -249,15 +249,19 @@ fn route_config(
     if max_ms < default_ms {
         issues.push(format!("{path}.budget_ms.max"), format!("{max_ms} is below the default {default_ms}"));
     }
+    let policy = route_policy(raw, path, issues);
+    let draft =
+        super::draft_section::draft_config(raw.draft.as_ref(), &policy, &raw.models, path, &mut issues.0);
     Some(RouteConfig {
         name: raw.name.clone(),
         models: raw.models.clone(),
         default_budget: Duration::from_millis(default_ms),
         max_budget: Duration::from_millis(max_ms),
-        policy: route_policy(raw, path, issues),
+        policy,
         fingerprint: String::new(),
         cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
         auth: super::control_section::route_auth(raw.auth.as_ref(), path, &mut issues.0),
+        draft,
     })
 }
 
@@ -267,6 +271,10 @@ fn route_config(
 fn with_fingerprint(mut route: RouteConfig, models: &[ModelSpec]) -> RouteConfig {
     use std::fmt::Write;
     let mut text = format!("{:?}", route.policy);
+    // A stream's final may be the draft of a non-cascade route's own pair.
+    if let (None, Some(pair)) = (route.policy.as_cascade(), &route.draft.pair) {
+        let _ = write!(text, "|draft:{pair:?}");
+    }
     for name in &route.models {
         let Some(spec) = models.iter().find(|m| &m.name == name) else { continue };
         let identity = std::fs::metadata(&spec.path).ok().map(|m| {

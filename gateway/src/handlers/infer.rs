@@ -7,6 +7,7 @@ use crate::reply::Reply;
 use crate::routing::{self, Answer, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::stream::{self, produce::Job, Response};
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use http::HeaderMap;
 use switchyard_runtime::{InferenceRequest, Tensor};
@@ -14,16 +15,18 @@ use switchyard_runtime::{InferenceRequest, Tensor};
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
-/// Runs one inference request and encodes the answer. `tenant` is the
-/// authenticated caller's ([`crate::auth`]); it scopes the cache.
-pub async fn infer(
-    state: &AppState,
-    snap: &Snapshot,
+/// Runs one inference request and encodes the answer; a request asking
+/// for a stream ([`stream::wants_stream`]) gets an event stream instead.
+/// `tenant` is the authenticated caller's ([`crate::auth`]); it scopes the
+/// cache.
+pub async fn infer<'a>(
+    state: &'a AppState,
+    snap: &'a Snapshot,
     name: &str,
     version: Option<&str>,
     req: Request<'_>,
     tenant: Option<&str>,
-) -> Result<Reply, GatewayError> {
+) -> Result<Response<'a>, GatewayError> {
     let Request { headers, body, received, .. } = req;
     let config = &snap.config;
     let target = resolve(config, &snap.repo, name, version)?;
@@ -40,6 +43,11 @@ pub async fn infer(
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let batched = snap.repo.spec(target.default_model())?.batching.enabled();
+    if stream::wants_stream(headers, &decoded.parameters)? {
+        let headers = headers.clone();
+        let job = Job { target, decoded, request, plan, headers, received, batched };
+        return Ok(Response::Events(stream::start(state, snap, job)));
+    }
     let compute = routing::execute(
         state,
         snap,
@@ -64,12 +72,13 @@ pub async fn infer(
         .with_header("x-switchyard-model", answer.model)
         .with_header("x-switchyard-device", answer.device)
         .with_header("x-switchyard-reason", answer.reason)
-        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string()))
+        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string())
+        .into())
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's
 /// classification extension (top-k `"value:index"` strings) when asked.
-fn shape_outputs(
+pub(crate) fn shape_outputs(
     decoded: &v2::DecodedRequest,
     outputs: Vec<(String, Tensor)>,
     batched: bool,
@@ -100,7 +109,7 @@ fn bad_length(message: &str) -> GatewayError {
 }
 
 /// The V2 response `parameters` saying which model and device answered.
-fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
     let mut map = serde_json::Map::new();
     map.insert("switchyard_model".into(), answer.model.clone().into());
     map.insert("switchyard_model_version".into(), answer.version.into());

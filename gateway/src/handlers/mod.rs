@@ -19,6 +19,7 @@ use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::stream::Response;
 use bytes::Bytes;
 use http::{HeaderMap, Method};
 
@@ -106,11 +107,12 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
     }
 }
 
-/// Answers one request against one config snapshot. Names protected by
-/// API keys ([`crate::auth`]) answer 401 without a valid key.
-pub async fn dispatch(state: &AppState, snap: &Snapshot, req: Request<'_>) -> Reply {
+/// Answers one request against one config snapshot: a complete reply,
+/// or an event stream for a streamed infer call. Names protected by API
+/// keys ([`crate::auth`]) answer 401 without a valid key.
+pub async fn dispatch<'a>(state: &'a AppState, snap: &'a Snapshot, req: Request<'_>) -> Response<'a> {
     let Some(endpoint) = parse_path(req.path) else {
-        return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path)));
+        return Reply::error(&GatewayError::NotFound(format!("no endpoint at {}", req.path))).into();
     };
     if *req.method != endpoint.method() && !(*req.method == Method::HEAD && endpoint.method() == Method::GET)
     {
@@ -118,12 +120,13 @@ pub async fn dispatch(state: &AppState, snap: &Snapshot, req: Request<'_>) -> Re
             method: req.method.to_string(),
             path: req.path.to_string(),
         })
-        .with_header("allow", endpoint.method().to_string());
+        .with_header("allow", endpoint.method().to_string())
+        .into();
     }
     let tenant = match endpoint.model_name() {
         Some(name) => match snap.access.authorize(&snap.config, name, req.headers) {
             Ok(tenant) => tenant,
-            Err(err) => return Reply::error(&err),
+            Err(err) => return Reply::error(&err).into(),
         },
         None => None,
     };
@@ -135,10 +138,12 @@ pub async fn dispatch(state: &AppState, snap: &Snapshot, req: Request<'_>) -> Re
         Endpoint::ModelReady(name, version) => metadata::ready(snap, name, version),
         Endpoint::ModelConfig(name, version) => metadata::config(snap, name, version),
         Endpoint::Infer(name, version) => {
-            infer::infer(state, snap, name, version, req, tenant.as_deref()).await
+            return infer::infer(state, snap, name, version, req, tenant.as_deref())
+                .await
+                .unwrap_or_else(|e| Reply::from(e).into());
         }
     };
-    result.unwrap_or_else(Reply::from)
+    result.unwrap_or_else(Reply::from).into()
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ pub async fn run_cascade<B: Backend>(
 /// The request for the cheap model: the client's, plus `output` when the
 /// client named its outputs without it and the model has it. Returns
 /// whether it was added (and must be removed from the answer).
-fn with_output(request: &InferenceRequest, output: &str, model_has_it: bool) -> (InferenceRequest, bool) {
+pub fn with_output(request: &InferenceRequest, output: &str, model_has_it: bool) -> (InferenceRequest, bool) {
     let mut cheap = request.clone();
     match cheap.outputs.as_mut() {
         Some(list) if model_has_it && !list.iter().any(|o| o == output) => {

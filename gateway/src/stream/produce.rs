@@ -1,0 +1,276 @@
+//! The producing side of a stream: runs the request through the cache and
+//! the draft-then-final orchestration, and emits encoded events on a
+//! channel that [`super::respond`] writes out.
+//!
+//! 1. The cache answers first ([`crate::cache::ResponseCache::answer`], the
+//!    same key as a plain request): a hit is one `final` event, sent at
+//!    once. Identical requests in flight are computed once; a stream that
+//!    joins one gets its final only.
+//! 2. On a miss, a route with a cheap/heavy pair runs
+//!    [`super::draft::draft_then_final`] (drafts are emitted as they come);
+//!    any other target runs the plain routing path
+//!    ([`crate::routing::execute`]) and gets one `final` event.
+//! 3. The final answer is stored by the cache (drafts never are), then
+//!    emitted; an error is emitted instead of a final.
+
+use super::draft::{draft_then_final, Finished, PairRun, Ran};
+use super::stats::{StreamCount, StreamCounters};
+use crate::cache::{CacheStatus, Plan};
+use crate::config::RouteConfig;
+use crate::error::GatewayError;
+use crate::handlers::infer::{explain, shape_outputs};
+use crate::handlers::target::Target;
+use crate::routing::backend::RuntimeBackend;
+use crate::routing::budget;
+use crate::routing::run::Routing;
+use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
+use crate::snapshot::Snapshot;
+use crate::state::AppState;
+use crate::v2::{self, DecodedRequest, InferResponseParts};
+use bytes::Bytes;
+use http::HeaderMap;
+use parking_lot::Mutex;
+use router_policies::{CascadePolicy, Estimator, PolicyConfig};
+use serde_json::Value;
+use std::time::Instant;
+use switchyard_runtime::InferenceRequest;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Everything a stream needs, owned (nothing borrows the HTTP session).
+pub struct Job {
+    /// The route or model addressed.
+    pub target: Target,
+    /// The decoded request (its inputs moved into `request`).
+    pub decoded: DecodedRequest,
+    /// Inputs and requested outputs.
+    pub request: InferenceRequest,
+    /// What the cache does.
+    pub plan: Plan,
+    /// A copy of the request headers (budget).
+    pub headers: HeaderMap,
+    /// When the request arrived.
+    pub received: Instant,
+    /// Whether the answering model batches (classification needs it).
+    pub batched: bool,
+}
+
+/// The event stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The cheap model's answer.
+    Draft,
+    /// The answer that stands.
+    Final,
+}
+
+impl Stage {
+    /// The SSE event name and `parameters.stage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Draft => "draft",
+            Stage::Final => "final",
+        }
+    }
+}
+
+/// What the producer hands the writer.
+#[derive(Debug)]
+pub enum Emitted {
+    /// An encoded SSE event; `cache` is the `x-cache` value it implies
+    /// when it is the first thing written.
+    Event {
+        /// Draft or final.
+        stage: Stage,
+        /// The framed event.
+        bytes: Bytes,
+        /// `x-cache` for the response header.
+        cache: CacheStatus,
+    },
+    /// The request failed: a status reply if nothing was sent yet, else
+    /// an `error` event.
+    Failed(GatewayError),
+}
+
+/// Extra `parameters` of one event.
+struct EventInfo {
+    stage: Stage,
+    confidence: Option<f32>,
+    ran: Option<Ran>,
+    from_draft: Option<bool>,
+    cache: Option<CacheStatus>,
+}
+
+/// Runs `job` and emits its events on `tx` (steps in the module docs).
+pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedSender<Emitted>) {
+    let config = &snap.config;
+    let Job { target, decoded, request, plan, headers, received, batched } = job;
+    let counters = &state.streams;
+    let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
+    let pair = route.and_then(|r| r.draft.pair.as_ref().map(|pair| (r, pair)));
+    let computing = if matches!(plan, Plan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
+    let encode = |answer: &Answer, info: EventInfo| encode_event(&target, &decoded, batched, answer, info);
+    let on_draft = |answer: &Answer, confidence: Option<f32>| {
+        let info = EventInfo { stage: Stage::Draft, confidence, ran: None, from_draft: None, cache: None };
+        match encode(answer, info) {
+            Ok(bytes) => {
+                counters.bump(StreamCount::Draft);
+                let _ = tx.send(Emitted::Event { stage: Stage::Draft, bytes, cache: computing });
+            }
+            Err(e) => tracing::debug!(error = %e, "draft not encodable; the final will say why"),
+        }
+    };
+    let note: Mutex<Option<Finished>> = Mutex::new(None);
+    let compute = async {
+        let finished = match pair {
+            Some((route, pair)) => {
+                let request = PairRequest { target: &target, route, headers: &headers, received, request };
+                run_pair(state, snap, pair, &decoded.parameters, request, &on_draft).await?
+            }
+            None => {
+                let req = RouteRequest {
+                    target: &target,
+                    request,
+                    headers: &headers,
+                    parameters: &decoded.parameters,
+                    received,
+                };
+                let answer = routing::execute(state, snap, req).await?;
+                Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
+            }
+        };
+        let answer = finished.answer.clone();
+        *note.lock() = Some(finished);
+        Ok(answer)
+    };
+    let outcome = state.cache.answer(&plan, compute).await;
+    let note = note.into_inner();
+    let emitted = outcome.and_then(|(answer, cache)| {
+        count_final(counters, note.as_ref(), cache);
+        let info = EventInfo {
+            stage: Stage::Final,
+            confidence: note
+                .as_ref()
+                .and_then(|n| n.confidence)
+                .or_else(|| stated_confidence(route, &answer)),
+            ran: note.as_ref().map(|n| n.ran),
+            from_draft: Some(note.as_ref().is_some_and(|n| n.from_draft)),
+            cache: Some(cache),
+        };
+        let bytes = encode(&answer, info)?;
+        Ok(Emitted::Event { stage: Stage::Final, bytes, cache })
+    });
+    let _ = tx.send(emitted.unwrap_or_else(Emitted::Failed));
+}
+
+fn count_final(counters: &StreamCounters, note: Option<&Finished>, cache: CacheStatus) {
+    counters.bump(StreamCount::Final);
+    match note {
+        Some(n) => {
+            if n.from_draft {
+                counters.bump(StreamCount::FinalFromDraft);
+            }
+            counters.bump(match n.ran {
+                Ran::Parallel => StreamCount::Parallel,
+                Ran::Sequential => StreamCount::Sequential,
+                Ran::SequentialUnderLoad => StreamCount::SequentialUnderLoad,
+                Ran::Single => StreamCount::Single,
+            });
+        }
+        None if matches!(cache, CacheStatus::HitL1 | CacheStatus::HitL2) => {
+            counters.bump(StreamCount::FinalCached)
+        }
+        None => {}
+    }
+}
+
+/// The confidence a cached or coalesced final states, when the route has
+/// a confidence output and the client asked for it.
+fn stated_confidence(route: Option<&RouteConfig>, answer: &Answer) -> Option<f32> {
+    let output = &route?.draft.pair.as_ref()?.confidence_output;
+    let c = routing::confidence::confidence(&answer.outputs, output);
+    (!c.is_nan()).then_some(c)
+}
+
+/// A stream's request to a route with a pair.
+struct PairRequest<'a> {
+    target: &'a Target,
+    route: &'a RouteConfig,
+    headers: &'a HeaderMap,
+    received: Instant,
+    request: InferenceRequest,
+}
+
+/// Draft then final on the real runtime; counts the final's decision.
+async fn run_pair(
+    state: &AppState,
+    snap: &Snapshot,
+    pair: &CascadePolicy,
+    parameters: &serde_json::Map<String, Value>,
+    req: PairRequest<'_>,
+    on_draft: &(dyn Fn(&Answer, Option<f32>) + Sync),
+) -> Result<Finished, GatewayError> {
+    let resolved = budget::resolve(budget::route_budget(Some(req.route)), req.headers, parameters)?;
+    let policy = PolicyConfig::Cascade(pair.clone());
+    let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
+    let routing = Routing {
+        route: &req.target.public_name,
+        models: &req.target.models,
+        policy: &policy,
+        estimator: &estimator,
+        budget: resolved.budget,
+        received: req.received,
+    };
+    let backend = RuntimeBackend { repo: &snap.repo, config: &snap.config };
+    let run = PairRun {
+        routing: &routing,
+        pair,
+        mode: req.route.draft.mode,
+        parallel_queue_limit: req.route.draft.parallel_queue_limit,
+    };
+    let outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
+    match &outcome {
+        Ok(f) => state.decisions.record(routing.route, &f.answer.model, &f.answer.device, &f.answer.reason),
+        Err(GatewayError::Shed { reason, .. }) => {
+            state.decisions.record(routing.route, decisions::NONE, decisions::NONE, reason)
+        }
+        Err(_) => {}
+    }
+    outcome
+}
+
+/// One event: the V2 response for `answer` (JSON tensors only: an event
+/// is text) with the stage's `parameters`, framed as SSE.
+fn encode_event(
+    target: &Target,
+    decoded: &DecodedRequest,
+    batched: bool,
+    answer: &Answer,
+    info: EventInfo,
+) -> Result<Bytes, GatewayError> {
+    let mut parameters = explain(answer);
+    parameters.insert("stage".into(), info.stage.as_str().into());
+    parameters.insert("model".into(), answer.model.clone().into());
+    parameters.insert("device".into(), answer.device.clone().into());
+    parameters.insert("confidence".into(), info.confidence.map_or(Value::Null, |c| f64::from(c).into()));
+    if let Some(ran) = info.ran {
+        parameters.insert("draft_mode".into(), ran.as_str().into());
+    }
+    if let Some(from_draft) = info.from_draft {
+        parameters.insert("from_draft".into(), from_draft.into());
+    }
+    if let Some(cache) = info.cache {
+        parameters.insert("cache".into(), cache.as_str().into());
+    }
+    let outputs = shape_outputs(decoded, answer.outputs.clone(), batched)?
+        .into_iter()
+        .map(|(name, tensor, _binary)| (name, tensor, false))
+        .collect();
+    let parts = InferResponseParts {
+        model_name: target.public_name.clone(),
+        model_version: Some(target.version.to_string()),
+        id: decoded.id.clone(),
+        parameters,
+        outputs,
+    };
+    Ok(super::sse::event(info.stage.as_str(), &v2::encode_infer_response(&parts).body))
+}
