@@ -29,6 +29,7 @@ pub mod signature;
 pub mod spec;
 pub mod stats;
 pub mod tensor;
+pub mod text;
 mod validate;
 mod worker;
 
@@ -41,3 +42,4 @@ pub use signature::{ModelSignature, TensorSpec};
 pub use spec::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
 pub use stats::{LatencyBucket, ModelStats, PoolStats, RuntimeSnapshot};
 pub use tensor::{DataType, Tensor, TensorData, TensorError};
+pub use text::{TextEncoder, TextSpec};

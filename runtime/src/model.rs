@@ -17,6 +17,7 @@ use crate::request::LoadReport;
 use crate::session::probe_signature;
 use crate::signature::ModelSignature;
 use crate::spec::ModelSpec;
+use crate::text::TextEncoder;
 use crate::validate::batchable;
 use crate::worker::PoolContext;
 
@@ -50,7 +51,8 @@ impl fmt::Display for ModelState {
 pub struct LoadedModel {
     /// Per pool in spec order; `None` when the pool is unavailable.
     pub pools: Vec<Option<PoolRuntime>>,
-    /// The model's signature.
+    /// The graph's signature (what the workers feed; for a text model the
+    /// token tensors, not the public `BYTES` input).
     pub signature: ModelSignature,
     /// Whether requests are merged into batches.
     pub batch: bool,
@@ -78,7 +80,21 @@ pub struct Model {
     /// Incremented by every load attempt.
     pub load_attempts: AtomicU64,
     signature: Mutex<Option<ModelSignature>>,
+    text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
+}
+
+/// Reads the graph's signature and, for a text model, builds its encoder
+/// (a tokenizer that cannot be read fails the model like a corrupt file).
+fn probe(spec: &ModelSpec) -> Result<(ModelSignature, Option<Arc<TextEncoder>>), RuntimeError> {
+    let graph = probe_signature(spec)?;
+    let Some(text) = &spec.text else { return Ok((graph, None)) };
+    let encoder = TextEncoder::new(text, &graph).map_err(|reason| RuntimeError::CorruptModel {
+        model: spec.name.clone(),
+        path: text.tokenizer.clone(),
+        reason,
+    })?;
+    Ok((graph, Some(Arc::new(encoder))))
 }
 
 impl Model {
@@ -86,11 +102,11 @@ impl Model {
     /// model `Failed` with the error (other models are unaffected).
     pub fn register(spec: ModelSpec) -> Model {
         let pools = spec.pools.iter().map(|p| Arc::new(PoolShared::new(p.clone()))).collect();
-        let (signature, state, failure) = match probe_signature(&spec) {
-            Ok(sig) => (Some(sig), ModelState::Unloaded, None),
+        let (signature, text, state, failure) = match probe(&spec) {
+            Ok((sig, text)) => (Some(sig), text, ModelState::Unloaded, None),
             Err(e) => {
                 tracing::error!(model = %spec.name, error = %e, "model cannot be registered");
-                (None, ModelState::Failed(e.to_string()), Some(e))
+                (None, None, ModelState::Failed(e.to_string()), Some(e))
             }
         };
         Model {
@@ -99,6 +115,7 @@ impl Model {
             load_lock: tokio::sync::Mutex::new(()),
             load_attempts: AtomicU64::new(0),
             signature: Mutex::new(signature),
+            text: Mutex::new(text),
             inner: Mutex::new(Inner {
                 state,
                 loaded: None,
@@ -110,16 +127,25 @@ impl Model {
         }
     }
 
-    /// The signature, or the registration error.
+    /// The signature clients see (a text model's `BYTES` input in place of
+    /// its token tensors), or the registration error.
     pub fn signature(&self) -> Result<ModelSignature, RuntimeError> {
         if let Some(sig) = self.signature.lock().clone() {
-            return Ok(sig);
+            return Ok(match self.text_encoder() {
+                Some(encoder) => encoder.public_signature(&sig),
+                None => sig,
+            });
         }
         Err(self.failure().unwrap_or_else(|| RuntimeError::CorruptModel {
             model: self.spec.name.clone(),
             path: self.spec.path.clone(),
             reason: "signature unknown".into(),
         }))
+    }
+
+    /// The text stage, for a text model whose files were read.
+    pub fn text_encoder(&self) -> Option<Arc<TextEncoder>> {
+        self.text.lock().clone()
     }
 
     /// Current state.
@@ -231,8 +257,9 @@ impl Model {
         if let Some(sig) = slot.as_ref() {
             return Ok(sig.clone());
         }
-        let sig = probe_signature(&self.spec)?;
+        let (sig, text) = probe(&self.spec)?;
         *slot = Some(sig.clone());
+        *self.text.lock() = text;
         Ok(sig)
     }
 

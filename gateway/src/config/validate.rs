@@ -164,6 +164,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         batching,
         idle_unload: raw.idle_unload_s.map(Duration::from_secs),
         warmup: raw.warmup,
+        text: None,
     }
 }
 
