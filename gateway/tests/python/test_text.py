@@ -198,3 +198,43 @@ def test_malformed_text_requests_are_400(text_gateway, body, needle):
     assert r.status_code == 400, r.text
     assert needle in r.json()["error"], r.text
     assert text_gateway.alive()
+
+
+def test_fastapi_baseline_computes_the_same_embeddings(reference, tmp_path):
+    """The benchmark's Python baseline must answer the same question: its
+    embeddings (tokenizers with per-request padding + onnxruntime) equal the
+    reference too, so the text benchmark compares like with like."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO, free_port
+
+    port = free_port()
+    log = open(tmp_path / "baseline.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "benchmarks/baseline/fastapi_server.py"), "--models-dir", str(MODELS),
+         "--models", "minilm-l3,minilm-l6", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "baseline.log").read_text()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "baseline did not start"
+            time.sleep(0.2)
+        c = httpclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+        for name in TEXT_MODELS:
+            for binary in (False, True):
+                got = c.infer(name, [text_input(SENTENCES, binary)]).as_numpy("embedding")
+                np.testing.assert_allclose(got, reference.embed(name, SENTENCES), atol=ATOL, rtol=0)
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
