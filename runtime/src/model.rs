@@ -231,6 +231,7 @@ impl Model {
                 version: self.spec.version,
                 signature: signature.clone(),
                 shared: Arc::clone(shared),
+                pad: self.text_encoder().map(|e| e.pad_values()),
             });
             let outcome = PoolRuntime::start(&self.spec, ctx, batch);
             *shared.unavailable.lock() = outcome.as_ref().err().cloned();

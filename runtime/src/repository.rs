@@ -121,7 +121,13 @@ impl ModelRepository {
                 })
             }
         };
-        let validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
+        let mut validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
+        if let (Some(encoder), true) = (m.text_encoder(), loaded.batch) {
+            // Token tensors of any length batch together within a length
+            // bucket; the worker pads them to the batch's longest.
+            let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
+            validated.group = vec![vec![encoder.bucket(length)]];
+        }
         let pending = enqueue(m, &loaded, pool_index, validated)?;
         drop(loaded);
         let result = pending.await.unwrap_or_else(|_| {

@@ -58,7 +58,8 @@ async fn tokenises_pads_and_runs() {
     let repo = repo(vec![stats_model(32)]);
     let resp = within(repo.infer("stats", None, texts(&["The cat sat on the mat.", "a", ""]))).await.unwrap();
     // the cat sat on the mat . = 5+6+7+8+5+9+13, plus [CLS]=2 and [SEP]=3.
-    assert_eq!(stats(&resp), vec![[58.0, 9.0, 16.0, 0.0], [15.0, 3.0, 16.0, 0.0], [5.0, 2.0, 16.0, 0.0]]);
+    // Every row is padded to the request's longest text (9 tokens).
+    assert_eq!(stats(&resp), vec![[58.0, 9.0, 9.0, 0.0], [15.0, 3.0, 9.0, 0.0], [5.0, 2.0, 9.0, 0.0]]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,8 +87,12 @@ async fn requests_batch_within_their_length_bucket() {
     .await;
     let batch_sizes: Vec<usize> = results.iter().map(|r| r.as_ref().unwrap().batch_size).collect();
     assert_eq!(batch_sizes, vec![3, 1, 3, 3], "the three short texts share a batch, the long one runs alone");
+    // The short ones (3, 4 and 4 tokens: bucket 16) are padded to their
+    // batch's longest, 4; the long one (26: bucket 32) runs unpadded.
     let lengths: Vec<f32> = results.iter().map(|r| stats(r.as_ref().unwrap())[0][2]).collect();
-    assert_eq!(lengths, vec![16.0, 32.0, 16.0, 16.0]);
+    assert_eq!(lengths, vec![4.0, 26.0, 4.0, 4.0]);
+    let tokens: Vec<f32> = results.iter().map(|r| stats(r.as_ref().unwrap())[0][1]).collect();
+    assert_eq!(tokens, vec![3.0, 26.0, 4.0, 4.0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

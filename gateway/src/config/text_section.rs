@@ -27,9 +27,10 @@ pub struct RawTokenizer {
     /// Most tokens per text (special tokens included); longer texts are
     /// truncated. Default 128.
     pub max_length: Option<usize>,
-    /// Sequence lengths requests are padded to, ascending; default powers
-    /// of two from 16, then `max_length`. `max_length` is added when the
-    /// list stops short of it.
+    /// Length buckets, ascending: requests batch together only within one
+    /// bucket (and are padded to the batch's longest text). Default powers
+    /// of two from 16, then `max_length`, which is added when the list
+    /// stops short of it.
     pub buckets: Option<Vec<usize>>,
     /// Name of the public `BYTES` input, default `text`.
     pub input: Option<String>,

@@ -98,9 +98,10 @@ impl TextEncoder {
     }
 
     /// Turns a request carrying the `BYTES` input into one carrying the
-    /// graph's token tensors, `[rows, bucket]` each, where `bucket` is the
-    /// smallest [`TextSpec::buckets`] length that holds the longest text.
-    /// Requested outputs are kept.
+    /// graph's token tensors, `[rows, longest]` each: every text padded to
+    /// the request's longest (so a request that runs alone pays for no
+    /// padding; the batcher pads further when it merges requests, see
+    /// [`Self::pad_values`] and [`Self::bucket`]). Requested outputs are kept.
     ///
     /// Errors are the client's (400): an input other than the text input,
     /// no text input, a datatype other than `BYTES`, a shape other than
@@ -123,8 +124,7 @@ impl TextEncoder {
                     .map_err(|e| self.invalid(model, format!("element {i}: {e}")))
             })
             .collect::<Result<Vec<Encoding>, RuntimeError>>()?;
-        let longest = encodings.iter().map(Encoding::len).max().unwrap_or(0);
-        let length = self.bucket(longest);
+        let length = encodings.iter().map(Encoding::len).max().unwrap_or(0).max(1);
         let inputs = self
             .feeds
             .iter()
@@ -133,10 +133,26 @@ impl TextEncoder {
         Ok(InferenceRequest { inputs, outputs: req.outputs })
     }
 
-    /// The sequence length a request whose longest text has `tokens`
-    /// tokens is padded to.
+    /// The length bucket of a request whose longest text has `tokens`
+    /// tokens: requests batch together only within one bucket, so a batch
+    /// pads a text to at most about twice its length.
     pub fn bucket(&self, tokens: usize) -> usize {
         self.spec.buckets.iter().copied().find(|&b| b >= tokens).unwrap_or(self.spec.max_length)
+    }
+
+    /// The value each graph input is padded with, in graph order (pad id,
+    /// 0 for the mask, pad type id): what the batcher appends when it
+    /// merges requests of different lengths.
+    pub fn pad_values(&self) -> Vec<i64> {
+        self.feeds.iter().map(|(_, feed)| self.pad_of(*feed)).collect()
+    }
+
+    fn pad_of(&self, feed: Feed) -> i64 {
+        match feed {
+            Feed::Ids => self.pad_id,
+            Feed::Mask => 0,
+            Feed::TypeIds => self.pad_type_id,
+        }
     }
 
     /// The strings of the request's text input, checked for name, datatype
@@ -183,11 +199,7 @@ impl TextEncoder {
         encodings: &[Encoding],
         length: usize,
     ) -> Result<Tensor, RuntimeError> {
-        let pad = match feed {
-            Feed::Ids => self.pad_id,
-            Feed::Mask => 0,
-            Feed::TypeIds => self.pad_type_id,
-        };
+        let pad = self.pad_of(feed);
         let mut bytes = Vec::with_capacity(encodings.len() * length * 8);
         for enc in encodings {
             let values = match feed {

@@ -12,11 +12,13 @@
 //! is validated and queued (a large request on tokio's blocking pool), so
 //! the pool workers only run the model.
 //!
-//! Batching: a batch needs one sequence length, and the batcher groups
-//! requests by their non-batch dimensions. Each request is padded to the
-//! smallest of a few length buckets ([`TextSpec::buckets`]) that holds its
-//! longest text, so requests of similar length share batches while short
-//! texts do not pay for `max_length` positions.
+//! Batching: a batch needs one sequence length. Each request is padded to
+//! its own longest text; the batcher groups requests by length bucket
+//! ([`TextSpec::buckets`]: a request of 12 tokens and one of 15 share bucket
+//! 16, one of 40 is in bucket 64) and pads the requests of a batch to the
+//! batch's longest ([`crate::batch`]'s `concat_padded`). A request that runs
+//! alone pays for no padding, and a batch pads a text to at most about twice
+//! its length, while requests of similar length still share batches.
 
 mod encoder;
 #[cfg(test)]
@@ -48,8 +50,9 @@ pub struct TextSpec {
     /// Most tokens per text, special tokens included; longer texts are
     /// truncated (as sentence-transformers does), never refused.
     pub max_length: usize,
-    /// Sequence lengths requests are padded to, ascending, the last equal
-    /// to `max_length` (see [`TextSpec::default_buckets`]).
+    /// Length buckets, ascending, the last equal to `max_length` (see
+    /// [`TextSpec::default_buckets`]): requests batch together only within
+    /// one bucket.
     pub buckets: Vec<usize>,
     /// Name of the public `BYTES` input (`text`).
     pub input: String,
@@ -57,8 +60,8 @@ pub struct TextSpec {
 
 impl TextSpec {
     /// Powers of two from 16 below `max_length`, then `max_length`:
-    /// `[16, 32, 64, 128]` for 128. At most 2x padding per request, and at
-    /// most five groups for the batcher.
+    /// `[16, 32, 64, 128]` for 128: at most 2x padding inside a batch, and
+    /// few enough groups that concurrent requests still meet in one.
     pub fn default_buckets(max_length: usize) -> Vec<usize> {
         let mut buckets: Vec<usize> = std::iter::successors(Some(16usize), |b| b.checked_mul(2))
             .take_while(|&b| b < max_length)

@@ -76,21 +76,26 @@ fn validate_rejects_bad_buckets_and_lengths() {
 }
 
 #[test]
-fn pads_to_the_smallest_bucket_that_fits() {
+fn a_request_is_padded_to_its_own_longest_text_only() {
     let enc = encoder(12, vec![4, 8, 12]);
     let out = enc.encode("m", texts(&["The cat sat on the mat."])).unwrap();
     assert_eq!(
         out.inputs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
         ["input_ids", "attention_mask", "token_type_ids"]
     );
-    assert_eq!(rows(&out, "input_ids"), vec![vec![2, 5, 6, 7, 8, 5, 9, 13, 3, 0, 0, 0]]);
-    assert_eq!(rows(&out, "attention_mask"), vec![vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0]]);
-    assert_eq!(rows(&out, "token_type_ids"), vec![vec![0; 12]]);
-    // The file's own padding (Fixed 8) is replaced: a short text gets bucket 4.
+    assert_eq!(rows(&out, "input_ids"), vec![vec![2, 5, 6, 7, 8, 5, 9, 13, 3]]);
+    assert_eq!(rows(&out, "attention_mask"), vec![vec![1; 9]]);
+    assert_eq!(rows(&out, "token_type_ids"), vec![vec![0; 9]]);
+    // The file's own padding (Fixed 8) is replaced.
     let short = enc.encode("m", texts(&["a"])).unwrap();
-    assert_eq!(rows(&short, "input_ids"), vec![vec![2, 10, 3, 0]]);
-    assert_eq!(enc.bucket(5), 8);
-    assert_eq!(enc.bucket(8), 8);
+    assert_eq!(rows(&short, "input_ids"), vec![vec![2, 10, 3]]);
+    assert_eq!(enc.pad_values(), vec![0, 0, 0]);
+}
+
+#[test]
+fn buckets_group_lengths() {
+    let enc = encoder(12, vec![4, 8, 12]);
+    assert_eq!([1, 4, 5, 8, 9, 12].map(|n| enc.bucket(n)), [4, 4, 8, 8, 12, 12]);
 }
 
 #[test]
@@ -108,8 +113,8 @@ fn truncates_long_text_to_max_length_keeping_special_tokens() {
 #[test]
 fn empty_string_is_cls_sep() {
     let out = encoder(12, vec![4, 12]).encode("m", texts(&[""])).unwrap();
-    assert_eq!(rows(&out, "input_ids"), vec![vec![2, 3, 0, 0]]);
-    assert_eq!(rows(&out, "attention_mask"), vec![vec![1, 1, 0, 0]]);
+    assert_eq!(rows(&out, "input_ids"), vec![vec![2, 3]]);
+    assert_eq!(rows(&out, "attention_mask"), vec![vec![1, 1]]);
 }
 
 #[test]
@@ -119,15 +124,15 @@ fn batch_of_mixed_lengths_pads_every_row_to_the_longest() {
     assert_eq!(
         rows(&out, "input_ids"),
         vec![
-            vec![2, 10, 3, 0, 0, 0, 0, 0],
-            vec![2, 11, 12, 14, 15, 3, 0, 0],
-            vec![2, 3, 0, 0, 0, 0, 0, 0],
-            vec![2, 16, 1, 3, 0, 0, 0, 0],
+            vec![2, 10, 3, 0, 0, 0],
+            vec![2, 11, 12, 14, 15, 3],
+            vec![2, 3, 0, 0, 0, 0],
+            vec![2, 16, 1, 3, 0, 0],
         ]
     );
     let mask = rows(&out, "attention_mask");
     assert_eq!(mask.iter().map(|r| r.iter().sum::<i64>()).collect::<Vec<_>>(), vec![3, 6, 2, 4]);
-    assert_eq!(out.inputs[0].1.shape(), &[4, 8]);
+    assert_eq!(out.inputs[0].1.shape(), &[4, 6]);
 }
 
 #[test]
@@ -136,7 +141,7 @@ fn accepts_n_by_one_and_keeps_requested_outputs() {
     let mut req = strings(vec![2, 1], &[b"a", b"the cat"]);
     req.outputs = Some(vec!["embedding".into()]);
     let out = enc.encode("m", req).unwrap();
-    assert_eq!(out.inputs[0].1.shape(), &[2, 12]);
+    assert_eq!(out.inputs[0].1.shape(), &[2, 4]);
     assert_eq!(out.outputs, Some(vec!["embedding".to_string()]));
 }
 
