@@ -4,7 +4,7 @@ package tokenises the request's strings (padding to the longest string of
 the request, truncating to --text-max-length), onnxruntime runs the model.
 
 The public contract is Switchyard's: one BYTES input `text` ([N] or [N, 1]
-UTF-8 strings, JSON or Triton binary) -> the model's outputs (`embedding`
+UTF-8 strings, declared [-1, 1], JSON or Triton binary) -> the model's outputs (`embedding`
 FP32 [N, 384] for models/minilm-*.onnx, which pool and normalise in-graph).
 """
 
@@ -85,18 +85,18 @@ class TextModel:
         self.session = model.session
         self.tokenizer = tokenizer
         self.token_inputs = list(model.inputs)
-        self.inputs = {"text": ("BYTES", [-1])}
+        self.inputs = {"text": ("BYTES", [-1, 1])}
         self.outputs = model.outputs
         self.output_names = model.output_names
 
     def metadata(self) -> dict[str, Any]:
         meta = self.model.metadata()
-        meta["inputs"] = [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+        meta["inputs"] = [{"name": "text", "datatype": "BYTES", "shape": [-1, 1]}]
         return meta
 
     def config(self, max_batch_size: int) -> dict[str, Any]:
         cfg = self.model.config(max_batch_size)
-        cfg["input"] = [{"name": "text", "data_type": "TYPE_STRING", "dims": [1] if max_batch_size > 0 else [-1]}]
+        cfg["input"] = [{"name": "text", "data_type": "TYPE_STRING", "dims": [1] if max_batch_size > 0 else [-1, 1]}]
         return cfg
 
     def decode(self, body: bytes, header_len: str | None):

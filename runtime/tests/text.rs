@@ -49,7 +49,7 @@ async fn signature_is_the_public_bytes_contract() {
     let sig = repo.signature("stats").unwrap();
     assert_eq!(sig.inputs.len(), 1);
     assert_eq!((sig.inputs[0].name.as_str(), sig.inputs[0].dtype), ("text", DataType::Bytes));
-    assert_eq!(sig.inputs[0].shape, vec![-1]);
+    assert_eq!(sig.inputs[0].shape, vec![-1, 1]);
     assert_eq!(sig.outputs[0].name, "stats");
 }
 

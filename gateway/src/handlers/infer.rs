@@ -32,7 +32,7 @@ pub async fn infer(
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
     let signature = state.repo.signature(target.default_model())?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
-    v2::squeeze_columns(&mut decoded, &signature)?;
+    v2::reshape_columns(&mut decoded, &signature)?;
     // Tenant scope: `None` until requests are authenticated.
     let plan = state.cache.plan(config, &target, None, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();

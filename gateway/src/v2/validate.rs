@@ -9,10 +9,13 @@ use super::request::DecodedRequest;
 /// Checks that `req` fits `signature` of model (route) `model`: every
 /// input is known, has the model's datatype and rank, and matches every
 /// fixed dimension (`-1` accepts any size); every model input is present;
-/// every requested output exists. A one-dimensional input (`[-1]`, e.g. a
-/// text model's strings) may also come as `[N, 1]`: the model config shows
-/// it as `dims: [1]` with `reshape: {shape: []}`, as Triton does, so
-/// `perf_analyzer` sends that; [`squeeze_columns`] then reshapes it.
+/// every requested output exists.
+///
+/// A column and a vector are one thing: an input declared `[-1, 1]` (a
+/// text model's strings, one per row) may come as `[N]`, and one declared
+/// `[-1]` as `[N, 1]` (the config shows it as `dims: [1]` with `reshape:
+/// {shape: []}`, as Triton does, which `perf_analyzer` sends);
+/// [`reshape_columns`] then gives it the declared shape.
 pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSignature) -> Result<(), V2Error> {
     for (name, tensor) in &req.inputs {
         let Some(spec) = signature.input(name) else {
@@ -26,7 +29,7 @@ pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSigna
                 actual: tensor.dtype().v2_name(),
             });
         }
-        let fits = is_column_of(&spec.shape, tensor.shape())
+        let fits = column_reshape(&spec.shape, tensor.shape()).is_some()
             || spec.shape.len() == tensor.shape().len()
                 && spec
                     .shape
@@ -51,24 +54,32 @@ pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSigna
     Ok(())
 }
 
-/// True when `shape` is `[N, 1]` for a `[-1]` input.
-fn is_column_of(spec: &[i64], shape: &[usize]) -> bool {
-    matches!((spec, shape), ([d], [_, 1]) if *d < 0)
+/// The declared shape `shape` should take: `[N]` for `[N, 1]` sent to a
+/// `[-1]` input, `[N, 1]` for `[N]` sent to a `[-1, 1]` input; `None` when
+/// neither applies.
+fn column_reshape(spec: &[i64], shape: &[usize]) -> Option<Vec<usize>> {
+    match (spec, shape) {
+        ([d], [n, 1]) if *d < 0 => Some(vec![*n]),
+        ([d, 1], [n]) if *d < 0 => Some(vec![*n, 1]),
+        _ => None,
+    }
 }
 
-/// Reshapes every `[N, 1]` input of a `[-1]` model input to `[N]` (after
-/// [`check_signature`]), so both forms run, and are cached, alike.
-pub fn squeeze_columns(req: &mut DecodedRequest, signature: &ModelSignature) -> Result<(), V2Error> {
+/// Gives every input sent as a column or a vector the shape the model
+/// declares (after [`check_signature`]), so both forms run, and are
+/// cached, alike.
+pub fn reshape_columns(req: &mut DecodedRequest, signature: &ModelSignature) -> Result<(), V2Error> {
     let inputs = std::mem::take(&mut req.inputs);
     req.inputs = inputs
         .into_iter()
         .map(|(name, tensor)| {
-            let column = signature.input(&name).is_some_and(|spec| is_column_of(&spec.shape, tensor.shape()));
-            if !column {
+            let Some(target) =
+                signature.input(&name).and_then(|spec| column_reshape(&spec.shape, tensor.shape()))
+            else {
                 return Ok((name, tensor));
-            }
+            };
             let shape = tensor.shape().to_vec();
-            match tensor.reshape(vec![shape[0]]) {
+            match tensor.reshape(target) {
                 Ok(t) => Ok((name, t)),
                 Err(e) => Err(V2Error::ShapeMismatch { input: name, shape, reason: e.to_string() }),
             }
@@ -132,9 +143,9 @@ mod tests {
     }
 
     #[test]
-    fn column_of_strings_fits_a_one_dimensional_input_and_is_squeezed() {
-        let sig = ModelSignature {
-            inputs: vec![TensorSpec { name: "text".to_owned(), dtype: DataType::Bytes, shape: vec![-1] }],
+    fn columns_and_vectors_take_the_declared_shape() {
+        let sig = |shape: Vec<i64>| ModelSignature {
+            inputs: vec![TensorSpec { name: "text".to_owned(), dtype: DataType::Bytes, shape }],
             outputs: Vec::new(),
         };
         let json = |shape: &str| {
@@ -142,12 +153,14 @@ mod tests {
         };
         let decode =
             |text: String| decode_infer_request(Bytes::from(text), None, &DecodeLimits::default()).unwrap();
-        let mut column = decode(json("[2,1]"));
-        check_signature(&column, "m", &sig).unwrap();
-        squeeze_columns(&mut column, &sig).unwrap();
-        let flat = decode(json("[2]"));
-        assert_eq!(column.inputs, flat.inputs);
-        let err = check_signature(&decode(json("[1,2]")), "m", &sig).unwrap_err();
-        assert!(matches!(err, V2Error::InputShape { .. }), "{err}");
+        for (declared, other, same) in [(vec![-1], "[2,1]", "[2]"), (vec![-1, 1], "[2]", "[2,1]")] {
+            let sig = sig(declared);
+            let mut reshaped = decode(json(other));
+            check_signature(&reshaped, "m", &sig).unwrap();
+            reshape_columns(&mut reshaped, &sig).unwrap();
+            assert_eq!(reshaped.inputs, decode(json(same)).inputs);
+            let err = check_signature(&decode(json("[1,2]")), "m", &sig).unwrap_err();
+            assert!(matches!(err, V2Error::InputShape { .. }), "{err}");
+        }
     }
 }

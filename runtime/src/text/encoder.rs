@@ -83,15 +83,16 @@ impl TextEncoder {
         &self.spec
     }
 
-    /// What clients see: the `BYTES` input (`[-1]`: one string per row;
-    /// `[N, 1]` is accepted too) in place of the token tensors, and the
-    /// graph's outputs unchanged.
+    /// What clients see: the `BYTES` input (`[-1, 1]`: one string per row,
+    /// as Triton declares text inputs with `dims: [1]`, which is what
+    /// `perf_analyzer` reads; `[N]` is accepted too) in place of the token
+    /// tensors, and the graph's outputs unchanged.
     pub fn public_signature(&self, graph: &ModelSignature) -> ModelSignature {
         ModelSignature {
             inputs: vec![TensorSpec {
                 name: self.spec.input.clone(),
                 dtype: DataType::Bytes,
-                shape: vec![-1],
+                shape: vec![-1, 1],
             }],
             outputs: graph.outputs.clone(),
         }

@@ -210,7 +210,7 @@ fn public_signature_is_one_bytes_input_and_the_graph_outputs() {
     let public = TextEncoder::new(&spec(12, vec![12]), &g).unwrap().public_signature(&g);
     assert_eq!(
         public.inputs,
-        vec![TensorSpec { name: "text".into(), dtype: DataType::Bytes, shape: vec![-1] }]
+        vec![TensorSpec { name: "text".into(), dtype: DataType::Bytes, shape: vec![-1, 1] }]
     );
     assert_eq!(public.outputs, g.outputs);
 }
