@@ -21,7 +21,8 @@ rm -f "$OUT"/*.json
 PY=.venv/bin/python
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$PWD/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 if [ "$MODE" = full ]; then DUR=20s; WARM=4s; else DUR=8s; WARM=3s; fi
-ROUTE_BUDGET_MS="${ROUTE_BUDGET_MS:-100}"
+# The route runs twice per concurrency, with these budgets in x-latency-budget-ms.
+ROUTE_BUDGETS="${ROUTE_BUDGETS:-25 2000}"
 say() { printf '\033[1m[text-bench]\033[0m %s\n' "$*" >&2; }
 
 for f in models/minilm-l3.onnx models/minilm-l6.onnx models/minilm-tokenizer.json; do
@@ -64,7 +65,7 @@ TOML
 [[routes]]
 name = "minilm"
 models = ["minilm-l3", "minilm-l6"]
-budget_ms = { default = $ROUTE_BUDGET_MS, max = 2000 }
+budget_ms = { default = 100, max = 5000 }
 policy = { type = "latency_budget" }
 TOML
 } > "$CONFIG"
@@ -78,12 +79,14 @@ $SERVER_CPU "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --mo
 PIDS+=($!)
 wait_ready "$SY_PORT"; wait_ready "$FA_PORT"
 
-load() { # name port model conc
-    say "$1 $3 concurrency $4"
+load() { # name port model conc [budget ms]
+    local label="$1/$3/c$4" extra=()
+    if [ -n "${5:-}" ]; then label="$1/$3@$5/c$4"; extra=(--header "x-latency-budget-ms: $5"); fi
+    say "$label"
     $CLIENT_CPU ./target/release/loadgen --url "http://127.0.0.1:$2/v2/models/$3/infer" \
         --mode closed --concurrency "$4" --duration "$DUR" --warmup "$WARM" \
-        --text-file benchmarks/data/sentences.txt --label "$1/$3/c$4" \
-        --json-out "$OUT/$1-$3-c$4.json" --quiet > /dev/null
+        --text-file benchmarks/data/sentences.txt --label "$label" "${extra[@]}" \
+        --json-out "$OUT/${label//\//_}.json" --quiet > /dev/null
 }
 
 for conc in 4 40; do
@@ -91,11 +94,14 @@ for conc in 4 40; do
         load switchyard "$SY_PORT" "$model" "$conc"
         load fastapi "$FA_PORT" "$model" "$conc"
     done
-    curl -sf "http://127.0.0.1:$SY_ADMIN/admin/stats" > "$OUT/stats-before-route-c$conc.json"
-    load switchyard "$SY_PORT" minilm "$conc"
-    curl -sf "http://127.0.0.1:$SY_ADMIN/admin/stats" > "$OUT/stats-after-route-c$conc.json"
+    for budget in $ROUTE_BUDGETS; do
+        curl -sf "http://127.0.0.1:$SY_ADMIN/admin/stats" > "$OUT/stats-before-minilm@$budget-c$conc.json"
+        load switchyard "$SY_PORT" minilm "$conc" "$budget"
+        curl -sf "http://127.0.0.1:$SY_ADMIN/admin/stats" > "$OUT/stats-after-minilm@$budget-c$conc.json"
+    done
 done
+curl -sf "http://127.0.0.1:$SY_ADMIN/admin/stats" > "$OUT/stats-final.json"
 
-"$PY" benchmarks/text_summary.py "$OUT" "$ROUTE_BUDGET_MS" > "$OUT/summary.md"
+"$PY" benchmarks/text_summary.py "$OUT" > "$OUT/summary.md"
 say "summary written to $OUT/summary.md"
 cat "$OUT/summary.md"
