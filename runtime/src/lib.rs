@@ -8,8 +8,9 @@
 //! [`ModelRepository::infer`]. Observing: [`ModelRepository::stats`].
 //!
 //! Inside, each pool is a bounded queue feeding worker threads that each
-//! own one ONNX Runtime session: `repository` -> `dispatch` (pick a pool)
-//! -> `queue` (collect a batch) -> `worker` (`batch` concat, run, split).
+//! own one ONNX Runtime session: `repository` (-> [`text`], a text
+//! model's tokenizer) -> `dispatch` (pick a pool) -> `queue` (collect a
+//! batch) -> `worker` (`batch` concat, run, split).
 
 #![warn(missing_docs)]
 
