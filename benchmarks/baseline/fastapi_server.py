@@ -13,6 +13,11 @@ Inference Protocol (KServe V2) REST API:
   POST /v2/models/{m}[/versions/{v}]/infer   JSON tensors, or Triton binary tensors
                                              (Inference-Header-Content-Length)
 
+Text models (a graph taking input_ids/attention_mask, e.g. models/minilm-*.onnx)
+take one BYTES input `text` instead, tokenised with the `tokenizers` package and
+--text-tokenizer (default: minilm-tokenizer.json in --models-dir); see
+text_model.py.
+
 One onnxruntime InferenceSession per model per worker process. There is no
 cross-request batching and no cache: each request runs its own session call,
 in the threadpool (onnxruntime releases the GIL, so concurrent requests use
@@ -37,6 +42,9 @@ import numpy as np
 import onnxruntime as ort
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import text_model  # noqa: E402
 
 ENV = "SWITCHYARD_BASELINE_"  # settings reach uvicorn's worker processes through the environment
 SERVER_NAME = "fastapi-onnxruntime-baseline"
@@ -242,12 +250,17 @@ def create_app() -> FastAPI:
     inline = os.environ.get(ENV + "RUN_MODE", "threadpool") == "inline"
     max_batch_size = int(os.environ.get(ENV + "MAX_BATCH_SIZE", "0"))
     only = [m for m in os.environ.get(ENV + "MODELS", "").split(",") if m]
+    tokenizer_path = os.environ.get(ENV + "TEXT_TOKENIZER") or str(models_dir / "minilm-tokenizer.json")
+    max_length = int(os.environ.get(ENV + "TEXT_MAX_LENGTH", "128"))
 
     models: dict[str, Model] = {}
     for path in sorted(models_dir.glob("*.onnx")):
         if only and path.stem not in only:
             continue
-        models[path.stem] = Model(path.stem, path, threads)
+        model = Model(path.stem, path, threads)
+        if text_model.is_text_model(model.inputs) and Path(tokenizer_path).is_file():
+            model = text_model.TextModel(model, text_model.load_tokenizer(tokenizer_path, max_length))
+        models[path.stem] = model
     if not models:
         raise SystemExit(f"no .onnx models found in {models_dir}")
     log.info(
@@ -303,6 +316,8 @@ def create_app() -> FastAPI:
         if m is None:
             return error(404, f"unknown model '{model_name}'")
         body = await request.body()
+        if isinstance(m, text_model.TextModel):
+            return await infer_text(m, body, request.headers.get("inference-header-content-length"))
         try:
             req_id, feeds, outputs, binary_default = decode_request(
                 body, request.headers.get("inference-header-content-length"), m
@@ -319,6 +334,20 @@ def create_app() -> FastAPI:
                 results = await run_in_threadpool(m.session.run, names, feeds)
         except Exception as e:  # onnxruntime errors: bad values, shapes it rejects
             return error(400, f"inference failed: {e}")
+        return encode_response(m, req_id, outputs, results)
+
+    async def infer_text(m: text_model.TextModel, body: bytes, header_len: str | None):
+        try:
+            req_id, texts, outputs, binary_default = m.decode(body, header_len)
+        except text_model.BadRequest as e:
+            return error(400, str(e))
+        if outputs is None:
+            outputs = [(n, binary_default) for n in m.output_names]
+        names = [n for n, _ in outputs]
+        if inline:
+            results = m.run(names, texts)
+        else:
+            results = await run_in_threadpool(m.run, names, texts)
         return encode_response(m, req_id, outputs, results)
 
     return app
@@ -345,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         help="max_batch_size reported by /config (0: dims include the batch dim, "
         "perf_analyzer --shape X:1,64; >0: dims without it, --shape X:64 -b B)",
     )
+    ap.add_argument("--text-tokenizer", default="", help="tokenizer.json of the text models "
+                    "(default: minilm-tokenizer.json in --models-dir)")
+    ap.add_argument("--text-max-length", type=int, default=128, help="tokens per text; longer texts are truncated")
     ap.add_argument("--access-log", action="store_true", help="enable uvicorn's access log (off: it costs throughput)")
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
@@ -356,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ[ENV + "INTRA_OP_THREADS"] = str(args.intra_op_threads)
     os.environ[ENV + "RUN_MODE"] = args.run_mode
     os.environ[ENV + "MAX_BATCH_SIZE"] = str(args.max_batch_size)
+    os.environ[ENV + "TEXT_TOKENIZER"] = args.text_tokenizer
+    os.environ[ENV + "TEXT_MAX_LENGTH"] = str(args.text_max_length)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # workers > 1 makes uvicorn spawn processes that import the app by name.
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -69,3 +69,24 @@ fn route_models_with_different_signatures_are_rejected() {
     assert!(!ok, "{out}");
     assert!(out.contains("routes[0].models[1]") && out.contains("signature"), "{out}");
 }
+
+#[test]
+fn text_example_config_passes() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let models = workspace.join("models");
+    let text = std::fs::read_to_string(workspace.join("deploy/examples/text-embeddings.toml"))
+        .unwrap()
+        .replace("path = \"../../models\"", &format!("path = {:?}", models.display().to_string()));
+    let (ok, out) = check(&text);
+    assert!(ok, "{out}");
+    assert!(out.contains("OK (2 models, 1 routes)"), "{out}");
+}
+
+#[test]
+fn text_model_tokenizer_mistakes_name_the_field() {
+    let (ok, out) = check(
+        "[[models]]\nname = \"t\"\npath = \"t.onnx\"\ntokenizer = { path = \"t.json\", max_length = 64, buckets = [32, 16] }\n",
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("models[0].tokenizer.buckets"), "{out}");
+}

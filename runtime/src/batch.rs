@@ -5,7 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::tensor::{element_count, Tensor, TensorData};
+use crate::tensor::{element_count, DataType, Tensor, TensorData};
 
 /// Joins tensors of equal datatype and equal non-batch dimensions along
 /// dim 0. The caller (the batcher) guarantees both by grouping.
@@ -38,6 +38,32 @@ pub fn concat(parts: &[&Tensor]) -> Result<Tensor, String> {
         }
     };
     Tensor::new(first.dtype(), shape, data).map_err(|e| e.to_string())
+}
+
+/// Joins `[rows, length]` INT64 tensors whose lengths differ (a text
+/// model's token tensors) along dim 0, right-padding each row with `pad` to
+/// the longest length.
+pub fn concat_padded(parts: &[&Tensor], pad: i64) -> Result<Tensor, String> {
+    let width =
+        parts.iter().filter_map(|t| t.shape().get(1).copied()).max().ok_or("nothing to concatenate")?;
+    let rows: usize = parts.iter().map(|t| t.shape().first().copied().unwrap_or(0)).sum();
+    let mut buf = BytesMut::with_capacity(rows * width * 8);
+    let pad = pad.to_le_bytes();
+    for part in parts {
+        let (Some(raw), [_, len]) = (part.raw_bytes(), part.shape()) else {
+            return Err("padded batching needs [rows, length] tensors".into());
+        };
+        if part.dtype() != DataType::I64 {
+            return Err(format!("padded batching needs INT64 tensors, got {}", part.dtype()));
+        }
+        for row in raw.chunks_exact(len * 8) {
+            buf.extend_from_slice(row);
+            for _ in *len..width {
+                buf.extend_from_slice(&pad);
+            }
+        }
+    }
+    Tensor::new(DataType::I64, vec![rows, width], TensorData::Fixed(buf.freeze())).map_err(|e| e.to_string())
 }
 
 /// Splits `tensor` along dim 0 into consecutive pieces of `rows[i]` rows.
@@ -104,6 +130,21 @@ mod tests {
         let (a, b) = (s(&["x"]), s(&["y", "zz"]));
         let joined = concat(&[&a, &b]).unwrap();
         assert_eq!(split(&joined, &[1, 2]).unwrap(), vec![a, b]);
+    }
+
+    #[test]
+    fn concat_padded_pads_rows_to_the_longest() {
+        let ids = |rows: usize, vals: &[i64]| {
+            let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+            Tensor::new(DataType::I64, vec![rows, vals.len() / rows], TensorData::Fixed(Bytes::from(bytes)))
+                .unwrap()
+        };
+        let (a, b) = (ids(1, &[1, 2]), ids(2, &[3, 4, 5, 6, 7, 8]));
+        let joined = concat_padded(&[&a, &b], -1).unwrap();
+        assert_eq!(joined.shape(), &[3, 3]);
+        assert_eq!(joined.to_i64_vec().unwrap(), vec![1, 2, -1, 3, 4, 5, 6, 7, 8]);
+        let floats = Tensor::from_f32(vec![1, 1], &[1.0]).unwrap();
+        assert!(concat_padded(&[&floats], 0).is_err());
     }
 
     #[test]

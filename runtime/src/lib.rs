@@ -8,8 +8,9 @@
 //! [`ModelRepository::infer`]. Observing: [`ModelRepository::stats`].
 //!
 //! Inside, each pool is a bounded queue feeding worker threads that each
-//! own one ONNX Runtime session: `repository` -> `dispatch` (pick a pool)
-//! -> `queue` (collect a batch) -> `worker` (`batch` concat, run, split).
+//! own one ONNX Runtime session: `repository` (-> [`text`], a text
+//! model's tokenizer) -> `dispatch` (pick a pool) -> `queue` (collect a
+//! batch) -> `worker` (`batch` concat, run, split).
 
 #![warn(missing_docs)]
 
@@ -31,6 +32,7 @@ pub mod signature;
 pub mod spec;
 pub mod stats;
 pub mod tensor;
+pub mod text;
 mod validate;
 mod worker;
 
@@ -45,3 +47,4 @@ pub use signature::{ModelSignature, TensorSpec};
 pub use spec::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
 pub use stats::{LatencyBucket, ModelStats, PoolStats, RuntimeSnapshot};
 pub use tensor::{DataType, Tensor, TensorData, TensorError};
+pub use text::{TextEncoder, TextSpec};

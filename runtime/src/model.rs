@@ -18,6 +18,7 @@ use crate::request::LoadReport;
 use crate::session::probe_signature;
 use crate::signature::ModelSignature;
 use crate::spec::ModelSpec;
+use crate::text::TextEncoder;
 use crate::validate::batchable;
 use crate::worker::PoolContext;
 
@@ -51,7 +52,8 @@ impl fmt::Display for ModelState {
 pub struct LoadedModel {
     /// Per pool in spec order; `None` when the pool is unavailable.
     pub pools: Vec<Option<PoolRuntime>>,
-    /// The model's signature.
+    /// The graph's signature (what the workers feed; for a text model the
+    /// token tensors, not the public `BYTES` input).
     pub signature: ModelSignature,
     /// Whether requests are merged into batches.
     pub batch: bool,
@@ -82,7 +84,21 @@ pub struct Model {
     /// that finds another file there warns (see [`Model::load_blocking`]).
     pub identity: Option<FileIdentity>,
     signature: Mutex<Option<ModelSignature>>,
+    text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
+}
+
+/// Reads the graph's signature and, for a text model, builds its encoder
+/// (a tokenizer that cannot be read fails the model like a corrupt file).
+fn probe(spec: &ModelSpec) -> Result<(ModelSignature, Option<Arc<TextEncoder>>), RuntimeError> {
+    let graph = probe_signature(spec)?;
+    let Some(text) = &spec.text else { return Ok((graph, None)) };
+    let encoder = TextEncoder::new(text, &graph).map_err(|reason| RuntimeError::CorruptModel {
+        model: spec.name.clone(),
+        path: text.tokenizer.clone(),
+        reason,
+    })?;
+    Ok((graph, Some(Arc::new(encoder))))
 }
 
 impl Model {
@@ -91,11 +107,11 @@ impl Model {
     pub fn register(spec: ModelSpec) -> Model {
         let pools = spec.pools.iter().map(|p| Arc::new(PoolShared::new(p.clone()))).collect();
         let identity = FileIdentity::of(&spec.path);
-        let (signature, state, failure) = match probe_signature(&spec) {
-            Ok(sig) => (Some(sig), ModelState::Unloaded, None),
+        let (signature, text, state, failure) = match probe(&spec) {
+            Ok((sig, text)) => (Some(sig), text, ModelState::Unloaded, None),
             Err(e) => {
                 tracing::error!(model = %spec.name, error = %e, "model cannot be registered");
-                (None, ModelState::Failed(e.to_string()), Some(e))
+                (None, None, ModelState::Failed(e.to_string()), Some(e))
             }
         };
         Model {
@@ -105,6 +121,7 @@ impl Model {
             load_attempts: AtomicU64::new(0),
             identity,
             signature: Mutex::new(signature),
+            text: Mutex::new(text),
             inner: Mutex::new(Inner {
                 state,
                 loaded: None,
@@ -116,16 +133,25 @@ impl Model {
         }
     }
 
-    /// The signature, or the registration error.
+    /// The signature clients see (a text model's `BYTES` input in place of
+    /// its token tensors), or the registration error.
     pub fn signature(&self) -> Result<ModelSignature, RuntimeError> {
         if let Some(sig) = self.signature.lock().clone() {
-            return Ok(sig);
+            return Ok(match self.text_encoder() {
+                Some(encoder) => encoder.public_signature(&sig),
+                None => sig,
+            });
         }
         Err(self.failure().unwrap_or_else(|| RuntimeError::CorruptModel {
             model: self.spec.name.clone(),
             path: self.spec.path.clone(),
             reason: "signature unknown".into(),
         }))
+    }
+
+    /// The text stage, for a text model whose files were read.
+    pub fn text_encoder(&self) -> Option<Arc<TextEncoder>> {
+        self.text.lock().clone()
     }
 
     /// Current state.
@@ -220,6 +246,7 @@ impl Model {
                 version: self.spec.version,
                 signature: signature.clone(),
                 shared: Arc::clone(shared),
+                pad: self.text_encoder().map(|e| e.pad_values()),
             });
             let outcome = PoolRuntime::start(&self.spec, ctx, batch);
             *shared.unavailable.lock() = outcome.as_ref().err().cloned();
@@ -246,8 +273,9 @@ impl Model {
         if let Some(sig) = slot.as_ref() {
             return Ok(sig.clone());
         }
-        let sig = probe_signature(&self.spec)?;
+        let (sig, text) = probe(&self.spec)?;
         *slot = Some(sig.clone());
+        *self.text.lock() = text;
         Ok(sig)
     }
 

@@ -18,6 +18,7 @@ use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
 use crate::spec::ModelSpec;
 use crate::stats::{ModelStats, RuntimeSnapshot};
+use crate::text::encode_request;
 use crate::validate::validate;
 
 /// All models the runtime serves.
@@ -98,7 +99,8 @@ impl ModelRepository {
     }
 
     /// Runs one request: loads the model if needed (concurrent first calls
-    /// share one load), validates the inputs, queues the request on `pool`
+    /// share one load), tokenises a text model's input (see [`crate::text`]),
+    /// validates the inputs, queues the request on `pool`
     /// (or, with `None`, the available pool with the lowest predicted wait)
     /// and waits for the result.
     ///
@@ -115,7 +117,23 @@ impl ModelRepository {
         let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
         m.touch();
         let loaded = ensure_loaded(m).await?;
-        let validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
+        let req = match (&m.spec.text, m.text_encoder()) {
+            (None, _) => req,
+            (Some(_), Some(encoder)) => encode_request(&encoder, &m.spec.name, req).await?,
+            (Some(_), None) => {
+                return Err(RuntimeError::DeviceUnavailable {
+                    model: m.spec.name.clone(),
+                    reason: "the text model's tokenizer is not loaded".into(),
+                })
+            }
+        };
+        let mut validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
+        if let (Some(encoder), true) = (m.text_encoder(), loaded.batch) {
+            // Token tensors of any length batch together within a length
+            // bucket; the worker pads them to the batch's longest.
+            let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
+            validated.group = vec![vec![encoder.bucket(length)]];
+        }
         let pending = enqueue(m, &loaded, pool_index, validated)?;
         drop(loaded);
         let result = pending.await.unwrap_or_else(|_| {

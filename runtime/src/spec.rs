@@ -103,6 +103,11 @@ pub struct ModelSpec {
     /// Load the sessions (and run one zero-filled request per worker when
     /// the input shapes allow) at registration instead of on first use.
     pub warmup: bool,
+    /// A text model's tokenizer stage: clients send a `BYTES` input of
+    /// strings, the runtime feeds the graph token tensors (see
+    /// [`crate::text`]). `None` for models that take tensors directly.
+    #[serde(default)]
+    pub text: Option<crate::text::TextSpec>,
 }
 
 impl ModelSpec {
@@ -146,6 +151,9 @@ impl ModelSpec {
         if self.idle_unload == Some(Duration::ZERO) {
             return fail("idle_unload must be positive (or absent)".into());
         }
+        if let Some(text) = &self.text {
+            text.validate().or_else(fail)?;
+        }
         Ok(())
     }
 }
@@ -169,6 +177,7 @@ mod tests {
             batching: BatchingSpec::default(),
             idle_unload: None,
             warmup: false,
+            text: None,
         }
     }
 

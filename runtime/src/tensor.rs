@@ -227,6 +227,12 @@ impl Tensor {
         Tensor::new(DataType::F32, shape, TensorData::Fixed(Bytes::from(bytes)))
     }
 
+    /// The same elements under another shape with the same element count
+    /// (e.g. Triton's `reshape` of `[N, 1]` to `[N]`).
+    pub fn reshape(self, shape: Vec<usize>) -> Result<Tensor, TensorError> {
+        Tensor::new(self.dtype, shape, self.data)
+    }
+
     /// The datatype.
     pub fn dtype(&self) -> DataType {
         self.dtype

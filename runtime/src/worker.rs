@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ort::session::Session;
 use ort::value::DynValue;
 
-use crate::batch::{concat, split};
+use crate::batch::{concat, concat_padded, split};
 use crate::convert::{from_ort_value, to_ort_value};
 use crate::error::RuntimeError;
 use crate::queue::{Collector, PoolShared, QueueEntry};
@@ -30,6 +30,9 @@ pub struct PoolContext {
     pub signature: ModelSignature,
     /// The pool's shared state (spec, counters, latency).
     pub shared: Arc<PoolShared>,
+    /// For a text model, the pad value of each graph input (graph order):
+    /// its requests differ in sequence length and are padded when merged.
+    pub pad: Option<Vec<i64>>,
 }
 
 /// The worker loop: runs batches until the queue closes and drains.
@@ -110,7 +113,10 @@ fn execute(session: &mut Session, ctx: &PoolContext, batch: &[QueueEntry]) -> Re
             to_ort_value(&only.inputs[j])
         } else {
             let parts: Vec<&Tensor> = batch.iter().map(|e| &e.inputs[j]).collect();
-            to_ort_value(&concat(&parts)?)
+            match ctx.pad.as_ref().and_then(|p| p.get(j)) {
+                Some(&pad) => to_ort_value(&concat_padded(&parts, pad)?),
+                None => to_ort_value(&concat(&parts)?),
+            }
         }
         .map_err(|e| format!("input '{}': {e}", spec.name))?;
         inputs.push((spec.name.clone(), value));

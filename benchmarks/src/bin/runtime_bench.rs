@@ -49,6 +49,7 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
         batching: BatchingSpec { max_batch_size: max_batch, max_queue_delay: delay, queue_capacity: 4096 },
         idle_unload: None,
         warmup: false,
+        text: None,
     }
 }
 

@@ -84,6 +84,18 @@ pub struct Args {
     #[arg(long, requires = "dataset")]
     pub dataset_input: Option<String>,
 
+    /// Send BYTES text requests: one sentence per line of this file (see --texts-per-request).
+    #[arg(long, conflicts_with_all = ["input_shape", "dataset", "body_file"])]
+    pub text_file: Option<PathBuf>,
+
+    /// With --text-file: name of the BYTES input.
+    #[arg(long, default_value = "text")]
+    pub text_input: String,
+
+    /// With --text-file: sentences per request (consecutive lines; the request shape is [K]).
+    #[arg(long, default_value_t = 1)]
+    pub texts_per_request: usize,
+
     /// Tensor datatype of generated bodies (BOOL, UINT8, INT8, INT32, INT64, FP32, FP64).
     #[arg(long, default_value = "FP32")]
     pub datatype: Datatype,
@@ -161,8 +173,14 @@ impl Args {
                 _ => return Err(LoadgenError::Args("--mode open needs --rate > 0".into())),
             },
         }
-        if self.body_file.is_none() && self.input_shape.is_none() && self.dataset.is_none() {
-            return Err(LoadgenError::Args("give one of --body-file, --input-shape or --dataset".into()));
+        if self.body_file.is_none()
+            && self.input_shape.is_none()
+            && self.dataset.is_none()
+            && self.text_file.is_none()
+        {
+            return Err(LoadgenError::Args(
+                "give one of --body-file, --input-shape, --dataset or --text-file".into(),
+            ));
         }
         if self.distinct == Some(0) {
             return Err(LoadgenError::Args("--distinct must be at least 1".into()));

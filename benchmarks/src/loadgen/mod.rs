@@ -3,6 +3,7 @@
 //!
 //! * [`args`]: command line.
 //! * [`body`]: raw, generated (JSON or Triton binary) and dataset bodies.
+//! * [`text_body`]: `BYTES` text requests from a file of sentences.
 //! * [`client`]: target, request template, keep-alive connections.
 //! * [`closed`] / [`open`]: the two pacing modes.
 //! * [`stats`], [`progress`], [`report`]: measuring and reporting.
@@ -18,6 +19,7 @@ pub mod progress;
 pub mod report;
 pub mod stats;
 pub mod testserver;
+pub mod text_body;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,10 +67,18 @@ pub fn load_bodies(args: &Args) -> Result<Vec<PreparedBody>> {
         body::from_file(path)
     } else if let Some(path) = &args.dataset {
         body::from_dataset(path, args.dataset_input.as_deref(), enc, args.distinct)
+    } else if let Some(path) = &args.text_file {
+        let req = text_body::TextRequests {
+            input: args.text_input.clone(),
+            per_request: args.texts_per_request,
+            binary: args.binary,
+            binary_output: args.binary_output,
+        };
+        text_body::from_text_file(path, &req, args.distinct)
     } else if let Some(shape) = &args.input_shape {
         body::generate(&TensorSpec::parse(shape)?, enc, args.distinct.unwrap_or(1), args.seed)
     } else {
-        Err(LoadgenError::Args("give one of --body-file, --input-shape or --dataset".into()))
+        Err(LoadgenError::Args("give one of --body-file, --input-shape, --dataset or --text-file".into()))
     }
 }
 

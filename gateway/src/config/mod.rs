@@ -13,6 +13,7 @@ pub mod control_section;
 pub mod draft_section;
 pub mod raw;
 pub mod size;
+pub mod text_section;
 pub mod types;
 pub mod validate;
 

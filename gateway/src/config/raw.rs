@@ -101,6 +101,9 @@ pub struct RawModel {
     /// Accuracy rank (higher = more accurate). Default: the model's position
     /// in the route (cheapest first = least accurate).
     pub quality: Option<u32>,
+    /// Makes this a text model: clients send strings, the runtime tokenises
+    /// them (see [`super::text_section`]); absent = the graph's own inputs.
+    pub tokenizer: Option<super::text_section::RawTokenizer>,
 }
 
 /// A model's `batching = { ... }`.

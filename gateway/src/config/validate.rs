@@ -174,6 +174,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         batching,
         idle_unload: raw.idle_unload_s.map(Duration::from_secs),
         warmup: raw.warmup,
+        text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, &mut issues.0),
     }
 }
 
@@ -266,8 +267,9 @@ fn route_config(
 }
 
 /// Fills [`RouteConfig::fingerprint`]: the policy's settings, then each
-/// model's version and file identity (a file that cannot be read yet gets
-/// a placeholder; the repository reports the real problem).
+/// model's version and file identity, and a text model's tokenizer file
+/// identity and length settings (a file that cannot be read yet gets a
+/// placeholder; the repository reports the real problem).
 fn with_fingerprint(mut route: RouteConfig, models: &[ModelSpec]) -> RouteConfig {
     use std::fmt::Write;
     let mut text = format!("{:?}", route.policy);
@@ -277,11 +279,16 @@ fn with_fingerprint(mut route: RouteConfig, models: &[ModelSpec]) -> RouteConfig
     }
     for name in &route.models {
         let Some(spec) = models.iter().find(|m| &m.name == name) else { continue };
-        let identity = std::fs::metadata(&spec.path).ok().map(|m| {
-            let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-            (m.len(), modified.map_or(0, |d| d.as_nanos()))
-        });
-        let _ = write!(text, "|{}@{}:{:?}", spec.name, spec.version, identity);
+        let identity = |path: &Path| {
+            std::fs::metadata(path).ok().map(|m| {
+                let modified = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                (m.len(), modified.map_or(0, |d| d.as_nanos()))
+            })
+        };
+        let _ = write!(text, "|{}@{}:{:?}", spec.name, spec.version, identity(&spec.path));
+        if let Some(t) = &spec.text {
+            let _ = write!(text, "+tokenizer:{:?}:{}:{}", identity(&t.tokenizer), t.max_length, t.input);
+        }
     }
     route.fingerprint = text;
     route

@@ -36,6 +36,7 @@ pub async fn infer<'a>(
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
     let signature = snap.repo.signature(target.default_model())?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
+    v2::reshape_columns(&mut decoded, &signature)?;
     let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {

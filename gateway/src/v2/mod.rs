@@ -54,4 +54,4 @@ pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
-pub use validate::check_signature;
+pub use validate::{check_signature, reshape_columns};

@@ -10,6 +10,12 @@ use super::request::DecodedRequest;
 /// input is known, has the model's datatype and rank, and matches every
 /// fixed dimension (`-1` accepts any size); every model input is present;
 /// every requested output exists.
+///
+/// A column and a vector are one thing: an input declared `[-1, 1]` (a
+/// text model's strings, one per row) may come as `[N]`, and one declared
+/// `[-1]` as `[N, 1]` (the config shows it as `dims: [1]` with `reshape:
+/// {shape: []}`, as Triton does, which `perf_analyzer` sends);
+/// [`reshape_columns`] then gives it the declared shape.
 pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSignature) -> Result<(), V2Error> {
     for (name, tensor) in &req.inputs {
         let Some(spec) = signature.input(name) else {
@@ -23,12 +29,13 @@ pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSigna
                 actual: tensor.dtype().v2_name(),
             });
         }
-        let fits = spec.shape.len() == tensor.shape().len()
-            && spec
-                .shape
-                .iter()
-                .zip(tensor.shape())
-                .all(|(&want, &got)| want < 0 || i64::try_from(got) == Ok(want));
+        let fits = column_reshape(&spec.shape, tensor.shape()).is_some()
+            || spec.shape.len() == tensor.shape().len()
+                && spec
+                    .shape
+                    .iter()
+                    .zip(tensor.shape())
+                    .all(|(&want, &got)| want < 0 || i64::try_from(got) == Ok(want));
         if !fits {
             return Err(V2Error::InputShape {
                 input: name.clone(),
@@ -44,6 +51,40 @@ pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSigna
     if let Some(out) = req.outputs.iter().find(|o| signature.output(&o.name).is_none()) {
         return Err(V2Error::UnknownOutput { output: out.name.clone(), model: model.to_owned() });
     }
+    Ok(())
+}
+
+/// The declared shape `shape` should take: `[N]` for `[N, 1]` sent to a
+/// `[-1]` input, `[N, 1]` for `[N]` sent to a `[-1, 1]` input; `None` when
+/// neither applies.
+fn column_reshape(spec: &[i64], shape: &[usize]) -> Option<Vec<usize>> {
+    match (spec, shape) {
+        ([d], [n, 1]) if *d < 0 => Some(vec![*n]),
+        ([d, 1], [n]) if *d < 0 => Some(vec![*n, 1]),
+        _ => None,
+    }
+}
+
+/// Gives every input sent as a column or a vector the shape the model
+/// declares (after [`check_signature`]), so both forms run, and are
+/// cached, alike.
+pub fn reshape_columns(req: &mut DecodedRequest, signature: &ModelSignature) -> Result<(), V2Error> {
+    let inputs = std::mem::take(&mut req.inputs);
+    req.inputs = inputs
+        .into_iter()
+        .map(|(name, tensor)| {
+            let Some(target) =
+                signature.input(&name).and_then(|spec| column_reshape(&spec.shape, tensor.shape()))
+            else {
+                return Ok((name, tensor));
+            };
+            let shape = tensor.shape().to_vec();
+            match tensor.reshape(target) {
+                Ok(t) => Ok((name, t)),
+                Err(e) => Err(V2Error::ShapeMismatch { input: name, shape, reason: e.to_string() }),
+            }
+        })
+        .collect::<Result<_, _>>()?;
     Ok(())
 }
 
@@ -98,6 +139,28 @@ mod tests {
             let err = check(json).unwrap_err();
             assert!(is_expected(&err), "{json}: {err}");
             assert_eq!(err.status(), 400);
+        }
+    }
+
+    #[test]
+    fn columns_and_vectors_take_the_declared_shape() {
+        let sig = |shape: Vec<i64>| ModelSignature {
+            inputs: vec![TensorSpec { name: "text".to_owned(), dtype: DataType::Bytes, shape }],
+            outputs: Vec::new(),
+        };
+        let json = |shape: &str| {
+            format!(r#"{{"inputs":[{{"name":"text","shape":{shape},"datatype":"BYTES","data":["a","b"]}}]}}"#)
+        };
+        let decode =
+            |text: String| decode_infer_request(Bytes::from(text), None, &DecodeLimits::default()).unwrap();
+        for (declared, other, same) in [(vec![-1], "[2,1]", "[2]"), (vec![-1, 1], "[2]", "[2,1]")] {
+            let sig = sig(declared);
+            let mut reshaped = decode(json(other));
+            check_signature(&reshaped, "m", &sig).unwrap();
+            reshape_columns(&mut reshaped, &sig).unwrap();
+            assert_eq!(reshaped.inputs, decode(json(same)).inputs);
+            let err = check_signature(&decode(json("[1,2]")), "m", &sig).unwrap_err();
+            assert!(matches!(err, V2Error::InputShape { .. }), "{err}");
         }
     }
 }

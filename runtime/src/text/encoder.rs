@@ -1,0 +1,253 @@
+//! [`TextEncoder`]: one model's tokenizer and the token tensors its graph
+//! takes. Built once at registration, shared by every request (`encode`
+//! takes `&self`; the `tokenizers` crate's `Tokenizer` is `Sync`).
+
+use bytes::Bytes;
+use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+use super::TextSpec;
+use crate::error::RuntimeError;
+use crate::request::InferenceRequest;
+use crate::signature::{ModelSignature, TensorSpec};
+use crate::tensor::{DataType, Tensor, TensorData};
+
+/// A token tensor a transformer graph takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    /// `input_ids`: token ids, padded with the tokenizer's pad id.
+    Ids,
+    /// `attention_mask`: 1 for tokens, 0 for padding.
+    Mask,
+    /// `token_type_ids`: segment ids (0 for a single text), padded with
+    /// the pad type id.
+    TypeIds,
+}
+
+impl Feed {
+    fn from_name(name: &str) -> Option<Feed> {
+        match name {
+            "input_ids" => Some(Feed::Ids),
+            "attention_mask" => Some(Feed::Mask),
+            "token_type_ids" => Some(Feed::TypeIds),
+            _ => None,
+        }
+    }
+}
+
+/// Tokenises a model's `BYTES` input into its token tensors.
+#[derive(Debug)]
+pub struct TextEncoder {
+    tokenizer: Tokenizer,
+    spec: TextSpec,
+    pad_id: i64,
+    pad_type_id: i64,
+    /// The graph's inputs, in graph order.
+    feeds: Vec<(String, Feed)>,
+}
+
+impl TextEncoder {
+    /// Reads the tokenizer and matches the graph's inputs. Fails (with a
+    /// reason for the operator) when the file cannot be read, or when the
+    /// graph takes anything but INT64 `[batch, sequence]` token tensors
+    /// named `input_ids`, `attention_mask` (both required) and
+    /// `token_type_ids` (optional).
+    pub fn new(spec: &TextSpec, graph: &ModelSignature) -> Result<TextEncoder, String> {
+        spec.validate()?;
+        let mut tokenizer = Tokenizer::from_file(&spec.tokenizer)
+            .map_err(|e| format!("tokenizer {}: {e}", spec.tokenizer.display()))?;
+        let (pad_id, pad_type_id) = match tokenizer.get_padding() {
+            Some(p) => (p.pad_id, p.pad_type_id),
+            None => (tokenizer.token_to_id("[PAD]").unwrap_or(0), 0),
+        };
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length: spec.max_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| format!("tokenizer {}: {e}", spec.tokenizer.display()))?;
+        let feeds = graph_feeds(graph)?;
+        Ok(TextEncoder {
+            tokenizer,
+            spec: spec.clone(),
+            pad_id: pad_id.into(),
+            pad_type_id: pad_type_id.into(),
+            feeds,
+        })
+    }
+
+    /// The stage's settings.
+    pub fn spec(&self) -> &TextSpec {
+        &self.spec
+    }
+
+    /// What clients see: the `BYTES` input (`[-1, 1]`: one string per row,
+    /// as Triton declares text inputs with `dims: [1]`, which is what
+    /// `perf_analyzer` reads; `[N]` is accepted too) in place of the token
+    /// tensors, and the graph's outputs unchanged.
+    pub fn public_signature(&self, graph: &ModelSignature) -> ModelSignature {
+        ModelSignature {
+            inputs: vec![TensorSpec {
+                name: self.spec.input.clone(),
+                dtype: DataType::Bytes,
+                shape: vec![-1, 1],
+            }],
+            outputs: graph.outputs.clone(),
+        }
+    }
+
+    /// Turns a request carrying the `BYTES` input into one carrying the
+    /// graph's token tensors, `[rows, longest]` each: every text padded to
+    /// the request's longest (so a request that runs alone pays for no
+    /// padding; the batcher pads further when it merges requests, see
+    /// [`Self::pad_values`] and [`Self::bucket`]). Requested outputs are kept.
+    ///
+    /// Errors are the client's (400): an input other than the text input,
+    /// no text input, a datatype other than `BYTES`, a shape other than
+    /// `[N]` / `[N, 1]` with N >= 1, or a string that is not UTF-8. Texts
+    /// longer than `max_length` tokens are truncated, not refused.
+    pub fn encode(&self, model: &str, req: InferenceRequest) -> Result<InferenceRequest, RuntimeError> {
+        let texts = self.texts(model, &req)?;
+        let encodings = texts
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let text = std::str::from_utf8(text).map_err(|e| {
+                    self.invalid(
+                        model,
+                        format!("element {i} is not UTF-8 text (invalid byte at offset {})", e.valid_up_to()),
+                    )
+                })?;
+                self.tokenizer
+                    .encode_fast(text, true)
+                    .map_err(|e| self.invalid(model, format!("element {i}: {e}")))
+            })
+            .collect::<Result<Vec<Encoding>, RuntimeError>>()?;
+        let length = encodings.iter().map(Encoding::len).max().unwrap_or(0).max(1);
+        let inputs = self
+            .feeds
+            .iter()
+            .map(|(name, feed)| Ok((name.clone(), self.token_tensor(model, *feed, &encodings, length)?)))
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        Ok(InferenceRequest { inputs, outputs: req.outputs })
+    }
+
+    /// The length bucket of a request whose longest text has `tokens`
+    /// tokens: requests batch together only within one bucket, so a batch
+    /// pads a text to at most about twice its length.
+    pub fn bucket(&self, tokens: usize) -> usize {
+        self.spec.buckets.iter().copied().find(|&b| b >= tokens).unwrap_or(self.spec.max_length)
+    }
+
+    /// The value each graph input is padded with, in graph order (pad id,
+    /// 0 for the mask, pad type id): what the batcher appends when it
+    /// merges requests of different lengths.
+    pub fn pad_values(&self) -> Vec<i64> {
+        self.feeds.iter().map(|(_, feed)| self.pad_of(*feed)).collect()
+    }
+
+    fn pad_of(&self, feed: Feed) -> i64 {
+        match feed {
+            Feed::Ids => self.pad_id,
+            Feed::Mask => 0,
+            Feed::TypeIds => self.pad_type_id,
+        }
+    }
+
+    /// The strings of the request's text input, checked for name, datatype
+    /// and shape.
+    fn texts<'a>(&self, model: &str, req: &'a InferenceRequest) -> Result<&'a [Bytes], RuntimeError> {
+        let name = &self.spec.input;
+        if let Some((other, _)) = req.inputs.iter().find(|(n, _)| n != name) {
+            return Err(RuntimeError::UnknownInput {
+                model: model.into(),
+                input: other.clone(),
+                expected: name.clone(),
+            });
+        }
+        if req.inputs.len() > 1 {
+            return Err(RuntimeError::DuplicateInput { model: model.into(), input: name.clone() });
+        }
+        let Some((_, tensor)) = req.inputs.first() else {
+            return Err(RuntimeError::MissingInput { model: model.into(), input: name.clone() });
+        };
+        let TensorData::Strings(items) = tensor.data() else {
+            return Err(RuntimeError::WrongDtype {
+                model: model.into(),
+                input: name.clone(),
+                expected: DataType::Bytes,
+                actual: tensor.dtype(),
+            });
+        };
+        match tensor.shape() {
+            [n] | [n, 1] if *n > 0 => Ok(items),
+            shape => Err(RuntimeError::WrongShape {
+                model: model.into(),
+                input: name.clone(),
+                expected: "[N] or [N, 1] strings, N >= 1".into(),
+                actual: shape.to_vec(),
+            }),
+        }
+    }
+
+    /// One INT64 `[rows, length]` token tensor, right-padded.
+    fn token_tensor(
+        &self,
+        model: &str,
+        feed: Feed,
+        encodings: &[Encoding],
+        length: usize,
+    ) -> Result<Tensor, RuntimeError> {
+        let pad = self.pad_of(feed);
+        let mut bytes = Vec::with_capacity(encodings.len() * length * 8);
+        for enc in encodings {
+            let values = match feed {
+                Feed::Ids => enc.get_ids(),
+                Feed::Mask => enc.get_attention_mask(),
+                Feed::TypeIds => enc.get_type_ids(),
+            };
+            for &v in values.iter().take(length) {
+                bytes.extend_from_slice(&i64::from(v).to_le_bytes());
+            }
+            for _ in values.len().min(length)..length {
+                bytes.extend_from_slice(&pad.to_le_bytes());
+            }
+        }
+        Tensor::new(DataType::I64, vec![encodings.len(), length], TensorData::Fixed(Bytes::from(bytes)))
+            .map_err(|e| self.invalid(model, e.to_string()))
+    }
+
+    fn invalid(&self, model: &str, reason: String) -> RuntimeError {
+        RuntimeError::InvalidData { model: model.into(), input: self.spec.input.clone(), reason }
+    }
+}
+
+/// The graph's token inputs, in graph order; every input must be one.
+fn graph_feeds(graph: &ModelSignature) -> Result<Vec<(String, Feed)>, String> {
+    let mut feeds = Vec::with_capacity(graph.inputs.len());
+    for input in &graph.inputs {
+        let Some(feed) = Feed::from_name(&input.name) else {
+            return Err(format!(
+                "graph input '{}' is not a token tensor (a text model takes input_ids, attention_mask and optionally token_type_ids)",
+                input.name
+            ));
+        };
+        if input.dtype != DataType::I64 || input.shape.len() != 2 {
+            return Err(format!(
+                "graph input '{}' is {} {:?}; a text model's token tensors must be INT64 [batch, sequence]",
+                input.name, input.dtype, input.shape
+            ));
+        }
+        feeds.push((input.name.clone(), feed));
+    }
+    for required in [Feed::Ids, Feed::Mask] {
+        if !feeds.iter().any(|(_, f)| *f == required) {
+            return Err(format!(
+                "the graph lacks the {required:?} input (input_ids and attention_mask are required)"
+            ));
+        }
+    }
+    Ok(feeds)
+}

@@ -1,0 +1,121 @@
+//! Text models: a per-model preprocessing stage that turns a `BYTES` input
+//! of UTF-8 strings into the token tensors a transformer's ONNX graph takes
+//! (`input_ids`, `attention_mask`, optionally `token_type_ids`, all INT64
+//! `[rows, sequence]`), with a HuggingFace `tokenizer.json` read by the
+//! `tokenizers` crate.
+//!
+//! Why here: ONNX Runtime has no tokenizer, and the stage belongs to the
+//! model (its vocabulary, its maximum length), not to the protocol. With it
+//! in the runtime, [`crate::ModelRepository::signature`] reports the public
+//! contract (one `BYTES` input) everywhere: metadata, Triton config, route
+//! signature checks. The stage runs on the caller's task before the request
+//! is validated and queued (a large request on tokio's blocking pool), so
+//! the pool workers only run the model.
+//!
+//! Batching: a batch needs one sequence length. Each request is padded to
+//! its own longest text; the batcher groups requests by length bucket
+//! ([`TextSpec::buckets`]: a request of 12 tokens and one of 15 share bucket
+//! 16, one of 40 is in bucket 64) and pads the requests of a batch to the
+//! batch's longest ([`crate::batch`]'s `concat_padded`). A request that runs
+//! alone pays for no padding, and a batch pads a text to at most about twice
+//! its length, while requests of similar length still share batches.
+
+mod encoder;
+#[cfg(test)]
+mod tests;
+
+pub use encoder::TextEncoder;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::error::RuntimeError;
+use crate::request::InferenceRequest;
+use crate::tensor::TensorData;
+
+/// Requests with more text than this (bytes, all strings together) are
+/// tokenised on tokio's blocking pool instead of the calling task, so one
+/// large document cannot stall the other requests of an async worker.
+pub const INLINE_TEXT_BYTES: usize = 16 * 1024;
+
+/// The text stage of a model (`models[].tokenizer` in the gateway config).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextSpec {
+    /// A HuggingFace `tokenizer.json`. Its own truncation and padding
+    /// settings are replaced by `max_length` and `buckets`.
+    pub tokenizer: PathBuf,
+    /// Most tokens per text, special tokens included; longer texts are
+    /// truncated (as sentence-transformers does), never refused.
+    pub max_length: usize,
+    /// Length buckets, ascending, the last equal to `max_length` (see
+    /// [`TextSpec::default_buckets`]): requests batch together only within
+    /// one bucket.
+    pub buckets: Vec<usize>,
+    /// Name of the public `BYTES` input (`text`).
+    pub input: String,
+}
+
+impl TextSpec {
+    /// Powers of two from 16 below `max_length`, then `max_length`:
+    /// `[16, 32, 64, 128]` for 128: at most 2x padding inside a batch, and
+    /// few enough groups that concurrent requests still meet in one.
+    pub fn default_buckets(max_length: usize) -> Vec<usize> {
+        let mut buckets: Vec<usize> = std::iter::successors(Some(16usize), |b| b.checked_mul(2))
+            .take_while(|&b| b < max_length)
+            .collect();
+        buckets.push(max_length);
+        buckets
+    }
+
+    /// Checks the spec on its own (the tokenizer file is read at
+    /// registration): `max_length` of at least 2 (room for the special
+    /// tokens), buckets ascending and ending at `max_length`, an input name.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_length < 2 {
+            return Err("tokenizer.max_length must be at least 2".into());
+        }
+        if self.input.is_empty() {
+            return Err("tokenizer.input must not be empty".into());
+        }
+        if self.buckets.windows(2).any(|w| w[0] >= w[1]) || self.buckets.first() == Some(&0) {
+            return Err(format!("tokenizer.buckets {:?} must be positive and ascending", self.buckets));
+        }
+        if self.buckets.last() != Some(&self.max_length) {
+            return Err(format!(
+                "tokenizer.buckets {:?} must end at max_length {}",
+                self.buckets, self.max_length
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `encoder` on `req`: inline when its text is small, else on tokio's
+/// blocking pool (see [`INLINE_TEXT_BYTES`]).
+pub async fn encode_request(
+    encoder: &Arc<TextEncoder>,
+    model: &str,
+    req: InferenceRequest,
+) -> Result<InferenceRequest, RuntimeError> {
+    let text_bytes: usize = req
+        .inputs
+        .iter()
+        .map(|(_, t)| match t.data() {
+            TensorData::Strings(items) => items.iter().map(|s| s.len()).sum(),
+            TensorData::Fixed(_) => 0,
+        })
+        .sum();
+    if text_bytes <= INLINE_TEXT_BYTES {
+        return encoder.encode(model, req);
+    }
+    let (encoder, owned_model) = (Arc::clone(encoder), model.to_string());
+    tokio::task::spawn_blocking(move || encoder.encode(&owned_model, req)).await.unwrap_or_else(|e| {
+        Err(RuntimeError::Execution {
+            model: model.to_string(),
+            reason: format!("tokenizer task failed: {e}"),
+        })
+    })
+}
