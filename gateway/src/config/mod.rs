@@ -9,11 +9,15 @@
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
 pub mod cache_section;
+pub mod proxy_raw;
+pub mod proxy_types;
 pub mod raw;
 pub mod size;
 pub mod types;
+pub mod upstream_section;
 pub mod validate;
 
+pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
 pub use types::{CacheConfig, Config, Limits, RedisConfig, RouteCache, RouteConfig, ServerConfig};
 pub use validate::ConfigIssue;
 

@@ -26,6 +26,12 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     /// The response cache; absent = no caching.
     pub cache: Option<RawCache>,
+    /// Upstream servers (V2 model servers and plain HTTP apps).
+    #[serde(default)]
+    pub upstreams: Vec<super::proxy_raw::RawUpstream>,
+    /// Path prefixes proxied to upstreams.
+    #[serde(default)]
+    pub prefix_routes: Vec<super::proxy_raw::RawPrefixRoute>,
 }
 
 /// `[server]`

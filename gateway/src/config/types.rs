@@ -23,6 +23,8 @@ pub struct Config {
     pub model_routing: HashMap<String, ModelRouting>,
     /// The response cache; `None` (no `[cache]` section) = no caching.
     pub cache: Option<CacheConfig>,
+    /// Upstream servers and prefix routes.
+    pub proxy: super::proxy_types::ProxyConfig,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:
