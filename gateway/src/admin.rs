@@ -33,6 +33,7 @@ impl AdminApp {
                 let mut stats = snapshot_json(&self.state.repo.stats());
                 stats["decisions"] = self.state.decisions.to_json();
                 stats["cache"] = serde_json::to_value(self.state.cache.snapshot()).unwrap_or_default();
+                stats["upstreams"] = crate::upstream::stats::to_json(&self.state.upstreams);
                 Reply::json_value(200, &stats)
             }
             _ => Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}"))),

@@ -16,4 +16,5 @@ pub mod reply;
 pub mod routing;
 pub mod serve;
 pub mod state;
+pub mod upstream;
 pub mod v2;

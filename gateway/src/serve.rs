@@ -6,6 +6,8 @@ use crate::app::GatewayApp;
 use crate::cache::service::CacheService;
 use crate::config::{Config, ConfigIssue};
 use crate::state::AppState;
+use crate::upstream::health::HealthService;
+use crate::upstream::Upstreams;
 use anyhow::Context;
 use pingora::prelude::{http_proxy_service, Server};
 use pingora::server::configuration::ServerConf;
@@ -14,14 +16,16 @@ use pingora::services::background::background_service;
 use std::sync::Arc;
 use switchyard_runtime::{init_onnxruntime, ModelRepository};
 
-/// Checks that each route's models share one signature (same input and
-/// output names, datatypes and shapes), so any of them can answer.
+/// Checks that each route's local models share one signature (same input
+/// and output names, datatypes and shapes), so any of them can answer.
+/// Upstream members are checked by [`check_upstreams`].
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
-        let Some(first) = route.models.first() else { continue };
+        let is_local = |m: &String| config.proxy.upstream_model(m).is_none();
+        let Some(first) = route.models.iter().find(|m| is_local(m)) else { continue };
         let Ok(reference) = repo.signature(first) else { continue };
-        for (j, model) in route.models.iter().enumerate().skip(1) {
+        for (j, model) in route.models.iter().enumerate().filter(|(_, m)| is_local(m)).skip(1) {
             match repo.signature(model) {
                 Ok(sig) if sig == reference => {}
                 Ok(_) => issues.push(ConfigIssue {
@@ -49,6 +53,18 @@ pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> 
     Ok(repo)
 }
 
+/// Reads the upstream models' signatures from their servers and checks
+/// them against their routes (see [`crate::upstream::startup`]); an
+/// unreachable upstream is not an error, a mismatching model is.
+pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) -> anyhow::Result<()> {
+    let issues = crate::upstream::startup::prepare(upstreams, config, repo);
+    if !issues.is_empty() {
+        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
+    }
+    Ok(())
+}
+
 /// How long pending L2 cache writes may take to flush at shutdown.
 const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -67,6 +83,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
     let state = Arc::new(AppState::new(config, repo));
+    check_upstreams(&state.upstreams, &state.config.load(), &state.repo)?;
     let admin_listen = config_admin;
     let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state.clone()));
     service.add_tcp(&listen.to_string());
@@ -76,6 +93,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     server.add_service(admin);
     // L2 connection and writer run inside Pingora's runtimes.
     server.add_service(background_service("cache", CacheService::new(state.cache.clone())));
+    server.add_service(background_service("upstream health", HealthService::new(state.upstreams.clone())));
     tracing::info!(%listen, %admin_listen, "switchyard serving");
     server.run(RunArgs::default());
     state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);

@@ -4,6 +4,7 @@
 use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::routing::decisions::DecisionCounters;
+use crate::upstream::{Catalog, Upstreams};
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use switchyard_runtime::ModelRepository;
@@ -23,6 +24,9 @@ pub struct AppState {
     /// The response cache (L1, optional Redis L2), built from the
     /// `[cache]` section at start-up.
     pub cache: Arc<ResponseCache>,
+    /// Upstream servers and their models (`[[upstreams]]`), with their
+    /// address health, breakers and latency statistics.
+    pub upstreams: Arc<Upstreams>,
 }
 
 impl AppState {
@@ -30,12 +34,19 @@ impl AppState {
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
+        let upstreams = Arc::new(Upstreams::new(&config.proxy));
         AppState {
             config: ArcSwap::from_pointee(config),
             repo,
             limiter: Arc::new(Semaphore::new(permits)),
             decisions: DecisionCounters::default(),
             cache,
+            upstreams,
         }
+    }
+
+    /// Model lookups over the local repository and the upstream models.
+    pub fn catalog(&self) -> Catalog<'_> {
+        Catalog { repo: &self.repo, upstreams: &self.upstreams }
     }
 }

@@ -76,7 +76,11 @@ fn upstreams_models_and_prefix_routes_with_defaults() {
     assert_eq!((cache.ttl, cache.max_body_bytes), (Duration::from_secs(5), 64 << 10));
 
     let digits = config.route("digits").unwrap();
-    assert!(digits.fingerprint.contains("heavy-remote@upstream:remote:digits-heavy"), "{}", digits.fingerprint);
+    assert!(
+        digits.fingerprint.contains("heavy-remote@upstream:remote:digits-heavy"),
+        "{}",
+        digits.fingerprint
+    );
 }
 
 #[test]
@@ -97,7 +101,11 @@ fn mistakes_name_their_fields() {
         ("kind = \"v2\"", "kind = \"grpc\"", "upstreams[0].kind"),
         ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[\"localhost\"]", "upstreams[0].addrs[0]"),
         ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[]", "upstreams[0].addrs"),
-        ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[\"127.0.0.1:1\", \"127.0.0.1:1\"]", "upstreams[0].addrs[1]"),
+        (
+            "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+            "[\"127.0.0.1:1\", \"127.0.0.1:1\"]",
+            "upstreams[0].addrs[1]",
+        ),
         ("first_byte_ms = 500", "first_byte_ms = 0", "upstreams[1].timeouts.first_byte_ms"),
         ("cost = 10.0", "cost = -1.0", "upstreams[0].cost"),
         ("prefix = \"/apps/app/\"", "prefix = \"/v2/models/\"", "prefix_routes[0].prefix"),

@@ -56,7 +56,11 @@ pub fn proxy_config(
         let path = format!("prefix_routes[{i}]");
         let route = prefix_route(raw, &path, default_max_request_bytes, issues);
         if !checked.iter().any(|u| u.name == raw.upstream) {
-            issue(issues, format!("{path}.upstream"), format!("no upstream named {:?} in [[upstreams]]", raw.upstream));
+            issue(
+                issues,
+                format!("{path}.upstream"),
+                format!("no upstream named {:?} in [[upstreams]]", raw.upstream),
+            );
         }
         if routes.iter().any(|r| r.name == route.name) {
             issue(issues, format!("{path}.name"), format!("duplicate prefix route name {:?}", route.name));
@@ -157,10 +161,7 @@ fn timeouts(raw: &RawTimeouts, kind: UpstreamKind, path: &str, issues: &mut Vec<
     Timeouts {
         connect: millis(raw.connect_ms, 1_000, &format!("{path}.connect_ms"), issues),
         first_byte: millis(raw.first_byte_ms, first_byte, &format!("{path}.first_byte_ms"), issues),
-        total: raw
-            .total_ms
-            .or(total)
-            .map(|ms| millis(Some(ms), ms, &format!("{path}.total_ms"), issues)),
+        total: raw.total_ms.or(total).map(|ms| millis(Some(ms), ms, &format!("{path}.total_ms"), issues)),
     }
 }
 
@@ -241,7 +242,11 @@ fn prefix_route(
     }
 }
 
-fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Vec<ConfigIssue>) -> Option<PrefixCacheConfig> {
+fn prefix_cache(
+    raw: &RawPrefixCache,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<PrefixCacheConfig> {
     if !raw.enabled.unwrap_or(true) {
         return None;
     }
@@ -265,7 +270,9 @@ fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Vec<ConfigIssue>)
         issue(
             issues,
             format!("{path}.max_body_bytes"),
-            format!("at most {MAX_CACHED_REQUEST_BODY} bytes (64KiB): larger bodies are streamed, not cached"),
+            format!(
+                "at most {MAX_CACHED_REQUEST_BODY} bytes (64KiB): larger bodies are streamed, not cached"
+            ),
         );
     }
     if raw.ttl_s == Some(0) {
@@ -281,7 +288,9 @@ fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Vec<ConfigIssue>)
         methods,
         headers,
         force: raw.force.unwrap_or(false),
-        max_body_bytes: usize::try_from(max_body).unwrap_or(MAX_CACHED_REQUEST_BODY).min(MAX_CACHED_REQUEST_BODY),
+        max_body_bytes: usize::try_from(max_body)
+            .unwrap_or(MAX_CACHED_REQUEST_BODY)
+            .min(MAX_CACHED_REQUEST_BODY),
         max_entry_bytes: usize::try_from(max_entry).unwrap_or(usize::MAX),
         max_bytes,
     })

@@ -25,12 +25,13 @@ pub async fn infer(
     body: Bytes,
     received: Instant,
 ) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
+    let catalog = state.catalog();
+    let target = resolve(config, &catalog, name, version)?;
     let header_len = header_length(headers)?;
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-    let signature = state.repo.signature(target.default_model())?;
+    let signature = catalog.shared_signature(&target.models)?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
     // Tenant scope: `None` until requests are authenticated.
     let plan = state.cache.plan(config, &target, None, &decoded, headers);
@@ -39,7 +40,7 @@ pub async fn infer(
         inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
-    let batched = state.repo.spec(target.default_model())?.batching.enabled();
+    let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
     let compute = routing::execute(
         state,
         config,

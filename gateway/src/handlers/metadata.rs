@@ -6,7 +6,6 @@ use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::state::AppState;
 use crate::v2;
-use switchyard_runtime::ModelState;
 
 /// `GET /v2`
 pub fn server() -> Reply {
@@ -20,8 +19,8 @@ pub fn model(
     name: &str,
     version: Option<&str>,
 ) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
-    let sig = signature(&state.repo, &target)?;
+    let target = resolve(config, &state.catalog(), name, version)?;
+    let sig = signature(&state.catalog(), &target)?;
     let versions = [target.version.to_string()];
     Ok(Reply::json_value(200, &v2::model_metadata(name, &versions, "onnxruntime_onnx", &sig)))
 }
@@ -34,9 +33,9 @@ pub fn ready(
     name: &str,
     version: Option<&str>,
 ) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
-    let failed =
-        target.models.iter().any(|m| matches!(state.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
+    let target = resolve(config, &state.catalog(), name, version)?;
+    let catalog = state.catalog();
+    let failed = target.models.iter().any(|m| !catalog.can_serve(m));
     Ok(Reply::empty(if failed { 503 } else { 200 }))
 }
 
@@ -49,10 +48,11 @@ pub fn config(
     name: &str,
     version: Option<&str>,
 ) -> Result<Reply, GatewayError> {
-    let target = resolve(config, &state.repo, name, version)?;
-    let sig = signature(&state.repo, &target)?;
-    let spec = state.repo.spec(target.default_model())?;
-    let batching = &spec.batching;
+    let target = resolve(config, &state.catalog(), name, version)?;
+    let sig = signature(&state.catalog(), &target)?;
+    // Upstream models' batching is their server's: without a local model
+    // the route reports no batching (dims include the batch dimension).
+    let batching = state.catalog().batching(&target.models).unwrap_or_default();
     let max_batch = if batching.max_batch_size > 1 { batching.max_batch_size } else { 0 };
     let queue_delay_us = u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX);
     let dynamic = (max_batch > 1).then_some(queue_delay_us);
