@@ -34,6 +34,7 @@ impl AdminApp {
                 stats["decisions"] = self.state.decisions.to_json();
                 stats["cache"] = serde_json::to_value(self.state.cache.snapshot()).unwrap_or_default();
                 stats["upstreams"] = crate::upstream::stats::to_json(&self.state.upstreams);
+                stats["prefix_routes"] = crate::proxy::stats_json(&self.state.prefix_routes);
                 Reply::json_value(200, &stats)
             }
             _ => Reply::error(&GatewayError::NotFound(format!("no admin endpoint at {method} {path}"))),

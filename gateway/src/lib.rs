@@ -12,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod handlers;
 pub mod http_io;
+pub mod proxy;
 pub mod reply;
 pub mod routing;
 pub mod serve;

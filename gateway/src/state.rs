@@ -3,6 +3,7 @@
 
 use crate::cache::ResponseCache;
 use crate::config::Config;
+use crate::proxy::PrefixRoutes;
 use crate::routing::decisions::DecisionCounters;
 use crate::upstream::{Catalog, Upstreams};
 use arc_swap::ArcSwap;
@@ -27,6 +28,8 @@ pub struct AppState {
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics.
     pub upstreams: Arc<Upstreams>,
+    /// Path-prefix routes proxied to upstreams (`[[prefix_routes]]`).
+    pub prefix_routes: PrefixRoutes,
 }
 
 impl AppState {
@@ -35,12 +38,14 @@ impl AppState {
         let permits = config.server.limits.max_concurrent_requests;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
         let upstreams = Arc::new(Upstreams::new(&config.proxy));
+        let prefix_routes = PrefixRoutes::new(&config.proxy, &upstreams);
         AppState {
             config: ArcSwap::from_pointee(config),
             repo,
             limiter: Arc::new(Semaphore::new(permits)),
             decisions: DecisionCounters::default(),
             cache,
+            prefix_routes,
             upstreams,
         }
     }
