@@ -1,9 +1,10 @@
 """Small real upstream servers for the proxy tests, run as separate
 processes on loopback by the harness (`conftest.UpstreamApp`):
 
-    python upstream_apps.py app PORT           an HTTP app (echo, SSE, byte counter, slow, status, cacheable)
+    python upstream_apps.py app PORT           an HTTP app (echo, SSE, byte counter, streams, slow, status)
     python upstream_apps.py v2-slow PORT MS    a V2 server with the digits signature that answers after MS ms
     python upstream_apps.py v2-garbage PORT    a V2 server whose metadata is fine but whose answers are garbage
+    python upstream_apps.py v2-other PORT      a V2 server whose model has another signature than digits
     python upstream_apps.py raw-garbage PORT   answers every request with bytes that are not HTTP
 
 Each prints "ready" once listening. Nothing here buffers a request body
@@ -21,6 +22,8 @@ from urllib.parse import parse_qs, urlparse
 
 REQUESTS = {"count": 0}
 LOCK = threading.Lock()
+# /sse-gated sends its next event only after a /release.
+GATE = threading.Semaphore(0)
 
 
 def bump() -> int:
@@ -92,6 +95,11 @@ class App(Quiet):
             return self.stream(int(q.get("mb", "1")))
         if route == "/sse":
             return self.sse(int(q.get("n", "3")), float(q.get("interval", "0.2")))
+        if route == "/sse-gated":
+            return self.sse_gated(int(q.get("n", "3")))
+        if route == "/release":
+            GATE.release()
+            return self.send_json(200, {"released": True})
         body = b"".join(self.body_chunks())
         if route == "/slow":
             time.sleep(int(q.get("ms", "500")) / 1000)
@@ -104,6 +112,7 @@ class App(Quiet):
             "n": n, "port": self.server.server_address[1], "method": self.command, "path": self.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body_len": len(body), "body_sha256": hashlib.sha256(body).hexdigest(),
+            "pad": "x" * int(q.get("pad", "0")),
         }, extra)
 
     def stream(self, mb):
@@ -129,6 +138,21 @@ class App(Quiet):
             time.sleep(interval)
         self.wfile.write(b"0\r\n\r\n")
 
+    def sse_gated(self, n):
+        """Event i+1 is written only after a /release: a client that sees
+        event i before releasing proves the proxy did not hold it back."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(n):
+            if i > 0 and not GATE.acquire(timeout=20):
+                break
+            event = f"event: step\ndata: {i}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
 
 
@@ -140,13 +164,16 @@ DIGITS_META = {
 }
 
 
+OTHER_META = dict(DIGITS_META, inputs=[{"name": "Y", "datatype": "INT64", "shape": [-1, 3]}])
+
+
 def v2_handler(mode, delay_ms):
     class V2(Quiet):
         def do_GET(self):
             if self.path.startswith("/v2/health"):
                 return self.send_json(200, {})
             if self.path.startswith("/v2/models/"):
-                return self.send_json(200, DIGITS_META)
+                return self.send_json(200, OTHER_META if mode == "other" else DIGITS_META)
             return self.send_json(404, {"error": "no"})
 
         def do_POST(self):
@@ -190,6 +217,8 @@ def main():
         server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("slow", int(sys.argv[3])))
     elif kind == "v2-garbage":
         server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("garbage", 0))
+    elif kind == "v2-other":
+        server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("other", 0))
     elif kind == "raw-garbage":
         server = Threaded(("127.0.0.1", port), RawGarbage)
     else:
