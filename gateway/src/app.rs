@@ -51,6 +51,26 @@ pub struct RequestCtx {
     proxy: Option<Box<ProxyCtx>>,
 }
 
+impl RequestCtx {
+    /// Takes a prefix route's start: keeps its proxy state, or notes the
+    /// cached answer already sent. Returns `request_filter`'s verdict
+    /// (true: answered, false: proxy it).
+    fn proxy_started(&mut self, start: Start) -> bool {
+        match start {
+            Start::Proxy(proxy) => {
+                self.proxy = Some(proxy);
+                false
+            }
+            Start::Answered(status) => {
+                self.status = status;
+                self.permit = None;
+                true
+            }
+            Start::Refused(_) => false,
+        }
+    }
+}
+
 #[async_trait]
 impl ProxyHttp for GatewayApp {
     type CTX = RequestCtx;
@@ -79,19 +99,10 @@ impl ProxyHttp for GatewayApp {
                 match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
                     None => self.answer(session, &config, ctx).await,
                     Some(route) => {
-                        match crate::proxy::phases::start(session, &route, &config.server.limits, ctx.started)
-                            .await
-                        {
-                            Start::Proxy(proxy) => {
-                                ctx.proxy = Some(proxy);
-                                return Ok(false);
-                            }
-                            Start::Answered(status) => {
-                                ctx.status = status;
-                                ctx.permit = None;
-                                return Ok(true);
-                            }
+                        let limits = &config.server.limits;
+                        match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
                             Start::Refused(reply) => reply,
+                            started => return Ok(ctx.proxy_started(started)),
                         }
                     }
                 }

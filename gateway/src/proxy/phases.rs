@@ -327,6 +327,11 @@ impl ProxyCtx {
 
     /// Step 6.
     pub fn upstream_response(&mut self, resp: &mut ResponseHeader) -> pingora::Result<()> {
+        if resp.status.is_informational() {
+            // `100 Continue` and the like: the real answer is still to come.
+            strip_hop_by_hop(resp);
+            return Ok(());
+        }
         let gateway_error = matches!(resp.status.as_u16(), 502..=504);
         self.finish_attempt(if gateway_error { Outcome::ServerError } else { Outcome::Ok });
         let declared =
