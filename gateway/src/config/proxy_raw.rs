@@ -61,9 +61,9 @@ pub struct RawHealth {
     pub path: Option<String>,
     /// Time between checks, default 1000 ms.
     pub interval_ms: Option<u64>,
-    /// Timeout of one check, default 1000 ms.
+    /// Timeout of one check, default 2000 ms.
     pub timeout_ms: Option<u64>,
-    /// Consecutive failed checks that mark an address down, default 1.
+    /// Consecutive failed checks that mark an address down, default 2.
     pub failures: Option<usize>,
     /// Consecutive passed checks that mark it up again, default 1.
     pub successes: Option<usize>,

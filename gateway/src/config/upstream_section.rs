@@ -171,19 +171,19 @@ fn health(raw: &RawHealth, kind: UpstreamKind, path: &str, issues: &mut Vec<Conf
     if check_path.as_deref().is_some_and(|p| !p.starts_with('/')) {
         issue(issues, format!("{path}.path"), "must start with '/'");
     }
-    let mut count = |value: Option<usize>, field: &str| {
+    let mut count = |value: Option<usize>, default: usize, field: &str| {
         if value == Some(0) {
             issue(issues, format!("{path}.{field}"), "must be at least 1");
         }
-        value.unwrap_or(1).max(1)
+        value.unwrap_or(default).max(1)
     };
-    let failures = count(raw.failures, "failures");
-    let successes = count(raw.successes, "successes");
+    let failures = count(raw.failures, 2, "failures");
+    let successes = count(raw.successes, 1, "successes");
     HealthConfig {
         enabled: raw.enabled.unwrap_or(true),
         path: check_path,
         interval: millis(raw.interval_ms, 1_000, &format!("{path}.interval_ms"), issues),
-        timeout: millis(raw.timeout_ms, 1_000, &format!("{path}.timeout_ms"), issues),
+        timeout: millis(raw.timeout_ms, 2_000, &format!("{path}.timeout_ms"), issues),
         failures,
         successes,
     }

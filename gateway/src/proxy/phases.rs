@@ -290,10 +290,8 @@ impl ProxyCtx {
 
     /// Whether another attempt may follow: an untried usable address, and time.
     fn can_retry(&self) -> bool {
-        let now = Instant::now();
-        let addresses = &self.route.upstream.addresses;
-        !self.timed_out()
-            && (0..addresses.len()).any(|i| !self.tried.contains(&i) && addresses[i].is_usable(now))
+        let ok = crate::upstream::select::eligible(&self.route.upstream.addresses, Instant::now());
+        !self.timed_out() && (0..ok.len()).any(|i| !self.tried.contains(&i) && ok[i])
     }
 
     /// Step 5, connection failures.

@@ -73,13 +73,15 @@ impl Address {
     /// Whether a request may be sent now: healthy, and the breaker closed
     /// or due for its probe. Does not take the probe (see [`Address::begin`]).
     pub fn is_usable(&self, now: Instant) -> bool {
-        self.is_healthy()
-            && match self.breaker.state() {
-                BreakerState::Closed => true,
-                BreakerState::Open { until } | BreakerState::HalfOpen { probe_deadline: until } => {
-                    now >= until
-                }
-            }
+        self.is_healthy() && self.breaker_allows(now)
+    }
+
+    /// Whether the breaker is closed or due for its probe at `now`.
+    pub fn breaker_allows(&self, now: Instant) -> bool {
+        match self.breaker.state() {
+            BreakerState::Closed => true,
+            BreakerState::Open { until } | BreakerState::HalfOpen { probe_deadline: until } => now >= until,
+        }
     }
 
     /// Load-aware cost for selection: the latency estimate (or `prior`)

@@ -5,7 +5,8 @@
 //! In the fleet view an upstream model is a candidate with one pool, named
 //! after its upstream, on device `upstream`:
 //! - available: its signature is known and compatible, and some address
-//!   can take a request (health checks pass, breaker closed or probing);
+//!   can take a request ([`super::select::eligible`]: health checks pass,
+//!   or all fail; breaker closed or probing);
 //! - latency: one bucket with the lowest peak-EWMA latency among its
 //!   usable addresses (what the address selection will most likely get;
 //!   the estimate already rises with the upstream's load), `samples` and
@@ -82,7 +83,8 @@ impl Backend for MixedBackend<'_> {
 
 /// The fleet-view candidate of an upstream model (see the module docs).
 pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now: Instant) -> CandidateModel {
-    let usable: Vec<_> = upstream.addresses.iter().filter(|a| a.is_usable(now)).collect();
+    let ok = super::select::eligible(&upstream.addresses, now);
+    let usable: Vec<_> = upstream.addresses.iter().zip(ok).filter(|(_, ok)| *ok).map(|(a, _)| a).collect();
     let best = usable.iter().filter_map(|a| a.latency(now)).min_by_key(|l| l.estimate);
     let latency = LatencyModel {
         buckets: best

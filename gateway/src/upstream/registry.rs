@@ -121,10 +121,10 @@ impl Upstream {
         Upstream { config, addresses, client, models }
     }
 
-    /// Whether any address can take a request now.
+    /// Whether any address can take a request now (see
+    /// [`super::select::eligible`]).
     pub fn is_usable(&self) -> bool {
-        let now = Instant::now();
-        self.addresses.iter().any(|a| a.is_usable(now))
+        super::select::eligible(&self.addresses, Instant::now()).contains(&true)
     }
 }
 

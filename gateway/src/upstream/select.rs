@@ -1,8 +1,12 @@
 //! Choosing an address: power of two choices over peak-EWMA costs.
 //!
-//! 1. Candidates: the upstream's addresses that are usable now (health
-//!    checks pass, breaker closed or due for a probe) and not yet tried by
-//!    this request.
+//! 1. Candidates: the upstream's [`eligible`] addresses (health checks
+//!    pass, breaker closed or due for a probe) not yet tried by this
+//!    request. When every address fails its health checks, the checks are
+//!    ignored ("panic mode", as Envoy and nginx do): a health endpoint that
+//!    is slow under load, or a check that cannot reach the upstream while
+//!    requests can, must not turn a busy upstream into a 100% outage. The
+//!    breakers still take addresses that really fail out.
 //! 2. None: no address. One: that one.
 //! 3. Otherwise draw two distinct candidates at random and take the one
 //!    with the lower cost (latency estimate x (in flight + 1)); ties go to
@@ -41,13 +45,19 @@ pub fn pick_two(costs: &[f64], first: f64, second: f64) -> Option<usize> {
     }
 }
 
+/// Step 1: per address, whether it may take a request at `now`.
+pub fn eligible(addresses: &[Arc<Address>], now: Instant) -> Vec<bool> {
+    let panic = !addresses.iter().any(|a| a.is_healthy());
+    addresses.iter().map(|a| (panic || a.is_healthy()) && a.breaker_allows(now)).collect()
+}
+
 /// Steps 1-4: starts an attempt on the chosen address, skipping the
 /// addresses in `tried` (by index into `addresses`). Returns the index
 /// and the attempt, or `None` when no address can take the request.
 pub fn choose(addresses: &[Arc<Address>], tried: &[usize]) -> Option<(usize, Attempt)> {
     let now = Instant::now();
-    let mut candidates: Vec<usize> =
-        (0..addresses.len()).filter(|i| !tried.contains(i) && addresses[*i].is_usable(now)).collect();
+    let ok = eligible(addresses, now);
+    let mut candidates: Vec<usize> = (0..addresses.len()).filter(|i| !tried.contains(i) && ok[*i]).collect();
     while !candidates.is_empty() {
         let costs: Vec<f64> = candidates.iter().map(|&i| addresses[i].cost(PRIOR_LATENCY)).collect();
         let pick = pick_two(&costs, next_draw().value(), next_draw().value())?;
@@ -95,6 +105,18 @@ mod tests {
         a[0].begin(now).unwrap().failed();
         assert_eq!(choose(&a, &[]).unwrap().0, 1, "the breaker took address 0 out");
         assert!(choose(&a, &[1]).is_none(), "1 was tried, 0 is out: nothing left");
+    }
+
+    #[test]
+    fn health_is_ignored_only_when_every_address_fails_it() {
+        let a = addresses(2);
+        a[0].set_healthy(false);
+        assert!((0..50).all(|_| choose(&a, &[]).unwrap().0 == 1), "the healthy one only");
+        a[1].set_healthy(false);
+        assert!(choose(&a, &[]).is_some(), "all unhealthy: panic mode tries them anyway");
+        a[1].begin(Instant::now()).unwrap().failed();
+        assert_eq!(choose(&a, &[]).unwrap().0, 0, "breakers still apply in panic mode");
+        assert_eq!(eligible(&a, Instant::now()), vec![true, false]);
     }
 
     #[test]
