@@ -168,11 +168,16 @@ def test_response_size_limit_declared_and_streamed(gw):
     assert requests.get(f"{gw.base}/small/hello", timeout=10).status_code == 200
     big = requests.get(f"{gw.base}/small/hello?pad=5000", timeout=10)
     assert big.status_code == 502 and "exceeds the limit" in big.json()["error"]
-    with pytest.raises(requests.exceptions.RequestException):
-        # Chunked, no length: cut once over the limit; the client sees a broken stream.
+    # Chunked, no length: cut once over the limit. If the response head was
+    # not sent yet the client gets a clear 502, else a broken stream.
+    for _ in range(6):
         with requests.get(f"{gw.base}/small/stream?mb=2", stream=True, timeout=10) as r:
-            assert sum(len(c) for c in r.iter_content(1 << 14)) < 2 * MiB
-            raise AssertionError("the stream should have been cut")
+            if r.status_code == 502:
+                assert "exceeds" in r.json()["error"], r.text
+                continue
+            assert r.status_code == 200
+            with pytest.raises(requests.exceptions.ChunkedEncodingError):
+                sum(len(c) for c in r.iter_content(1 << 14))
     assert requests.get(f"{gw.base}/small/hello", timeout=10).status_code == 200, "gateway still fine"
 
 
@@ -226,10 +231,10 @@ def test_unreachable_upstream_is_a_clear_502(gw):
 
 def test_slow_upstream_times_out_with_504(gw):
     started = time.monotonic()
-    r = requests.get(f"{gw.base}/apps/app/slow?ms=3000", timeout=10)
+    r = requests.get(f"{gw.base}/apps/app/slow?ms=6000", timeout=10)
     elapsed = time.monotonic() - started
     assert r.status_code == 504, r.text
-    assert elapsed < 2.5, f"took {elapsed:.1f}s: the upstream's 3 s answer was awaited"
+    assert elapsed < 4, f"took {elapsed:.1f}s with a 0.4 s first-byte timeout: the upstream's 6 s answer was awaited"
 
 
 def test_killed_address_during_a_run_loses_no_request(tmp_path):

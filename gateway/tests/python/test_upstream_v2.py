@@ -183,7 +183,7 @@ models = ["heavy-remote"]
 
 def test_slow_upstream_respects_the_budget(tmp_path, digits):
     x, _ = digits
-    slow = upstream_app("v2-slow", 3000)
+    slow = upstream_app("v2-slow", 5000)
     config = LOCAL + f"""
 [[upstreams]]
 name = "slow"
@@ -209,13 +209,13 @@ policy = {{ type = "latency_budget" }}
         elapsed = time.monotonic() - started
         assert r.status_code == 504, r.text
         assert "budget" in r.json()["error"] or "within" in r.json()["error"], r.text
-        assert elapsed < 1.5, f"{elapsed:.2f}s for a 300 ms budget"
+        assert elapsed < 2.5, f"{elapsed:.2f}s for a 300 ms budget (the upstream takes 5 s)"
         answers = []
         for i in range(6):
             started = time.monotonic()
             r = post(gw, "either", infer_body(x[i:i + 1]))
             answers.append((r.status_code, r.headers.get("x-switchyard-model"), time.monotonic() - started))
-        assert all(t < 1.5 for _, _, t in answers), answers
+        assert all(t < 2.5 for _, _, t in answers), answers
         assert all(s in (200, 504) for s, _, _ in answers), answers
         assert answers[-1][:2] == (200, "digits-cheap"), f"the slow upstream is avoided once measured: {answers}"
     finally:
