@@ -1,18 +1,21 @@
 //! The Pingora application: one `ProxyHttp` whose `request_filter` answers
 //! local routes in-process (V2 inference, metadata) and returns `Ok(true)`
-//! so no upstream is contacted. Proxied routes (a later stage) will pass
-//! through to `upstream_peer`. One app for both keeps one listener, one
-//! set of limits and one access log.
+//! so no upstream is contacted, and lets requests under a prefix route
+//! (`[[prefix_routes]]`) through to Pingora's proxy (`Ok(false)`), which
+//! streams them to an upstream ([`crate::proxy`]). One app for both keeps
+//! one listener, one set of limits and one access log.
 //!
-//! Phases, in order: admission (concurrency permit, else 429) -> body
-//! (size limit 413, read timeout 408) -> dispatch ([`crate::handlers`]) ->
-//! write the reply, or the event stream of a streamed infer call
+//! Phases, in order: admission (concurrency permit, else 429) -> prefix
+//! route? proxy phases ([`crate::proxy::phases`]) : body (size limit 413,
+//! read timeout 408) -> dispatch ([`crate::handlers`]) -> write the reply,
+//! or the event stream of a streamed infer call
 //! ([`crate::stream::respond`]) -> `logging` (access log line).
 
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
 use crate::http_io::{read_body, write_reply};
 use crate::lifecycle::InFlight;
+use crate::proxy::{ProxyCtx, Start};
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
@@ -20,10 +23,12 @@ use crate::stream::{respond, Response};
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::Method;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::{HttpPeer, ProxyHttp, Session};
+use pingora::proxy::FailToProxy;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 
 /// The gateway's Pingora app.
@@ -48,6 +53,28 @@ pub struct RequestCtx {
     /// Counts the request as in flight (graceful shutdown waits on it)
     /// from the moment its head was parsed until the context is dropped.
     _in_flight: InFlight,
+    /// Set for a request proxied through a prefix route.
+    proxy: Option<Box<ProxyCtx>>,
+}
+
+impl RequestCtx {
+    /// Takes a prefix route's start: keeps its proxy state, or notes the
+    /// cached answer already sent. Returns `request_filter`'s verdict
+    /// (true: answered, false: proxy it).
+    fn proxy_started(&mut self, start: Start) -> bool {
+        match start {
+            Start::Proxy(proxy) => {
+                self.proxy = Some(proxy);
+                false
+            }
+            Start::Answered(status) => {
+                self.status = status;
+                self.permit = None;
+                true
+            }
+            Start::Refused(_) => false,
+        }
+    }
 }
 
 #[async_trait]
@@ -62,10 +89,13 @@ impl ProxyHttp for GatewayApp {
             error_label: None,
             body_bytes: 0,
             _in_flight: self.state.lifecycle.enter(),
+            proxy: None,
         }
     }
 
-    /// Runs for every request: answers it in-process and returns `Ok(true)`.
+    /// Runs for every request: answers it in-process and returns
+    /// `Ok(true)`, or, for a prefix route, returns `Ok(false)` to proxy it
+    /// (the permit is then held until the proxied exchange ends).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
         let snap = self.state.snapshot.load_full();
@@ -73,7 +103,16 @@ impl ProxyHttp for GatewayApp {
             Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
             Ok(permit) => {
                 ctx.permit = Some(permit);
-                self.answer(session, &snap, ctx).await
+                match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
+                    None => self.answer(session, &snap, ctx).await,
+                    Some(route) => {
+                        let limits = &snap.config.server.limits;
+                        match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
+                            Start::Refused(reply) => Response::Full(reply),
+                            started => return Ok(ctx.proxy_started(started)),
+                        }
+                    }
+                }
             }
         };
         let reply = match response {
@@ -95,17 +134,125 @@ impl ProxyHttp for GatewayApp {
         Ok(true)
     }
 
-    /// Not reached yet: every request is answered in `request_filter`.
+    /// Chooses the upstream address of a proxied request (called again
+    /// for each retry); only prefix-route requests get here.
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
-        Err(Error::explain(ErrorType::InternalError, "no upstream routes are configured"))
+        match ctx.proxy.as_mut() {
+            Some(proxy) => proxy.peer(),
+            None => Err(Error::explain(ErrorType::InternalError, "request has no upstream")),
+        }
+    }
+
+    /// Rewrites the path and sets `Host` and `X-Forwarded-*`.
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        ctx.proxy.as_ref().map_or(Ok(()), |p| p.forward(upstream_request))
+    }
+
+    /// Counts streamed request bytes against the route's limit.
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body))
+    }
+
+    /// The upstream's response head: statistics, limits, hop-by-hop fields.
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        ctx.proxy.as_mut().map_or(Ok(()), |p| p.upstream_response(upstream_response))
+    }
+
+    /// Adds `x-cache` to proxied responses of cached routes.
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        ctx.proxy.as_ref().map_or(Ok(()), |p| p.response(upstream_response))
+    }
+
+    /// Counts streamed response bytes; fills the route's cache.
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<Option<Duration>> {
+        ctx.proxy.as_mut().map_or(Ok(None), |p| p.upstream_body(body, end_of_stream).map(|()| None))
+    }
+
+    /// A connection failed: retry on another address when one is left.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        e: Box<Error>,
+    ) -> Box<Error> {
+        match ctx.proxy.as_mut() {
+            Some(proxy) => proxy.connect_failed(e),
+            None => e,
+        }
+    }
+
+    /// An exchange failed after connecting: retry only when it is safe.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        _client_reused: bool,
+    ) -> Box<Error> {
+        let e = e.more_context(format!("peer {peer}"));
+        match ctx.proxy.as_mut() {
+            Some(proxy) => proxy.proxy_failed(session, e),
+            None => e,
+        }
+    }
+
+    /// A proxied request failed for good: a JSON error (502/504/413) when
+    /// the response has not started, else the connection is closed.
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
+        if let Some(written) = session.response_written() {
+            return FailToProxy { error_code: written.status.as_u16(), can_reuse_downstream: false };
+        }
+        let reply = crate::proxy::phases::error_reply(e, ctx.proxy.as_deref());
+        ctx.status = reply.status;
+        ctx.error_label = reply.error_label;
+        let head_only = session.req_header().method == Method::HEAD;
+        if let Err(write_error) = write_reply(session, reply, head_only).await {
+            tracing::debug!(error = %write_error, "could not send the error response");
+        }
+        FailToProxy { error_code: ctx.status, can_reuse_downstream: false }
     }
 
     /// One access-log line per request.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        if let Some(proxy) = &ctx.proxy {
+            ctx.body_bytes = usize::try_from(proxy.request_bytes).unwrap_or(usize::MAX);
+            if let Some(written) = session.response_written() {
+                ctx.status = written.status.as_u16();
+            }
+        }
         let req = session.req_header();
         tracing::info!(
             target: "switchyard::access",

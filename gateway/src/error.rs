@@ -86,6 +86,8 @@ impl GatewayError {
                 ErrorClass::Overloaded => 429,
                 ErrorClass::Unavailable => 503,
                 ErrorClass::Internal => 500,
+                ErrorClass::BadUpstream => 502,
+                ErrorClass::TimedOut => 504,
             },
             GatewayError::NotFound(_) => 404,
             GatewayError::MethodNotAllowed { .. } => 405,

@@ -120,8 +120,11 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    match serve::open_repository(&config) {
-        Ok(_) => {
+    let opened = serve::open_repository(&config).and_then(|repo| {
+        serve::check_upstreams(&switchyard::upstream::Upstreams::new(&config.proxy), &config, &repo)
+    });
+    match opened {
+        Ok(()) => {
             println!(
                 "{}: OK ({} models, {} routes)",
                 file.display(),

@@ -9,6 +9,8 @@ use crate::config::{Config, ConfigIssue};
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
+use crate::upstream::health::HealthService;
+use crate::upstream::Upstreams;
 use anyhow::Context;
 use pingora::prelude::{http_proxy_service, Server};
 use pingora::server::configuration::ServerConf;
@@ -18,14 +20,16 @@ use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use switchyard_runtime::{init_onnxruntime, ModelRepository};
 
-/// Checks that each route's models share one signature (same input and
-/// output names, datatypes and shapes), so any of them can answer.
+/// Checks that each route's local models share one signature (same input
+/// and output names, datatypes and shapes), so any of them can answer.
+/// Upstream members are checked by [`check_upstreams`].
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
-        let Some(first) = route.models.first() else { continue };
+        let is_local = |m: &String| config.proxy.upstream_model(m).is_none();
+        let Some(first) = route.models.iter().find(|m| is_local(m)) else { continue };
         let Ok(reference) = repo.signature(first) else { continue };
-        for (j, model) in route.models.iter().enumerate().skip(1) {
+        for (j, model) in route.models.iter().enumerate().filter(|(_, m)| is_local(m)).skip(1) {
             match repo.signature(model) {
                 Ok(sig) if sig == reference => {}
                 Ok(_) => issues.push(ConfigIssue {
@@ -53,6 +57,18 @@ pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> 
     Ok(repo)
 }
 
+/// Reads the upstream models' signatures from their servers and checks
+/// them against their routes (see [`crate::upstream::startup`]); an
+/// unreachable upstream is not an error, a mismatching model is.
+pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) -> anyhow::Result<()> {
+    let issues = crate::upstream::startup::prepare(upstreams, config, repo);
+    if !issues.is_empty() {
+        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
+    }
+    Ok(())
+}
+
 /// How long pending L2 cache writes may take to flush at shutdown.
 const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -64,6 +80,10 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let repo = open_repository(&config)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::new(config, repo));
+    {
+        let snap = state.snapshot.load();
+        check_upstreams(&state.upstreams, &snap.config, &snap.repo)?;
+    }
     let reloader = Arc::new(Reloader::new(state.clone(), source));
     crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
@@ -103,6 +123,7 @@ fn serve_until_stopped(state: Arc<AppState>, reloader: Arc<Reloader>, stopped: S
     server.add_service(admin);
     // L2 connection and writer run inside Pingora's runtimes.
     server.add_service(background_service("cache", CacheService::new(state.cache.clone())));
+    server.add_service(background_service("upstream health", HealthService::new(state.upstreams.clone())));
     tracing::info!(%listen, %admin_listen, "switchyard serving");
     server.run(RunArgs { shutdown_signal: Box::new(SignalWatch::new(state, stopped)) });
 }

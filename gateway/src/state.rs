@@ -4,8 +4,10 @@
 use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::lifecycle::Lifecycle;
+use crate::proxy::PrefixRoutes;
 use crate::routing::decisions::DecisionCounters;
 use crate::snapshot::Snapshot;
+use crate::upstream::{Catalog, Upstreams};
 use arc_swap::ArcSwap;
 use std::sync::Arc;
 use switchyard_runtime::ModelRepository;
@@ -27,6 +29,13 @@ pub struct AppState {
     pub lifecycle: Arc<Lifecycle>,
     /// Counters of streamed (SSE) infer calls.
     pub streams: crate::stream::stats::StreamCounters,
+    /// Upstream servers and their models (`[[upstreams]]`), with their
+    /// address health, breakers and latency statistics. Built at start-up:
+    /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
+    /// (see `reload::restart`).
+    pub upstreams: Arc<Upstreams>,
+    /// Path-prefix routes proxied to upstreams (`[[prefix_routes]]`).
+    pub prefix_routes: PrefixRoutes,
 }
 
 impl AppState {
@@ -34,6 +43,8 @@ impl AppState {
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
+        let upstreams = Arc::new(Upstreams::new(&config.proxy));
+        let prefix_routes = PrefixRoutes::new(&config.proxy, &upstreams);
         AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::new(1, config, repo)),
             limiter: Arc::new(Semaphore::new(permits)),
@@ -41,6 +52,14 @@ impl AppState {
             cache,
             lifecycle: Arc::new(Lifecycle::default()),
             streams: Default::default(),
+            prefix_routes,
+            upstreams,
         }
+    }
+
+    /// Model lookups over `snap`'s local repository and the upstream
+    /// models.
+    pub fn catalog<'a>(&'a self, snap: &'a Snapshot) -> Catalog<'a> {
+        Catalog { repo: &snap.repo, upstreams: &self.upstreams }
     }
 }

@@ -101,7 +101,8 @@ async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(D
 /// Closed-loop calibration: requests per second `route` sustains with
 /// `streams` requests in flight (2 s).
 async fn capacity(state: Arc<AppState>, config: Arc<Config>, route: &str, streams: usize) -> f64 {
-    let target = Arc::new(resolve(&config, &state.snapshot.load().repo, route, None).expect("route"));
+    let target =
+        Arc::new(resolve(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"));
     let start = Instant::now();
     let deadline = start + Duration::from_secs(2);
     let mut handles = Vec::new();
@@ -135,7 +136,8 @@ struct Phase {
 /// Open loop: one request every `1/rate` s for `secs`, each timed from its
 /// scheduled send time.
 async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64, secs: f64) -> Phase {
-    let target = Arc::new(resolve(&config, &state.snapshot.load().repo, route, None).expect("route"));
+    let target =
+        Arc::new(resolve(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"));
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * secs) as usize;
     let start = Instant::now();

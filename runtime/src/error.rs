@@ -10,7 +10,7 @@ use thiserror::Error;
 use crate::tensor::DataType;
 
 /// Coarse error category; the gateway maps it to a status code
-/// (400 / 404 / 429 / 503 / 500).
+/// (400 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// The request itself is wrong (400); retrying it unchanged fails again.
@@ -23,6 +23,12 @@ pub enum ErrorClass {
     Unavailable,
     /// A bug or an ONNX Runtime failure (500).
     Internal,
+    /// An upstream inference server failed or answered something unusable
+    /// (502); another server may answer.
+    BadUpstream,
+    /// The answer did not arrive in time: the request's budget or an
+    /// upstream timeout ran out (504).
+    TimedOut,
 }
 
 /// Everything that can go wrong in the runtime.
@@ -170,6 +176,24 @@ pub enum RuntimeError {
     /// The repository is shutting down and accepts no new work.
     #[error("the model runtime is shutting down")]
     ShuttingDown,
+    /// A model served by an upstream inference server could not answer.
+    /// The gateway builds these; `class` says what went wrong (e.g.
+    /// [`ErrorClass::Unavailable`] when no address could be reached,
+    /// [`ErrorClass::BadUpstream`] for a garbled answer,
+    /// [`ErrorClass::TimedOut`] when the budget ran out).
+    #[error("model '{model}' on upstream '{upstream}': {message}")]
+    Upstream {
+        /// The model, by its name in this gateway.
+        model: String,
+        /// The upstream server (its configured name).
+        upstream: String,
+        /// The category of the failure.
+        class: ErrorClass,
+        /// A short, fixed label for metrics (`upstream_timeout`...).
+        label: &'static str,
+        /// What happened, for the client.
+        message: String,
+    },
 }
 
 impl RuntimeError {
@@ -190,6 +214,7 @@ impl RuntimeError {
             | E::DeviceUnavailable { .. }
             | E::ShuttingDown => ErrorClass::Unavailable,
             E::InvalidSpec { .. } | E::Execution { .. } => ErrorClass::Internal,
+            E::Upstream { class, .. } => *class,
         }
     }
 
@@ -213,6 +238,7 @@ impl RuntimeError {
             E::DeviceUnavailable { .. } => "device_unavailable",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
+            E::Upstream { label, .. } => label,
         }
     }
 

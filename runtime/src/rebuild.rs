@@ -46,13 +46,13 @@ pub enum ModelChange {
 pub struct RebuildError {
     /// The model concerned, when the error is about one model.
     pub model: Option<String>,
-    /// The runtime's error.
-    pub error: RuntimeError,
+    /// The runtime's error (boxed: rebuilds are rare, results stay small).
+    pub error: Box<RuntimeError>,
 }
 
 impl RebuildError {
     fn of(model: &str) -> impl FnOnce(RuntimeError) -> RebuildError + '_ {
-        move |error| RebuildError { model: Some(model.to_string()), error }
+        move |error| RebuildError { model: Some(model.to_string()), error: Box::new(error) }
     }
 }
 
@@ -81,13 +81,13 @@ impl ModelRepository {
         specs: Vec<ModelSpec>,
         previous: &ModelRepository,
     ) -> Result<(Arc<Self>, RebuildReport), RebuildError> {
-        environment().map_err(|error| RebuildError { model: None, error })?;
+        environment().map_err(|error| RebuildError { model: None, error: Box::new(error) })?;
         check_specs(&specs).map_err(|error| {
             let model = match &error {
                 RuntimeError::InvalidSpec { model, .. } => Some(model.clone()),
                 _ => None,
             };
-            RebuildError { model, error }
+            RebuildError { model, error: Box::new(error) }
         })?;
         let mut report = RebuildReport::default();
         let mut models = Vec::with_capacity(specs.len());

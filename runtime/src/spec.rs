@@ -23,6 +23,11 @@ pub enum DeviceKind {
     /// feature and a CUDA-enabled ONNX Runtime library; otherwise the pool is
     /// reported unavailable, never silently run on CPU).
     Cuda,
+    /// Another inference server the gateway forwards requests to. The
+    /// runtime never runs pools of this kind (a spec naming it is
+    /// invalid); it exists so that answers from upstream servers report
+    /// their device in the same vocabulary as local ones.
+    Upstream,
 }
 
 impl fmt::Display for DeviceKind {
@@ -30,6 +35,7 @@ impl fmt::Display for DeviceKind {
         f.write_str(match self {
             DeviceKind::Cpu => "cpu",
             DeviceKind::Cuda => "cuda",
+            DeviceKind::Upstream => "upstream",
         })
     }
 }
@@ -141,6 +147,9 @@ impl ModelSpec {
             if pool.workers == 0 {
                 return fail(format!("pools[{i}].workers must be at least 1"));
             }
+            if pool.device == DeviceKind::Upstream {
+                return fail(format!("pools[{i}].device: the runtime cannot run an upstream pool"));
+            }
             if pool.batching.as_ref().is_some_and(|b| b.queue_capacity == 0) {
                 return fail(format!("pools[{i}].batching.queue_capacity must be at least 1"));
             }
@@ -196,11 +205,15 @@ mod tests {
         let mut s = spec();
         s.batching.queue_capacity = 0;
         assert!(s.validate().is_err());
+        let mut s = spec();
+        s.pools[0].device = DeviceKind::Upstream;
+        assert!(s.validate().is_err(), "upstream pools are not the runtime's");
     }
 
     #[test]
     fn device_display() {
         assert_eq!(DeviceKind::Cpu.to_string(), "cpu");
         assert_eq!(DeviceKind::Cuda.to_string(), "cuda");
+        assert_eq!(DeviceKind::Upstream.to_string(), "upstream");
     }
 }

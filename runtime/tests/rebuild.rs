@@ -71,7 +71,7 @@ async fn a_broken_new_file_fails_the_rebuild() {
     let repo = ModelRepository::new(vec![s.clone()]).unwrap();
     std::fs::write(&s.path, b"not an onnx model").unwrap();
     let err = ModelRepository::rebuild(vec![s.clone()], &repo).unwrap_err();
-    assert!(matches!(err.error, RuntimeError::CorruptModel { .. }), "{err}");
+    assert!(matches!(*err.error, RuntimeError::CorruptModel { .. }), "{err}");
     assert_eq!(err.model.as_deref(), Some("m"));
     let mut added = spec("other", "missing.onnx", 1, 0, 8);
     added.path = dir.path().join("missing.onnx");

@@ -11,12 +11,16 @@
 pub mod cache_section;
 pub mod control_section;
 pub mod draft_section;
+pub mod proxy_raw;
+pub mod proxy_types;
 pub mod raw;
 pub mod size;
 pub mod text_section;
 pub mod types;
+pub mod upstream_section;
 pub mod validate;
 
+pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
 pub use types::{
     AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
     RouteConfig, ServerConfig, TokenSource,

@@ -30,6 +30,12 @@ pub struct RawConfig {
     pub admin: Option<super::control_section::RawAdmin>,
     /// Watching the config file for hot reload.
     pub reload: Option<super::control_section::RawReload>,
+    /// Upstream servers (V2 model servers and plain HTTP apps).
+    #[serde(default)]
+    pub upstreams: Vec<super::proxy_raw::RawUpstream>,
+    /// Path prefixes proxied to upstreams.
+    #[serde(default)]
+    pub prefix_routes: Vec<super::proxy_raw::RawPrefixRoute>,
 }
 
 /// `[server]`

@@ -28,6 +28,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// Watching the config file.
     pub reload: ReloadConfig,
+    /// Upstream servers and prefix routes.
+    pub proxy: super::proxy_types::ProxyConfig,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:

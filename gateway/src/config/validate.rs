@@ -51,6 +51,14 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
         }
         models.push(model_spec(model, &repo_dir, &format!("models[{i}]"), &mut issues));
     }
+    let max_body = server.as_ref().map_or(64 << 20, |s| s.limits.max_body_bytes as u64);
+    let proxy = super::upstream_section::proxy_config(
+        &raw.upstreams,
+        &raw.prefix_routes,
+        max_body,
+        &mut names,
+        &mut issues.0,
+    );
     let mut routes = Vec::new();
     for (i, route) in raw.routes.iter().enumerate() {
         let path = format!("routes[{i}]");
@@ -70,8 +78,22 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
-            let routes = routes.into_iter().map(|r| with_fingerprint(r, &models)).collect();
-            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache, admin, reload })
+            let routes = routes
+                .into_iter()
+                .map(|r| with_fingerprint(r, &models))
+                .map(|r| super::upstream_section::with_upstream_fingerprint(r, &proxy))
+                .collect();
+            Ok(Config {
+                server,
+                onnxruntime_library,
+                models,
+                routes,
+                model_routing,
+                cache,
+                admin,
+                reload,
+                proxy,
+            })
         }
         _ => Err(issues.0),
     }

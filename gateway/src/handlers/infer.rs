@@ -29,12 +29,13 @@ pub async fn infer<'a>(
 ) -> Result<Response<'a>, GatewayError> {
     let Request { headers, body, received, .. } = req;
     let config = &snap.config;
-    let target = resolve(config, &snap.repo, name, version)?;
+    let catalog = state.catalog(snap);
+    let target = resolve(config, &catalog, name, version)?;
     let header_len = header_length(headers)?;
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
     let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-    let signature = snap.repo.signature(target.default_model())?;
+    let signature = catalog.shared_signature(&target.models)?;
     v2::check_signature(&decoded, &target.public_name, &signature)?;
     v2::reshape_columns(&mut decoded, &signature)?;
     let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
@@ -43,7 +44,7 @@ pub async fn infer<'a>(
         inputs: std::mem::take(&mut decoded.inputs),
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
-    let batched = snap.repo.spec(target.default_model())?.batching.enabled();
+    let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
     if stream::wants_stream(headers, &decoded.parameters)? {
         let headers = headers.clone();
         let job = Job { target, decoded, request, plan, headers, received, batched };

@@ -4,8 +4,8 @@ use super::target::{resolve, signature};
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
+use crate::state::AppState;
 use crate::v2;
-use switchyard_runtime::ModelState;
 
 /// `GET /v2`
 pub fn server() -> Reply {
@@ -13,30 +13,48 @@ pub fn server() -> Reply {
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]`
-pub fn model(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
-    let target = resolve(&snap.config, &snap.repo, name, version)?;
-    let sig = signature(&snap.repo, &target)?;
+pub fn model(
+    state: &AppState,
+    snap: &Snapshot,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
+    let catalog = state.catalog(snap);
+    let target = resolve(&snap.config, &catalog, name, version)?;
+    let sig = signature(&catalog, &target)?;
     let versions = [target.version.to_string()];
     Ok(Reply::json_value(200, &v2::model_metadata(name, &versions, "onnxruntime_onnx", &sig)))
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/ready`: 200 when every model behind
 /// the name can serve (loaded, or loadable on demand); 503 otherwise.
-pub fn ready(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
-    let target = resolve(&snap.config, &snap.repo, name, version)?;
-    let failed =
-        target.models.iter().any(|m| matches!(snap.repo.state(m), Ok(ModelState::Failed(_)) | Err(_)));
+pub fn ready(
+    state: &AppState,
+    snap: &Snapshot,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
+    let catalog = state.catalog(snap);
+    let target = resolve(&snap.config, &catalog, name, version)?;
+    let failed = target.models.iter().any(|m| !catalog.can_serve(m));
     Ok(Reply::empty(if failed { 503 } else { 200 }))
 }
 
 /// `GET /v2/models/{m}[/versions/{v}]/config`, in the shape
 /// `perf_analyzer` reads: `max_batch_size`, `input`/`output` with
 /// `TYPE_*` datatypes and dims without the batch dimension.
-pub fn config(snap: &Snapshot, name: &str, version: Option<&str>) -> Result<Reply, GatewayError> {
-    let target = resolve(&snap.config, &snap.repo, name, version)?;
-    let sig = signature(&snap.repo, &target)?;
-    let spec = snap.repo.spec(target.default_model())?;
-    let batching = &spec.batching;
+pub fn config(
+    state: &AppState,
+    snap: &Snapshot,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Reply, GatewayError> {
+    let catalog = state.catalog(snap);
+    let target = resolve(&snap.config, &catalog, name, version)?;
+    let sig = signature(&catalog, &target)?;
+    // Upstream models' batching is their server's: without a local model
+    // the route reports no batching (dims include the batch dimension).
+    let batching = catalog.batching(&target.models).unwrap_or_default();
     let max_batch = if batching.max_batch_size > 1 { batching.max_batch_size } else { 0 };
     let queue_delay_us = u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX);
     let dynamic = (max_batch > 1).then_some(queue_delay_us);

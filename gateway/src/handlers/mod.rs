@@ -134,9 +134,9 @@ pub async fn dispatch<'a>(state: &'a AppState, snap: &'a Snapshot, req: Request<
         Endpoint::ServerMetadata => Ok(metadata::server()),
         Endpoint::Live => Ok(Reply::empty(200)),
         Endpoint::Ready => Ok(Reply::empty(if state.lifecycle.is_draining() { 503 } else { 200 })),
-        Endpoint::ModelMetadata(name, version) => metadata::model(snap, name, version),
-        Endpoint::ModelReady(name, version) => metadata::ready(snap, name, version),
-        Endpoint::ModelConfig(name, version) => metadata::config(snap, name, version),
+        Endpoint::ModelMetadata(name, version) => metadata::model(state, snap, name, version),
+        Endpoint::ModelReady(name, version) => metadata::ready(state, snap, name, version),
+        Endpoint::ModelConfig(name, version) => metadata::config(state, snap, name, version),
         Endpoint::Infer(name, version) => {
             return infer::infer(state, snap, name, version, req, tenant.as_deref())
                 .await

@@ -3,7 +3,8 @@
 
 use crate::config::Config;
 use crate::error::GatewayError;
-use switchyard_runtime::{ModelRepository, ModelSignature};
+use crate::upstream::Catalog;
+use switchyard_runtime::ModelSignature;
 
 /// What a V2 model name refers to.
 #[derive(Debug, Clone)]
@@ -26,10 +27,11 @@ impl Target {
     }
 }
 
-/// Finds `name` (and checks `version` when given) among routes, then models.
+/// Finds `name` (and checks `version` when given) among routes, then
+/// models (local, then upstream models, version 1).
 pub fn resolve(
     config: &Config,
-    repo: &ModelRepository,
+    catalog: &Catalog<'_>,
     name: &str,
     version: Option<&str>,
 ) -> Result<Target, GatewayError> {
@@ -42,6 +44,8 @@ pub fn resolve(
             models: vec![name.to_string()],
             is_route: false,
         }
+    } else if catalog.upstreams.has_model(name) {
+        Target { public_name: name.to_string(), version: 1, models: vec![name.to_string()], is_route: false }
     } else {
         return Err(GatewayError::NotFound(format!("unknown model or route {name:?}")));
     };
@@ -54,11 +58,15 @@ pub fn resolve(
         }
     }
     // The repository must know the model; a config/repository mismatch is a 404, not a panic.
-    repo.signature(target.default_model())?;
+    if !catalog.knows(target.default_model()) {
+        return Err(GatewayError::NotFound(format!("unknown model {:?}", target.default_model())));
+    }
     Ok(target)
 }
 
-/// The signature clients see for a target (all models of a route share it).
-pub fn signature(repo: &ModelRepository, target: &Target) -> Result<ModelSignature, GatewayError> {
-    Ok(repo.signature(target.default_model())?)
+/// The signature clients see for a target (all models of a route share
+/// it; the first one known is used, so a route answers while one of its
+/// upstream models is unreachable).
+pub fn signature(catalog: &Catalog<'_>, target: &Target) -> Result<ModelSignature, GatewayError> {
+    catalog.shared_signature(&target.models)
 }

@@ -8,7 +8,9 @@
 //! `shutdown_grace_s` are Pingora's server settings; the admission
 //! semaphore is sized once (`max_concurrent_requests`); ONNX Runtime is
 //! loaded once per process; the `[cache]` section builds the L1 and the
-//! Redis connection once (per-route TTLs and `enabled` do reload).
+//! Redis connection once (per-route TTLs and `enabled` do reload);
+//! `[[upstreams]]` and `[[prefix_routes]]` build the upstream registry,
+//! its health checks and the prefix routes' caches once.
 
 use crate::config::Config;
 
@@ -39,6 +41,9 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     new.onnxruntime_library = running.onnxruntime_library.clone();
     keep(new.cache != running.cache, "cache");
     new.cache = running.cache.clone();
+    keep(new.proxy.upstreams != running.proxy.upstreams, "upstreams");
+    keep(new.proxy.prefix_routes != running.proxy.prefix_routes, "prefix_routes");
+    new.proxy = running.proxy.clone();
     (new, pending)
 }
 
@@ -65,6 +70,20 @@ mod tests {
         assert_eq!(applied.server.listen, running.server.listen);
         assert_eq!(applied.cache, running.cache);
         assert_eq!(applied.route("r").unwrap().cache.ttl, Duration::from_secs(7), "route TTLs reload");
+    }
+
+    #[test]
+    fn upstream_and_prefix_route_changes_wait_for_a_restart() {
+        let with_app = |port: u16| {
+            format!(
+                "{BASE}[[upstreams]]\nname = \"app\"\naddrs = [\"127.0.0.1:{port}\"]\n\
+                 [[prefix_routes]]\nname = \"app\"\nprefix = \"/apps/app/\"\nupstream = \"app\"\n"
+            )
+        };
+        let running = parse(&with_app(8100), Path::new("/")).unwrap();
+        let (applied, pending) = carry_over(parse(&with_app(8101), Path::new("/")).unwrap(), &running);
+        assert_eq!(pending, vec!["upstreams".to_string()]);
+        assert_eq!(applied.proxy, running.proxy, "the running upstreams stay in force");
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn device(kind: DeviceKind) -> Device {
     match kind {
         DeviceKind::Cpu => Device::Cpu,
         DeviceKind::Cuda => Device::Cuda,
+        DeviceKind::Upstream => Device::Upstream,
     }
 }
 

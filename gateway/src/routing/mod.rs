@@ -24,7 +24,7 @@ use crate::error::GatewayError;
 use crate::handlers::target::Target;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use backend::RuntimeBackend;
+use crate::upstream::MixedBackend;
 use http::HeaderMap;
 use router_policies::{Estimator, FixedPolicy, PolicyConfig};
 use run::Routing;
@@ -103,7 +103,7 @@ pub async fn execute(
         budget: resolved.budget,
         received: req.received,
     };
-    let backend = RuntimeBackend { repo: &snap.repo, config };
+    let backend = MixedBackend::new(state, snap, req.received + resolved.budget.total);
     let outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
     match &outcome {
         Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),

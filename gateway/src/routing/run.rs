@@ -119,10 +119,18 @@ async fn last_resort<B: Backend>(
 }
 
 /// True for errors another pool or model may not have: overload,
-/// unavailability, execution failures. Client errors (bad input, unknown
-/// output) would fail the same way anywhere.
+/// unavailability, execution failures, a failing or slow upstream server.
+/// Client errors (bad input, unknown output) would fail the same way
+/// anywhere.
 pub fn falls_back(e: &RuntimeError) -> bool {
-    matches!(e.class(), ErrorClass::Overloaded | ErrorClass::Unavailable | ErrorClass::Internal)
+    matches!(
+        e.class(),
+        ErrorClass::Overloaded
+            | ErrorClass::Unavailable
+            | ErrorClass::Internal
+            | ErrorClass::BadUpstream
+            | ErrorClass::TimedOut
+    )
 }
 
 /// The shed error for this route.

@@ -20,12 +20,12 @@ use crate::config::RouteConfig;
 use crate::error::GatewayError;
 use crate::handlers::infer::{explain, shape_outputs};
 use crate::handlers::target::Target;
-use crate::routing::backend::RuntimeBackend;
 use crate::routing::budget;
 use crate::routing::run::Routing;
 use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::upstream::MixedBackend;
 use crate::v2::{self, DecodedRequest, InferResponseParts};
 use bytes::Bytes;
 use http::HeaderMap;
@@ -220,7 +220,9 @@ async fn run_pair(
         budget: resolved.budget,
         received: req.received,
     };
-    let backend = RuntimeBackend { repo: &snap.repo, config: &snap.config };
+    // A stream's final is not cut short by the budget (the client asked to
+    // wait for it); upstream calls still end by the route's maximum budget.
+    let backend = MixedBackend::new(state, snap, req.received + req.route.max_budget);
     let run = PairRun {
         routing: &routing,
         pair,

@@ -27,11 +27,11 @@
 //! * Exceeding a [`DecodeLimits`] bound is 413; a shape whose element
 //!   count overflows is 400.
 
-mod binary;
+pub(crate) mod binary;
 pub mod classification;
 pub mod error;
 mod float16;
-mod json_data;
+pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
 pub mod request;

@@ -1,0 +1,35 @@
+//! Upstream servers: other V2 inference servers (Triton, KServe, MLServer,
+//! another Switchyard) whose models are route members, and plain HTTP
+//! apps behind prefix routes ([`crate::proxy`]).
+//!
+//! - [`registry`]: the upstreams of a config, their addresses and models.
+//! - [`address`], [`ewma`], [`select`]: per-address health, breaker and
+//!   peak-EWMA latency; power-of-two-choices address selection.
+//! - [`health`]: active health checks (`pingora-load-balancing`).
+//! - [`client`], [`v2_codec`], [`v2_call`], [`metadata`]: the gateway's
+//!   own V2 calls (binary tensors over a pooled HTTP/1.1 client), with
+//!   retries on other addresses inside the request's budget.
+//! - [`backend`]: the routing backend over local and upstream models, so
+//!   that policies, fallbacks and the cache work unchanged.
+//! - [`catalog`]: model lookups for the V2 handlers.
+//! - [`startup`]: reading upstream signatures at start-up.
+//! - [`observe`]: the one place every upstream attempt is recorded.
+
+pub mod address;
+pub mod backend;
+pub mod catalog;
+pub mod client;
+pub mod ewma;
+pub mod health;
+pub mod metadata;
+pub mod observe;
+pub mod registry;
+pub mod select;
+pub mod startup;
+pub mod stats;
+pub mod v2_call;
+pub mod v2_codec;
+
+pub use backend::MixedBackend;
+pub use catalog::Catalog;
+pub use registry::{RemoteModel, SignatureState, Upstream, Upstreams};

@@ -1,0 +1,256 @@
+//! One inference on an upstream model, within the request's budget.
+//!
+//! 1. The model's signature must be known and compatible with its routes,
+//!    else the model is unavailable (503; the route falls back).
+//! 2. The request is encoded once (binary tensors, [`super::v2_codec`]).
+//! 3. An address is chosen ([`super::select`]: health, breaker, P2C over
+//!    peak-EWMA) among those not tried yet.
+//! 4. The attempt's timeouts are the upstream's, cut to the budget left:
+//!    no attempt or retry outlives the request's deadline.
+//! 5. Outcome: an answer is decoded and checked; a refused connection, a
+//!    broken one, a timeout, a 5xx, a 429 or a garbled answer tries the
+//!    next address (inference is idempotent) while budget remains; a 4xx
+//!    is the request's fault and is returned at once.
+//! 6. Out of addresses or budget: the last failure, classified so that the
+//!    client gets 503 (unreachable), 502 (bad answer), 504 (time) or 429.
+
+use super::address::Attempt;
+use super::client::{Exchange, ExchangeLimits, TransportError};
+use super::metadata::model_path;
+use super::observe::{attempt_finished, AttemptRecord, Outcome};
+use super::registry::{RemoteModel, SignatureState, Upstream};
+use super::select::choose;
+use super::v2_codec::{decode_response, encode_request, EncodedRequest};
+use crate::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
+use http::{Method, Request, StatusCode};
+use http_body_util::Full;
+use std::time::{Duration, Instant};
+use switchyard_runtime::{
+    DeviceKind, ErrorClass, InferenceRequest, InferenceResponse, ModelSignature, RuntimeError, Tensor,
+};
+
+/// Largest V2 response body accepted from an upstream.
+pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
+
+/// What one call needs, fixed across its attempts.
+struct Call<'a> {
+    upstream: &'a Upstream,
+    model: &'a RemoteModel,
+    signature: &'a ModelSignature,
+    encoded: EncodedRequest,
+    path: String,
+    requested: Option<&'a [String]>,
+}
+
+/// A failed attempt: the error, and whether another address may succeed.
+struct Failure {
+    error: RuntimeError,
+    retry: bool,
+}
+
+/// Runs `request` on `model` of `upstream` before `deadline` (steps above).
+pub async fn infer(
+    upstream: &Upstream,
+    model: &RemoteModel,
+    request: InferenceRequest,
+    deadline: Instant,
+) -> Result<InferenceResponse, RuntimeError> {
+    let started = Instant::now();
+    let signature = match model.state() {
+        SignatureState::Known(sig) => sig,
+        SignatureState::Unknown(why) | SignatureState::Incompatible(why) => {
+            return Err(error(upstream, model, ErrorClass::Unavailable, "upstream_model_unavailable", why))
+        }
+    };
+    let call = Call {
+        upstream,
+        model,
+        signature: &signature,
+        encoded: encode_request(&request),
+        path: model_path(&model.config, "/infer"),
+        requested: request.outputs.as_deref(),
+    };
+    let mut tried = Vec::new();
+    let mut last = None;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            let why = format!("the latency budget ran out after {} attempt(s)", tried.len());
+            return Err(error(upstream, model, ErrorClass::TimedOut, "upstream_timeout", why));
+        }
+        let Some((index, attempt)) = choose(&upstream.addresses, &tried) else { break };
+        tried.push(index);
+        match call.attempt(attempt, remaining).await {
+            Ok(outputs) => return Ok(response(upstream, model, &request, outputs, started)),
+            Err(Failure { error, retry }) => {
+                last = Some(error);
+                if !retry {
+                    break;
+                }
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        let why = "no address can take requests (health checks failing or breakers open)".to_string();
+        error(upstream, model, ErrorClass::Unavailable, "upstream_unavailable", why)
+    }))
+}
+
+impl Call<'_> {
+    /// One attempt on the attempt's address (steps 4-5).
+    async fn attempt(&self, attempt: Attempt, remaining: Duration) -> Result<Vec<(String, Tensor)>, Failure> {
+        let addr = attempt.address().addr;
+        let timeouts = self.upstream.config.timeouts;
+        let limits = ExchangeLimits {
+            first_byte: timeouts.first_byte.min(remaining),
+            total: timeouts.total.unwrap_or(Duration::MAX).min(remaining),
+            max_body: MAX_RESPONSE_BYTES,
+        };
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("http://{addr}{}", self.path))
+            .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)
+            .header(INFERENCE_HEADER_CONTENT_LENGTH, self.encoded.header_len)
+            .body(Full::new(self.encoded.body.clone()));
+        let result = match request {
+            Ok(request) => self.upstream.client.exchange(request, limits).await,
+            Err(e) => Err(TransportError::Broken(format!("cannot build the request: {e}"))),
+        };
+        let elapsed = attempt.started().elapsed();
+        let (outcome, verdict) = match result {
+            Ok(exchange) => self.judge(exchange),
+            Err(e) => (transport_outcome(&e), Err(self.transport_failure(e))),
+        };
+        attempt_finished(&AttemptRecord {
+            upstream: &self.upstream.config.name,
+            addr,
+            via: "v2",
+            outcome,
+            elapsed,
+        });
+        match outcome {
+            o if o.is_address_failure() => attempt.failed(),
+            Outcome::Ok | Outcome::ClientError => attempt.succeeded(elapsed),
+            // 429: alive but busy; its fast refusal says nothing of its latency.
+            _ => drop(attempt),
+        }
+        verdict.map_err(|e| e.with_address(addr))
+    }
+
+    /// Classifies an answer and decodes a successful one.
+    fn judge(&self, exchange: Exchange) -> (Outcome, Result<Vec<(String, Tensor)>, Failure>) {
+        let status = exchange.status;
+        let snippet = || String::from_utf8_lossy(&exchange.body[..exchange.body.len().min(300)]).to_string();
+        let fail = |class, label, retry, why: String| Failure { error: self.error(class, label, why), retry };
+        if status.is_success() {
+            let header_len = exchange
+                .headers
+                .get(INFERENCE_HEADER_CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            return match decode_response(
+                exchange.body.clone(),
+                header_len,
+                self.requested,
+                Some(self.signature),
+            ) {
+                Ok(outputs) => (Outcome::Ok, Ok(outputs)),
+                Err(bad) => (
+                    Outcome::BadResponse,
+                    Err(fail(ErrorClass::BadUpstream, "upstream_bad_response", true, bad.to_string())),
+                ),
+            };
+        }
+        let why = format!("answered {status}: {}", snippet());
+        match status {
+            StatusCode::TOO_MANY_REQUESTS => {
+                (Outcome::Overloaded, Err(fail(ErrorClass::Overloaded, "upstream_overloaded", true, why)))
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                (Outcome::ServerError, Err(fail(ErrorClass::Unavailable, "upstream_unavailable", true, why)))
+            }
+            StatusCode::NOT_FOUND => {
+                (Outcome::ServerError, Err(fail(ErrorClass::BadUpstream, "upstream_bad_response", true, why)))
+            }
+            s if s.is_client_error() => {
+                (Outcome::ClientError, Err(fail(ErrorClass::InvalidInput, "upstream_rejected", false, why)))
+            }
+            _ => (Outcome::ServerError, Err(fail(ErrorClass::BadUpstream, "upstream_error", true, why))),
+        }
+    }
+
+    fn transport_failure(&self, e: TransportError) -> Failure {
+        let (class, label) = match &e {
+            TransportError::Connect(_) => (ErrorClass::Unavailable, "upstream_unavailable"),
+            TransportError::FirstByteTimeout(_) | TransportError::TotalTimeout(_) => {
+                (ErrorClass::TimedOut, "upstream_timeout")
+            }
+            TransportError::Broken(_) | TransportError::TooLarge(_) => {
+                (ErrorClass::BadUpstream, "upstream_error")
+            }
+        };
+        Failure {
+            error: self.error(class, label, e.to_string()),
+            retry: !matches!(e, TransportError::TooLarge(_)),
+        }
+    }
+
+    fn error(&self, class: ErrorClass, label: &'static str, why: String) -> RuntimeError {
+        error(self.upstream, self.model, class, label, why)
+    }
+}
+
+impl Failure {
+    /// Prefixes the message with the address, so the client's error says
+    /// which one failed last.
+    fn with_address(mut self, addr: std::net::SocketAddr) -> Failure {
+        if let RuntimeError::Upstream { message, .. } = &mut self.error {
+            *message = format!("{addr} {message}");
+        }
+        self
+    }
+}
+
+fn transport_outcome(e: &TransportError) -> Outcome {
+    match e {
+        TransportError::Connect(_) => Outcome::ConnectError,
+        TransportError::Broken(_) => Outcome::Broken,
+        TransportError::FirstByteTimeout(_) | TransportError::TotalTimeout(_) => Outcome::Timeout,
+        TransportError::TooLarge(_) => Outcome::BadResponse,
+    }
+}
+
+fn error(
+    upstream: &Upstream,
+    model: &RemoteModel,
+    class: ErrorClass,
+    label: &'static str,
+    why: String,
+) -> RuntimeError {
+    RuntimeError::Upstream {
+        model: model.config.name.clone(),
+        upstream: upstream.config.name.clone(),
+        class,
+        label,
+        message: why,
+    }
+}
+
+fn response(
+    upstream: &Upstream,
+    model: &RemoteModel,
+    request: &InferenceRequest,
+    outputs: Vec<(String, Tensor)>,
+    started: Instant,
+) -> InferenceResponse {
+    InferenceResponse {
+        model: model.config.name.clone(),
+        version: model.config.version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1),
+        pool: upstream.config.name.clone(),
+        device: DeviceKind::Upstream,
+        outputs,
+        batch_size: request.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1),
+        queue_time: Duration::ZERO,
+        exec_time: started.elapsed(),
+    }
+}

@@ -1,0 +1,175 @@
+//! The client side of the V2 protocol: an [`InferenceRequest`] to a body
+//! for an upstream server (binary tensor extension: a small JSON header,
+//! then the raw tensor bytes, with every output asked for as binary), and
+//! the upstream's response (binary or JSON tensors) back to tensors.
+//!
+//! A response is trusted no further than it is checked: it must be a V2
+//! response object, every tensor must match its declared datatype and
+//! shape, the outputs asked for must all be there, and their datatypes must
+//! match the model's signature when it is known. Anything else is a
+//! [`BadResponse`] (the gateway answers 502).
+
+use crate::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
+use crate::v2::json_data::parse_json_data;
+use crate::v2::DecodeLimits;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use switchyard_runtime::{DataType, InferenceRequest, ModelSignature, Tensor, TensorData};
+
+/// A request body and its `Inference-Header-Content-Length`.
+#[derive(Debug, Clone)]
+pub struct EncodedRequest {
+    /// JSON header followed by the input tensors' bytes.
+    pub body: Bytes,
+    /// Length of the JSON header.
+    pub header_len: usize,
+}
+
+/// Encodes `request` with binary inputs, asking for binary outputs.
+pub fn encode_request(request: &InferenceRequest) -> EncodedRequest {
+    let inputs: Vec<Value> = request
+        .inputs
+        .iter()
+        .map(|(name, t)| {
+            json!({
+                "name": name,
+                "shape": t.shape(),
+                "datatype": t.dtype().v2_name(),
+                "parameters": { "binary_data_size": binary_size(t.data()) },
+            })
+        })
+        .collect();
+    let mut header = json!({ "inputs": inputs, "parameters": { "binary_data_output": true } });
+    if let Some(outputs) = &request.outputs {
+        header["outputs"] = outputs
+            .iter()
+            .map(|name| json!({ "name": name, "parameters": { "binary_data": true } }))
+            .collect();
+    }
+    let mut body = serde_json::to_vec(&header).unwrap_or_default();
+    let header_len = body.len();
+    body.reserve(request.inputs.iter().map(|(_, t)| binary_size(t.data())).sum());
+    for (_, tensor) in &request.inputs {
+        match tensor.data() {
+            TensorData::Fixed(raw) => body.extend_from_slice(raw),
+            TensorData::Strings(items) => encode_bytes_elements(items, &mut body),
+        }
+    }
+    EncodedRequest { body: Bytes::from(body), header_len }
+}
+
+/// Why an upstream's answer is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid V2 response: {0}")]
+pub struct BadResponse(pub String);
+
+#[derive(Deserialize)]
+struct RawResponse<'a> {
+    #[serde(borrow)]
+    outputs: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawOutput<'a> {
+    name: String,
+    datatype: String,
+    shape: Vec<usize>,
+    #[serde(default)]
+    parameters: Option<serde_json::Map<String, Value>>,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
+}
+
+/// Decodes a response body into output tensors: those in `requested`, in
+/// that order, or all of them (in the response's order) when `None`.
+pub fn decode_response(
+    body: Bytes,
+    header_len: Option<usize>,
+    requested: Option<&[String]>,
+    signature: Option<&ModelSignature>,
+) -> Result<Vec<(String, Tensor)>, BadResponse> {
+    let bad = |m: String| BadResponse(m);
+    let header_len = header_len.unwrap_or(body.len());
+    let header =
+        body.get(..header_len).ok_or_else(|| bad(format!("header length {header_len} exceeds the body")))?;
+    let raw: RawResponse<'_> =
+        serde_json::from_slice(header).map_err(|e| bad(format!("not a V2 response: {e}")))?;
+    let limits = DecodeLimits::default();
+    let binary = body.slice(header_len..);
+    let mut offset = 0usize;
+    let mut outputs: Vec<(String, Tensor)> = Vec::with_capacity(raw.outputs.len());
+    for raw_output in raw.outputs {
+        let out: RawOutput<'_> =
+            serde_json::from_str(raw_output.get()).map_err(|e| bad(format!("bad output object: {e}")))?;
+        let dtype = DataType::from_v2_name(&out.datatype)
+            .ok_or_else(|| bad(format!("output '{}' has unknown datatype {:?}", out.name, out.datatype)))?;
+        let count = limits.check_shape(&out.name, &out.shape).map_err(|e| bad(e.to_string()))?;
+        let size = out.parameters.as_ref().and_then(|p| p.get("binary_data_size")).map(Value::as_u64);
+        let data = match (out.data, size) {
+            (Some(json), None) => parse_json_data(&out.name, dtype, &out.shape, count, json),
+            (None, Some(Some(size))) => {
+                let size = usize::try_from(size).unwrap_or(usize::MAX);
+                let end = offset.checked_add(size).filter(|end| *end <= binary.len()).ok_or_else(|| {
+                    bad(format!("output '{}' claims {size} bytes past the end of the body", out.name))
+                })?;
+                let slice = binary.slice(offset..end);
+                offset = end;
+                decode_binary(&out.name, dtype, &out.shape, count, slice)
+            }
+            _ => {
+                return Err(bad(format!(
+                    "output '{}' has neither data nor a valid binary_data_size",
+                    out.name
+                )))
+            }
+        }
+        .map_err(|e| bad(e.to_string()))?;
+        let tensor = Tensor::new(dtype, out.shape, data).map_err(|e| bad(e.to_string()))?;
+        outputs.push((out.name, tensor));
+    }
+    if offset != binary.len() {
+        return Err(bad(format!("{} unexplained bytes after the outputs", binary.len() - offset)));
+    }
+    check_outputs(outputs, requested, signature)
+}
+
+/// Keeps the requested outputs in order, and checks them against the
+/// signature.
+fn check_outputs(
+    mut outputs: Vec<(String, Tensor)>,
+    requested: Option<&[String]>,
+    signature: Option<&ModelSignature>,
+) -> Result<Vec<(String, Tensor)>, BadResponse> {
+    if let Some(sig) = signature {
+        for (name, tensor) in &outputs {
+            match sig.output(name) {
+                Some(spec) if spec.dtype == tensor.dtype() => {}
+                Some(spec) => {
+                    return Err(BadResponse(format!(
+                        "output '{name}' is {}, the model's signature says {}",
+                        tensor.dtype(),
+                        spec.dtype
+                    )))
+                }
+                None => return Err(BadResponse(format!("output '{name}' is not in the model's signature"))),
+            }
+        }
+    }
+    let Some(names) = requested else { return Ok(outputs) };
+    names
+        .iter()
+        .map(|name| {
+            let at = outputs
+                .iter()
+                .position(|(n, _)| n == name)
+                .ok_or_else(|| BadResponse(format!("requested output '{name}' is missing")))?;
+            Ok(outputs.swap_remove(at))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "tests_v2_codec.rs"]
+mod tests;
