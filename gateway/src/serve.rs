@@ -18,7 +18,7 @@ use pingora::server::RunArgs;
 use pingora::services::background::background_service;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use switchyard_runtime::{init_onnxruntime, ModelRepository};
+use switchyard_runtime::{init_onnxruntime, ModelRepository, ModelSignature};
 
 /// Checks that each route's local models share one signature (same input
 /// and output names, datatypes and shapes), so any of them can answer.
@@ -26,18 +26,18 @@ use switchyard_runtime::{init_onnxruntime, ModelRepository};
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
-        let is_local = |m: &String| config.proxy.upstream_model(m).is_none();
-        let Some(first) = route.models.iter().find(|m| is_local(m)) else { continue };
-        let Ok(reference) = repo.signature(first) else { continue };
-        for (j, model) in route.models.iter().enumerate().filter(|(_, m)| is_local(m)).skip(1) {
-            match repo.signature(model) {
-                Ok(sig) if sig == reference => {}
-                Ok(_) => issues.push(ConfigIssue {
-                    path: format!("routes[{i}].models[{j}]"),
+        let mut reference: Option<(&String, ModelSignature)> = None;
+        let local = route.models.iter().enumerate().filter(|(_, m)| config.proxy.upstream_model(m).is_none());
+        for (j, model) in local {
+            let path = format!("routes[{i}].models[{j}]");
+            match (repo.signature(model), &reference) {
+                (Err(e), _) => issues.push(ConfigIssue { path, message: e.to_string() }),
+                (Ok(sig), None) => reference = Some((model, sig)),
+                (Ok(sig), Some((_, expected))) if sig == *expected => {}
+                (Ok(_), Some((first, _))) => issues.push(ConfigIssue {
+                    path,
                     message: format!("{model:?} has a different input/output signature than {first:?}"),
                 }),
-                Err(e) => issues
-                    .push(ConfigIssue { path: format!("routes[{i}].models[{j}]"), message: e.to_string() }),
             }
         }
     }

@@ -79,3 +79,26 @@ fn next_generation_shares_unchanged_models_and_rejects_broken_ones() {
         "running snapshot untouched"
     );
 }
+
+#[test]
+fn a_route_over_an_upstream_the_running_registry_lacks_is_rejected() {
+    init_onnxruntime();
+    let base = config_text(0.5, "digits-heavy.onnx", "127.0.0.1:8000");
+    let current = {
+        let first = parse(&base, Path::new("/")).unwrap();
+        let repo = open_repository(&first).expect("ONNX Runtime and models (run the set-up)");
+        Snapshot::new(1, first, repo)
+    };
+    // Upstreams are restart-only: the new upstream model is not in the
+    // running registry, so a route naming it first must not slip through.
+    let text = format!(
+        "{base}[[upstreams]]\nname = \"remote\"\nkind = \"v2\"\naddrs = [\"127.0.0.1:9\"]\n\
+         models = [{{ name = \"remote-heavy\", model = \"digits-heavy\" }}]\n\
+         [[routes]]\nname = \"remote-first\"\nmodels = [\"remote-heavy\", \"digits-cheap\"]\n"
+    );
+    let issues = match next_snapshot(parse(&text, Path::new("/")).unwrap(), &current) {
+        Ok(_) => panic!("a route over an unknown upstream model must be rejected"),
+        Err(issues) => issues,
+    };
+    assert!(issues.iter().any(|i| i.path == "routes[1].models[0]"), "{issues:?}");
+}
