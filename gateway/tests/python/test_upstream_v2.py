@@ -302,3 +302,26 @@ models = ["digits-cheap", "other-remote"]
         assert "routes[0].models[1]" in str(err.value) and "input" in str(err.value), str(err.value)
     finally:
         other.stop()
+
+
+def test_draft_then_final_with_a_local_draft_and_an_upstream_final(front, digits):
+    """Streaming over the cascade route: the local cheap model drafts, the
+    heavy model on the upstream gives the final of unconfident rows."""
+    from sse_util import Stream
+
+    x, _ = digits
+    ref = Reference("digits-cheap", "digits-heavy")
+    _, cheap_probs = ref.run("digits-cheap", x[:40])
+    heavy_label, _ = ref.run("digits-heavy", x[:40])
+    unsure = next(i for i in range(40) if cheap_probs[i].max() < 0.8)
+    stream = Stream(front, "digits", infer_body(x[unsure:unsure + 1]))
+    try:
+        assert stream.response.status_code == 200
+        events = stream.all()
+    finally:
+        stream.close()
+    assert [name for name, _ in events] == ["draft", "final"], events
+    draft, final = events[0][1], events[1][1]
+    assert draft["parameters"]["model"] == "digits-cheap"
+    assert (final["parameters"]["model"], final["parameters"]["device"]) == ("heavy-remote", "upstream")
+    assert output(final, "label") == [int(heavy_label[unsure])]
