@@ -17,6 +17,7 @@ mod batch;
 mod convert;
 mod dispatch;
 pub mod error;
+pub mod histogram;
 mod model;
 pub mod ort_env;
 mod pool;
@@ -33,6 +34,7 @@ mod validate;
 mod worker;
 
 pub use error::{ErrorClass, RuntimeError};
+pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 pub use model::ModelState;
 pub use ort_env::init_onnxruntime;
 pub use repository::ModelRepository;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
+use crate::histogram::{Histogram, COLD_START_US_BOUNDS};
 use crate::pool::PoolRuntime;
 use crate::queue::PoolShared;
 use crate::request::LoadReport;
@@ -64,6 +65,7 @@ struct Inner {
     last_report: Option<LoadReport>,
     last_used: Instant,
     loads: u64,
+    unloads: u64,
 }
 
 /// A registered model.
@@ -77,6 +79,8 @@ pub struct Model {
     pub load_lock: tokio::sync::Mutex<()>,
     /// Incremented by every load attempt.
     pub load_attempts: AtomicU64,
+    /// Cold-start time of each successful load (µs).
+    pub cold_starts: Histogram,
     signature: Mutex<Option<ModelSignature>>,
     inner: Mutex<Inner>,
 }
@@ -98,6 +102,7 @@ impl Model {
             pools,
             load_lock: tokio::sync::Mutex::new(()),
             load_attempts: AtomicU64::new(0),
+            cold_starts: Histogram::new(COLD_START_US_BOUNDS),
             signature: Mutex::new(signature),
             inner: Mutex::new(Inner {
                 state,
@@ -106,6 +111,7 @@ impl Model {
                 last_report: None,
                 last_used: Instant::now(),
                 loads: 0,
+                unloads: 0,
             }),
         }
     }
@@ -147,6 +153,11 @@ impl Model {
         self.inner.lock().loads
     }
 
+    /// Unloads so far (idle or explicit).
+    pub fn unloads(&self) -> u64 {
+        self.inner.lock().unloads
+    }
+
     /// Marks the model as just used (for idle unloading).
     pub fn touch(&self) {
         self.inner.lock().last_used = Instant::now();
@@ -164,6 +175,7 @@ impl Model {
         let was_loaded = inner.loaded.take().is_some();
         if was_loaded {
             inner.state = ModelState::Unloaded;
+            inner.unloads += 1;
         }
         was_loaded
     }
@@ -182,6 +194,7 @@ impl Model {
                 inner.last_report = Some(report.clone());
                 inner.last_used = Instant::now();
                 inner.loads += 1;
+                self.cold_starts.record_duration(report.cold_start);
             }
             Err(e) => {
                 inner.state = ModelState::Failed(e.to_string());
