@@ -29,6 +29,7 @@ impl AdminApp {
     fn answer(&self, method: &Method, path: &str) -> Reply {
         match (method, path) {
             (&Method::GET, "/healthz") => Reply::empty(200),
+            (&Method::GET, "/metrics") => crate::metrics::reply(&self.state),
             (&Method::GET, "/admin/stats") => {
                 let mut stats = snapshot_json(&self.state.repo.stats());
                 stats["decisions"] = self.state.decisions.to_json();

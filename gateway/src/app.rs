@@ -6,7 +6,8 @@
 //!
 //! Phases, in order: admission (concurrency permit, else 429) -> body
 //! (size limit 413, read timeout 408) -> dispatch ([`crate::handlers`]) ->
-//! write the reply -> `logging` (access log line).
+//! write the reply -> `logging` (metrics, access log line). The request's
+//! span and id ([`RequestObs`]) cover the phases from admission on.
 
 use crate::config::Config;
 use crate::error::GatewayError;
@@ -14,6 +15,7 @@ use crate::handlers::{self, Request};
 use crate::http_io::{read_body, write_reply};
 use crate::reply::Reply;
 use crate::state::AppState;
+use crate::telemetry::RequestObs;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::Method;
@@ -42,6 +44,7 @@ pub struct RequestCtx {
     status: u16,
     error_label: Option<&'static str>,
     body_bytes: usize,
+    obs: RequestObs,
 }
 
 #[async_trait]
@@ -49,18 +52,27 @@ impl ProxyHttp for GatewayApp {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx { started: Instant::now(), permit: None, status: 0, error_label: None, body_bytes: 0 }
+        RequestCtx {
+            started: Instant::now(),
+            permit: None,
+            status: 0,
+            error_label: None,
+            body_bytes: 0,
+            obs: RequestObs::default(),
+        }
     }
 
     /// Runs for every request: answers it in-process and returns `Ok(true)`.
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
+        let header = session.req_header();
+        ctx.obs = RequestObs::start(&header.method, header.uri.path(), &header.headers);
         let config = self.state.config.load_full();
         let reply = match self.state.limiter.clone().try_acquire_owned() {
             Err(_) => Reply::error(&GatewayError::TooManyRequests),
             Ok(permit) => {
                 ctx.permit = Some(permit);
-                self.answer(session, &config, ctx).await
+                ctx.obs.scope().run(self.answer(session, &config, ctx)).await
             }
         };
         let head_only = session.req_header().method == Method::HEAD;
@@ -80,9 +92,15 @@ impl ProxyHttp for GatewayApp {
         Err(Error::explain(ErrorType::InternalError, "no upstream routes are configured"))
     }
 
-    /// One access-log line per request.
+    /// Once per request: request metrics, the span's status, and one
+    /// access-log line.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         let req = session.req_header();
+        let took = ctx.started.elapsed();
+        let config = self.state.config.load();
+        let labels = crate::metrics::RequestLabels::classify(&config, req.uri.path());
+        crate::metrics::record_request(labels, ctx.status, took);
+        ctx.obs.finish(ctx.status);
         tracing::info!(
             target: "switchyard::access",
             method = %req.method,
@@ -90,7 +108,9 @@ impl ProxyHttp for GatewayApp {
             status = ctx.status,
             error = ctx.error_label.unwrap_or(""),
             request_bytes = ctx.body_bytes,
-            duration_us = u64::try_from(ctx.started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            request_id = %ctx.obs.request_id(),
+            trace_id = ctx.obs.trace_id(),
         );
     }
 }

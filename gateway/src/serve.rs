@@ -79,5 +79,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(%listen, %admin_listen, "switchyard serving");
     server.run(RunArgs::default());
     state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);
+    crate::telemetry::shutdown();
     Ok(())
 }

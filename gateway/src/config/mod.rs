@@ -11,6 +11,7 @@
 pub mod cache_section;
 pub mod raw;
 pub mod size;
+pub mod telemetry_section;
 pub mod types;
 pub mod validate;
 

@@ -26,6 +26,8 @@ pub struct RawConfig {
     pub routes: Vec<RawRoute>,
     /// The response cache; absent = no caching.
     pub cache: Option<RawCache>,
+    /// Trace export; absent = off.
+    pub telemetry: Option<super::telemetry_section::RawTelemetry>,
 }
 
 /// `[server]`

@@ -23,6 +23,8 @@ pub struct Config {
     pub model_routing: HashMap<String, ModelRouting>,
     /// The response cache; `None` (no `[cache]` section) = no caching.
     pub cache: Option<CacheConfig>,
+    /// OpenTelemetry trace export; `None` = off.
+    pub telemetry: Option<super::telemetry_section::TelemetryConfig>,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:

@@ -66,10 +66,11 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     }
     let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
     let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
+    let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
             let routes = routes.into_iter().map(|r| with_fingerprint(r, &models)).collect();
-            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache })
+            Ok(Config { server, onnxruntime_library, models, routes, model_routing, cache, telemetry })
         }
         _ => Err(issues.0),
     }

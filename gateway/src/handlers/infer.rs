@@ -6,6 +6,7 @@ use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::routing::{self, Answer, RouteRequest};
 use crate::state::AppState;
+use crate::telemetry;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use bytes::Bytes;
 use http::HeaderMap;
@@ -29,9 +30,15 @@ pub async fn infer(
     let header_len = header_length(headers)?;
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
-    let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-    let signature = state.repo.signature(target.default_model())?;
-    v2::check_signature(&decoded, &target.public_name, &signature)?;
+    let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
+        let decoded = v2::decode_infer_request(body, header_len, &limits)?;
+        let signature = state.repo.signature(target.default_model())?;
+        v2::check_signature(&decoded, &target.public_name, &signature)?;
+        Ok(decoded)
+    })?;
+    if let Some(id) = &decoded.id {
+        telemetry::adopt_request_id(id);
+    }
     // Tenant scope: `None` until requests are authenticated.
     let plan = state.cache.plan(config, &target, None, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();

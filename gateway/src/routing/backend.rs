@@ -53,6 +53,13 @@ impl Backend for RuntimeBackend<'_> {
         pool: Option<&str>,
         request: InferenceRequest,
     ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
-        self.repo.infer(model, pool, request)
+        let run = self.repo.infer(model, pool, request);
+        async move {
+            let result = run.await;
+            if let Ok(response) = &result {
+                crate::telemetry::spans::record_execution(response);
+            }
+            result
+        }
     }
 }
