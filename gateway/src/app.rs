@@ -110,7 +110,7 @@ impl ProxyHttp for GatewayApp {
             request_bytes = ctx.body_bytes,
             duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             request_id = %ctx.obs.request_id(),
-            trace_id = ctx.obs.trace_id(),
+            trace_id = ctx.obs.trace_id().map(tracing::field::display),
         );
     }
 }
