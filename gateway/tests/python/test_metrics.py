@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -168,3 +169,51 @@ def test_errors_are_counted_and_unknown_names_add_no_labels(gw):
     assert delta("switchyard_requests_total", route="_other", endpoint="other", status="404") == 1
     assert delta("switchyard_requests_total", route="_other", endpoint="health", status="200") == 1
     assert "no-such-model-42" not in text and "nowhere" not in text
+
+
+def l2_config(redis_url):
+    return CONFIG.replace(
+        'l1_max_bytes = "16MiB"',
+        f'l1_max_bytes = "16MiB"\nredis = {{ url = "{redis_url}", timeout_ms = 200, breaker_failures = 1, '
+        f'breaker_cool_down_ms = 60000, connect_timeout_ms = 500 }}')
+
+
+def wait_until(cond, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_l2_tiers_errors_and_breaker_state(tmp_path, redis_server):
+    """A real redis-server: L2 misses, writes and hits per tier, then an
+    outage: L2 errors counted and the breaker reported open."""
+    path = tmp_path / "l2.toml"
+    path.write_text(l2_config(redis_server.url))
+    a, b = Gateway(config=path), Gateway(config=path)
+    try:
+        assert infer(a, 500).status_code == 200  # L1 and L2 miss; written to Redis
+        wait_until(lambda: redis_server.dbsize() > 0, "the background L2 write")
+        r = infer(b, 500)  # a fresh L1: answered from Redis
+        assert r.headers["x-cache"] == "hit-l2"
+        ma, mb = parse(scrape(a)), parse(scrape(b))
+        assert value(ma, "switchyard_cache_misses_total", tier="l2") == 1
+        assert value(ma, "switchyard_cache_l2_writes_total") == 1
+        assert value(mb, "switchyard_cache_hits_total", tier="l2") == 1
+        assert value(mb, "switchyard_cache_misses_total", tier="l1") == 1
+        assert value(mb, "switchyard_cache_l2_breaker_state", state="closed") == 1
+        assert value(mb, "switchyard_cache_l2_errors_total") == 0
+
+        redis_server.kill()
+        assert infer(b, 501).status_code == 200, "an outage costs no request"
+        text = scrape(b)
+        mb = parse(text)
+        assert value(mb, "switchyard_cache_l2_errors_total") >= 1
+        assert value(mb, "switchyard_cache_l2_breaker_state", state="open") == 1
+        assert value(mb, "switchyard_cache_l2_breaker_state", state="closed") == 0
+        out = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == "", f"promtool: {out.stdout}{out.stderr}"
+    finally:
+        a.stop()
+        b.stop()
