@@ -267,3 +267,54 @@ pub fn admission_families(in_flight: usize, limit: usize) -> Vec<MetricFamily> {
     info.sample(&[env!("CARGO_PKG_VERSION")], 1.0);
     [now, max, info].into_iter().filter_map(Family::finish).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus::{Encoder, TextEncoder};
+
+    fn text(families: Vec<MetricFamily>) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&families, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn no_cache_section_exports_no_cache_metrics() {
+        assert!(cache_families(&CacheSnapshot::default()).is_empty());
+    }
+
+    #[test]
+    fn l2_metrics_only_with_redis() {
+        let mut snap = CacheSnapshot { enabled: true, l1_hits: 3, l2_breaker: "none", ..Default::default() };
+        let out = text(cache_families(&snap));
+        assert!(out.contains("switchyard_cache_hits_total{tier=\"l1\"} 3\n"), "{out}");
+        assert!(!out.contains("l2"), "{out}");
+        snap.l2_configured = true;
+        snap.l2_breaker = "half_open";
+        snap.l2_errors = 2;
+        let out = text(cache_families(&snap));
+        assert!(out.contains("switchyard_cache_l2_errors_total 2\n"), "{out}");
+        assert!(out.contains("switchyard_cache_l2_breaker_state{state=\"half_open\"} 1\n"), "{out}");
+        assert!(out.contains("switchyard_cache_l2_breaker_state{state=\"open\"} 0\n"), "{out}");
+        assert!(out.contains("switchyard_cache_hits_total{tier=\"l2\"} 0\n"), "{out}");
+    }
+
+    #[test]
+    fn decisions_keep_their_four_labels() {
+        let key = DecisionKey {
+            route: "r".into(),
+            model: "m".into(),
+            device: "cpu".into(),
+            reason: "cascade_confident".into(),
+        };
+        let out = text(decision_families(&[(key, 7)]));
+        assert!(
+            out.contains(
+                "switchyard_routing_decisions_total{route=\"r\",model=\"m\",device=\"cpu\",reason=\"cascade_confident\"} 7\n"
+            ),
+            "{out}"
+        );
+        assert!(decision_families(&[]).is_empty());
+    }
+}
