@@ -151,7 +151,8 @@ mod tests {
             let incoming = headers("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
             let request = tracing::info_span!("request");
             request.set_parent(remote_parent(&incoming).unwrap()).unwrap();
-            let upstream = request.in_scope(|| tracing::info_span!("upstream_call"));
+            // Created outside the request's scope, as Pingora's proxy phases are.
+            let upstream = super::super::spans::upstream_call(&request, "app", "127.0.0.1:8100");
             let mut out = http::HeaderMap::new();
             inject(&upstream, &mut out);
             let value = out[TRACEPARENT].to_str().unwrap().to_string();

@@ -89,6 +89,12 @@ impl RequestObs {
         self.slot.id.get().map_or("", String::as_str)
     }
 
+    /// The request's span: the parent of spans created outside the
+    /// request's handling, e.g. [`super::spans::upstream_call`].
+    pub fn span(&self) -> &Span {
+        &self.slot.span
+    }
+
     /// The request's trace id (32 hex digits) when it is traced.
     pub fn trace_id(&self) -> Option<&str> {
         self.trace_id.as_deref()

@@ -48,13 +48,15 @@ pub fn cache_fill() -> Span {
 }
 
 /// One call to an upstream server of a proxied route (`route` and
-/// `upstream` from the config). Record `http.response.status_code` when
-/// the response arrives; pass the span to
-/// [`super::propagation::trace_headers`] for the upstream request's
-/// `traceparent`. Keep it alive (e.g. in the request context) until the
-/// upstream response has ended.
-pub fn upstream_call(route: &str, upstream: &str) -> Span {
+/// `upstream` from the config), a child of `request` (the request's span,
+/// [`super::RequestObs::span`]: Pingora's proxy phases run outside it).
+/// Record `http.response.status_code` when the response arrives; pass the
+/// span to [`super::propagation::trace_headers`] for the upstream
+/// request's `traceparent`. Keep it (e.g. in the request context) until
+/// the upstream response has ended: dropping it ends the span.
+pub fn upstream_call(request: &Span, route: &str, upstream: &str) -> Span {
     tracing::debug_span!(
+        parent: request,
         "upstream_call",
         otel.kind = "client",
         switchyard.route = route,
