@@ -101,17 +101,19 @@ impl ProxyHttp for GatewayApp {
         let labels = crate::metrics::RequestLabels::classify(&config, req.uri.path());
         crate::metrics::record_request(labels, ctx.status, took);
         ctx.obs.finish(ctx.status);
-        tracing::info!(
-            target: "switchyard::access",
-            method = %req.method,
-            path = %req.uri.path(),
-            status = ctx.status,
-            error = ctx.error_label.unwrap_or(""),
-            request_bytes = ctx.body_bytes,
-            duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-            request_id = %ctx.obs.request_id(),
-            trace_id = ctx.obs.trace_id().map(tracing::field::display),
-        );
+        // In the request's scope: the log formatter adds `request_id`.
+        ctx.obs.in_scope(|| {
+            tracing::info!(
+                target: "switchyard::access",
+                method = %req.method,
+                path = %req.uri.path(),
+                status = ctx.status,
+                error = ctx.error_label.unwrap_or(""),
+                request_bytes = ctx.body_bytes,
+                duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                trace_id = ctx.obs.trace_id().map(tracing::field::display),
+            )
+        });
     }
 }
 

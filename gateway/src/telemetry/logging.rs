@@ -3,13 +3,17 @@
 //! `[telemetry] otlp_endpoint` is set, the OpenTelemetry layer that turns
 //! Switchyard's spans into exported traces.
 //!
+//! Log lines written while serving a request carry its request id
+//! ([`super::log_format`]).
+//!
 //! Each layer has its own filter: `RUST_LOG` decides what is logged and
 //! never what is traced. The trace layer takes Switchyard's spans (the
 //! per-request span at INFO, its children at DEBUG) and WARN/ERROR events
 //! (as span events). Without an endpoint the trace layer is not installed
-//! at all, so the DEBUG child spans stay disabled at their call sites and
-//! cost nothing under the default filter.
+//! at all: no request span is created and the DEBUG child spans stay
+//! disabled at their call sites, so tracing costs nothing.
 
+use super::log_format::RequestIdFormat;
 use crate::config::telemetry_section::TelemetryConfig;
 use tracing::Level;
 use tracing_appender::non_blocking::WorkerGuard;
@@ -31,8 +35,11 @@ fn log_layer(json: bool) -> (BoxedLayer, WorkerGuard) {
     let ansi = std::io::stderr().is_terminal();
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let layer = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
-    let layer: BoxedLayer =
-        if json { layer.json().with_filter(filter).boxed() } else { layer.with_filter(filter).boxed() };
+    let layer: BoxedLayer = if json {
+        layer.json().map_event_format(RequestIdFormat::json).with_filter(filter).boxed()
+    } else {
+        layer.map_event_format(RequestIdFormat::text).with_filter(filter).boxed()
+    };
     (layer, guard)
 }
 
@@ -61,4 +68,20 @@ pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<W
         }
     }
     Ok(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::level_filters::LevelFilter;
+
+    /// The only test in this binary that installs the global subscriber.
+    #[test]
+    fn default_logging_keeps_the_global_level_at_info() {
+        std::env::remove_var("RUST_LOG");
+        let _guard = init(false, None).unwrap();
+        assert_eq!(LevelFilter::current(), LevelFilter::INFO);
+        assert!(!tracing::enabled!(target: "switchyard::telemetry::spans", Level::DEBUG));
+        assert!(!super::super::enabled());
+    }
 }

@@ -3,8 +3,8 @@
 //! - [`logging`]: the `tracing` subscriber: stderr logs (text or JSON,
 //!   `RUST_LOG`) and, with `[telemetry] otlp_endpoint`, OpenTelemetry
 //!   trace export over OTLP/HTTP protobuf ([`otlp`]).
-//! - [`request`]: each request's span and request id (access log, log
-//!   lines inside the request).
+//! - [`request`]: each request's id (on its log lines, through
+//!   [`log_format`]) and, when tracing, its span.
 //! - [`spans`]: the request's child spans (parse, cache lookup, decide,
 //!   queue wait, inference, cache fill, upstream call).
 //! - [`propagation`]: W3C `traceparent` in (the request span's parent) and
@@ -12,9 +12,10 @@
 //!
 //! Start-up: [`init`] once, outside any async runtime, after the config is
 //! read. Shutdown: [`shutdown`] after the server stopped, to export the
-//! last spans. With tracing off, [`enabled`] is false and the per-request
-//! cost is one span (which carries the request id in logs).
+//! last spans. With tracing off, [`enabled`] is false and no span is
+//! created for requests.
 
+pub mod log_format;
 pub mod logging;
 pub mod otlp;
 pub mod propagation;

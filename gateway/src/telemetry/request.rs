@@ -1,19 +1,25 @@
-//! One request's observability: its span (the root of its trace, a child
-//! of the caller's when the request has a `traceparent`) and its request
-//! id, for the access log and log lines inside the request.
+//! One request's observability: its request id (on every log line written
+//! while serving it, see [`super::log_format`]) and, when tracing is on,
+//! its span (the root of its trace, a child of the caller's when the
+//! request has a `traceparent`).
 //!
 //! The request id is, in order: the V2 body's `id` (set by the infer
 //! handler through [`adopt_request_id`]), the `x-request-id` header, the
-//! trace id when the request is traced, else a generated one. Ids are
-//! limited to 128 printable ASCII characters; anything else is replaced,
-//! so a client cannot break log lines.
+//! trace id when the request is traced, else a generated one. It is fixed
+//! the first time it is needed: a line logged before the body is parsed
+//! fixes it to one of the later choices. Ids are limited to 128 printable
+//! ASCII characters; anything else is replaced, so a client cannot break
+//! log lines.
+//!
+//! With tracing off there is no span: the id lives in a task-local
+//! ([`RequestScope`]) that the log formatter reads, so a request that logs
+//! nothing pays only for a small allocation.
 
 use super::propagation::remote_parent;
 use opentelemetry::trace::{Status, TraceContextExt};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use tracing::field::Empty;
 use tracing::{Instrument, Span};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -24,73 +30,81 @@ tokio::task_local! {
     static CURRENT: Arc<IdSlot>;
 }
 
-/// The request's span, and where the handler leaves the V2 `id`.
+/// The request's id (fixed once) and its span.
 #[derive(Debug)]
 struct IdSlot {
     id: OnceLock<String>,
+    /// The header's id or the trace id, used when no V2 `id` is adopted.
+    fallback: Option<String>,
     span: Span,
 }
 
-/// A request's span and id; lives in the app's per-request context.
+impl IdSlot {
+    fn id(&self) -> &str {
+        self.id.get_or_init(|| self.fallback.clone().unwrap_or_else(generated_id))
+    }
+}
+
+/// A request's id and span; lives in the app's per-request context.
 #[derive(Debug)]
 pub struct RequestObs {
     slot: Arc<IdSlot>,
-    fallback_id: Option<String>,
     trace_id: Option<String>,
 }
 
 impl Default for RequestObs {
-    /// Before the request starts: no span, no id.
+    /// Before the request starts: no span; a generated id if asked.
     fn default() -> Self {
         RequestObs {
-            slot: Arc::new(IdSlot { id: OnceLock::new(), span: Span::none() }),
-            fallback_id: None,
+            slot: Arc::new(IdSlot { id: OnceLock::new(), fallback: None, span: Span::none() }),
             trace_id: None,
         }
     }
 }
 
 impl RequestObs {
-    /// Starts the request's span (named `request`). Headers: `traceparent`
-    /// (when tracing is on) and `x-request-id`.
+    /// Starts observing a request. Headers: `x-request-id`, and
+    /// `traceparent` when tracing is on (the span named `request` is then
+    /// created as the caller's child).
     pub fn start(method: &http::Method, path: &str, headers: &http::HeaderMap) -> RequestObs {
         let header_id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(clean_id);
-        let span = if super::enabled() {
-            let span = tracing::info_span!("request", otel.kind = "server", request_id = Empty);
+        let (span, trace_id) = if super::enabled() {
+            let span = tracing::info_span!("request", otel.kind = "server");
             if let Some(parent) = remote_parent(headers) {
                 let _ = span.set_parent(parent);
             }
             span.set_attribute("http.request.method", method.to_string());
             span.set_attribute("url.path", path.to_string());
-            span
+            let trace_id = trace_id_of(&span);
+            (span, trace_id)
         } else {
-            tracing::info_span!("request", request_id = Empty)
+            (Span::none(), None)
         };
-        let trace_id = super::enabled().then(|| trace_id_of(&span)).flatten();
-        let fallback_id = header_id.or_else(|| trace_id.clone());
-        RequestObs { slot: Arc::new(IdSlot { id: OnceLock::new(), span }), fallback_id, trace_id }
+        let fallback = header_id.or_else(|| trace_id.clone());
+        RequestObs { slot: Arc::new(IdSlot { id: OnceLock::new(), fallback, span }), trace_id }
     }
 
-    /// A handle that runs the request's handling in its span (see
+    /// A handle that runs the request's handling in its scope (see
     /// [`RequestScope::run`]); owned, so the caller may keep borrowing the
     /// context that holds `self`.
     pub fn scope(&self) -> RequestScope {
         RequestScope(self.slot.clone())
     }
 
-    /// The request id (see the module docs); fixed on first call, and
-    /// recorded on the request's span then.
-    pub fn request_id(&self) -> &str {
-        if self.slot.id.get().is_none() {
-            let id = self.fallback_id.clone().unwrap_or_else(generated_id);
-            self.slot.span.record("request_id", id.as_str());
-            let _ = self.slot.id.set(id);
-        }
-        self.slot.id.get().map_or("", String::as_str)
+    /// Runs `f` (e.g. writing the access-log line) in the request's scope,
+    /// so its log lines carry the request id.
+    pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        CURRENT.sync_scope(self.slot.clone(), f)
     }
 
-    /// The request's span: the parent of spans created outside the
-    /// request's handling, e.g. [`super::spans::upstream_call`].
+    /// The request id (see the module docs), fixed on first use.
+    pub fn request_id(&self) -> &str {
+        self.slot.id()
+    }
+
+    /// The request's span: disabled when tracing is off; the parent of
+    /// spans created outside the request's handling, e.g.
+    /// [`super::spans::upstream_call`].
     pub fn span(&self) -> &Span {
         &self.slot.span
     }
@@ -100,12 +114,14 @@ impl RequestObs {
         self.trace_id.as_deref()
     }
 
-    /// Records the response status on the span (an error status for 5xx).
+    /// Records the request id and response status on the span (an error
+    /// status for 5xx). Nothing to do when tracing is off.
     pub fn finish(&self, status: u16) {
         if !super::enabled() {
             return;
         }
         let span = &self.slot.span;
+        span.set_attribute("request_id", self.request_id().to_string());
         span.set_attribute("http.response.status_code", i64::from(status));
         if status >= 500 {
             span.set_status(Status::error(format!("HTTP {status}")));
@@ -117,24 +133,23 @@ impl RequestObs {
 pub struct RequestScope(Arc<IdSlot>);
 
 impl RequestScope {
-    /// Runs `fut` inside the request's span, with [`adopt_request_id`]
-    /// available to the handlers it calls.
+    /// Runs `fut` in the request's scope (and span, when traced): log lines
+    /// carry the request id, and [`adopt_request_id`] reaches the request.
     pub fn run<F: Future>(self, fut: F) -> impl Future<Output = F::Output> {
         let span = self.0.span.clone();
         CURRENT.scope(self.0, fut.instrument(span))
     }
 }
 
-/// Makes the V2 request's `id` the request id (the first call wins) and
-/// records it on the request's span. Outside a request scope, a no-op.
+/// Makes the V2 request's `id` the request id, unless the id was already
+/// fixed. Outside a request scope, a no-op.
 pub fn adopt_request_id(id: &str) {
-    let _ = CURRENT.try_with(|slot| {
-        if slot.id.set(clean_id(id)).is_ok() {
-            if let Some(id) = slot.id.get() {
-                slot.span.record("request_id", id.as_str());
-            }
-        }
-    });
+    let _ = CURRENT.try_with(|slot| slot.id.set(clean_id(id)));
+}
+
+/// Calls `f` with the current request's id; `None` outside a request.
+pub fn with_current_request_id<R>(f: impl FnOnce(&str) -> R) -> Option<R> {
+    CURRENT.try_with(|slot| f(slot.id())).ok()
 }
 
 fn trace_id_of(span: &Span) -> Option<String> {
@@ -184,17 +199,29 @@ mod tests {
         let mut headers = http::HeaderMap::new();
         headers.insert("x-request-id", http::HeaderValue::from_static("from-header"));
         let obs = RequestObs::start(&http::Method::POST, "/v2/models/m/infer", &headers);
-        obs.scope().run(async { adopt_request_id("from-body\n") }).await;
+        let seen = obs
+            .scope()
+            .run(async {
+                adopt_request_id("from-body\n");
+                with_current_request_id(str::to_owned)
+            })
+            .await;
+        assert_eq!(seen.as_deref(), Some("from-body_"));
         assert_eq!(obs.request_id(), "from-body_");
+        assert_eq!(obs.in_scope(|| with_current_request_id(str::to_owned)).as_deref(), Some("from-body_"));
 
         let obs = RequestObs::start(&http::Method::GET, "/v2", &headers);
         obs.scope().run(async {}).await;
         assert_eq!(obs.request_id(), "from-header");
-        assert_eq!(obs.request_id(), "from-header", "fixed once chosen");
 
-        let obs = RequestObs::start(&http::Method::GET, "/v2", &http::HeaderMap::new());
-        assert_eq!(obs.request_id().len(), 16);
+        let obs = RequestObs::start(&http::Method::POST, "/v2/models/m/infer", &http::HeaderMap::new());
+        let first = obs.request_id().to_string();
+        assert_eq!(first.len(), 16);
+        obs.scope().run(async { adopt_request_id("too-late") }).await;
+        assert_eq!(obs.request_id(), first, "fixed once chosen");
         assert!(obs.trace_id().is_none(), "tracing is off in unit tests");
+        assert!(obs.span().is_disabled());
         adopt_request_id("outside-any-request"); // no scope: ignored, no panic
+        assert!(with_current_request_id(str::to_owned).is_none());
     }
 }

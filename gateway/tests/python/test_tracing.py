@@ -18,6 +18,9 @@ from otlp_receiver import INTERNAL, SERVER, OtlpReceiver
 
 
 def config_text(endpoint, batch_delay_ms=50):
+    """Two routes; traces exported to `endpoint` (None: tracing off)."""
+    telemetry = (f'[telemetry]\notlp_endpoint = "{endpoint}"\nservice_name = "switchyard-test"\n'
+                 f'batch_delay_ms = {batch_delay_ms}\n') if endpoint else ""
     return f"""
 [repository]
 path = "{MODELS}"
@@ -25,11 +28,7 @@ path = "{MODELS}"
 [cache]
 l1_max_bytes = "16MiB"
 
-[telemetry]
-otlp_endpoint = "{endpoint}"
-service_name = "switchyard-test"
-batch_delay_ms = {batch_delay_ms}
-
+{telemetry}
 [[models]]
 name = "digits-cheap"
 path = "digits-cheap.onnx"
@@ -170,7 +169,7 @@ def test_new_trace_without_traceparent_and_a_malformed_one(traced, receiver):
             time.sleep(0.05)
         assert len(roots) == 1
         assert roots[0].parent_span_id == "", "a new trace starts here"
-        assert f"request_id={request_id} trace_id={roots[0].trace_id}" in traced.log_text()
+        assert f"trace_id={roots[0].trace_id} request_id={request_id}\n" in traced.log_text()
     assert receiver.bad_requests == []
 
 
@@ -193,10 +192,11 @@ def test_spans_are_exported_when_the_server_stops(tmp_path):
         receiver.stop()
 
 
-def test_json_logs_carry_the_request_id(tmp_path, receiver, monkeypatch):
+@pytest.mark.parametrize("traced", [True, False], ids=["tracing-on", "tracing-off"])
+def test_json_logs_carry_the_request_id(tmp_path, receiver, monkeypatch, traced):
     monkeypatch.setenv("RUST_LOG", "info,pingora=warn,ort=warn,switchyard::routing=debug")
     path = tmp_path / "json.toml"
-    path.write_text(config_text(receiver.endpoint))
+    path.write_text(config_text(receiver.endpoint if traced else None))
     gw = Gateway(config=path, extra_args=["--log-json"])
     try:
         trace_id = secrets.token_hex(16)
@@ -207,10 +207,12 @@ def test_json_logs_carry_the_request_id(tmp_path, receiver, monkeypatch):
     finally:
         gw.stop()
     lines = [json.loads(l) for l in gw.log_path.read_text().splitlines() if l.startswith("{")]
-    access = [l for l in lines if l["target"] == "switchyard::access" and l["fields"].get("request_id") == "json-1"]
+    access = [l for l in lines if l["target"] == "switchyard::access" and l.get("request_id") == "json-1"]
     assert len(access) == 1, lines[-5:]
-    assert access[0]["fields"]["trace_id"] == trace_id
+    assert access[0]["fields"].get("trace_id") == (trace_id if traced else None)
     assert access[0]["fields"]["status"] == 200
-    inside = [l for l in lines if l["target"].startswith("switchyard::routing") and "span" in l]
+    inside = [l for l in lines if l["target"].startswith("switchyard::routing")]
     assert inside, "debug lines from routing inside the request"
-    assert all(l["span"].get("request_id") == "json-1" for l in inside), inside
+    assert all(l.get("request_id") == "json-1" for l in inside), inside
+    outside = [l for l in lines if l["target"] == "switchyard::serve"]
+    assert outside and all("request_id" not in l for l in outside), "lines outside requests have no id"
