@@ -37,6 +37,8 @@ struct IdSlot {
     /// The header's id or the trace id, used when no V2 `id` is adopted.
     fallback: Option<String>,
     span: Span,
+    /// True when the request's trace is sampled (exported).
+    sampled: bool,
 }
 
 impl IdSlot {
@@ -56,7 +58,12 @@ impl Default for RequestObs {
     /// Before the request starts: no span; a generated id if asked.
     fn default() -> Self {
         RequestObs {
-            slot: Arc::new(IdSlot { id: OnceLock::new(), fallback: None, span: Span::none() }),
+            slot: Arc::new(IdSlot {
+                id: OnceLock::new(),
+                fallback: None,
+                span: Span::none(),
+                sampled: false,
+            }),
             trace_id: None,
         }
     }
@@ -68,20 +75,23 @@ impl RequestObs {
     /// created as the caller's child).
     pub fn start(method: &http::Method, path: &str, headers: &http::HeaderMap) -> RequestObs {
         let header_id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(clean_id);
-        let (span, trace_id) = if super::enabled() {
+        let (span, trace_id, sampled) = if super::enabled() {
             let span = tracing::info_span!("request", otel.kind = "server");
             if let Some(parent) = remote_parent(headers) {
                 let _ = span.set_parent(parent);
             }
-            span.set_attribute("http.request.method", method.to_string());
-            span.set_attribute("url.path", path.to_string());
-            let trace_id = trace_id_of(&span);
-            (span, trace_id)
+            let sc = span.context().span().span_context().clone();
+            if sc.is_sampled() {
+                span.set_attribute("http.request.method", method.to_string());
+                span.set_attribute("url.path", path.to_string());
+            }
+            (span, sc.is_valid().then(|| sc.trace_id().to_string()), sc.is_sampled())
         } else {
-            (Span::none(), None)
+            (Span::none(), None, false)
         };
         let fallback = header_id.or_else(|| trace_id.clone());
-        RequestObs { slot: Arc::new(IdSlot { id: OnceLock::new(), fallback, span }), trace_id }
+        let slot = IdSlot { id: OnceLock::new(), fallback, span, sampled };
+        RequestObs { slot: Arc::new(slot), trace_id }
     }
 
     /// A handle that runs the request's handling in its scope (see
@@ -115,9 +125,9 @@ impl RequestObs {
     }
 
     /// Records the request id and response status on the span (an error
-    /// status for 5xx). Nothing to do when tracing is off.
+    /// status for 5xx). Nothing to do when the request is not traced.
     pub fn finish(&self, status: u16) {
-        if !super::enabled() {
+        if !self.slot.sampled {
             return;
         }
         let span = &self.slot.span;
@@ -152,10 +162,10 @@ pub fn with_current_request_id<R>(f: impl FnOnce(&str) -> R) -> Option<R> {
     CURRENT.try_with(|slot| f(slot.id())).ok()
 }
 
-fn trace_id_of(span: &Span) -> Option<String> {
-    let cx = span.context();
-    let sc = cx.span().span_context().clone();
-    sc.is_valid().then(|| sc.trace_id().to_string())
+/// True inside a request whose trace is sampled: its child spans are
+/// worth creating. A task-local read, much cheaper than a span.
+pub fn current_is_sampled() -> bool {
+    CURRENT.try_with(|slot| slot.sampled).unwrap_or(false)
 }
 
 /// At most [`MAX_ID_LEN`] bytes of printable ASCII; other characters

@@ -19,7 +19,7 @@
 //! end times.
 
 use super::otlp;
-use opentelemetry::trace::{Span as _, SpanKind, TraceContextExt, Tracer as _};
+use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
 use opentelemetry::KeyValue;
 use std::time::SystemTime;
 use switchyard_runtime::InferenceResponse;
@@ -27,24 +27,34 @@ use tracing::field::Empty;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// `make()` inside a sampled request, else a disabled span: unsampled
+/// requests skip building child spans that would not be exported.
+fn child(make: impl FnOnce() -> Span) -> Span {
+    if super::enabled() && super::request::current_is_sampled() {
+        make()
+    } else {
+        Span::none()
+    }
+}
+
 /// Decoding and checking the request body.
 pub fn parse() -> Span {
-    tracing::debug_span!("parse")
+    child(|| tracing::debug_span!("parse"))
 }
 
 /// One cache tier's lookup (`l1` or `l2`); record `cache.hit` when known.
 pub fn cache_lookup(tier: &'static str) -> Span {
-    tracing::debug_span!("cache_lookup", cache.tier = tier, cache.hit = Empty)
+    child(|| tracing::debug_span!("cache_lookup", cache.tier = tier, cache.hit = Empty))
 }
 
 /// The routing policy's decision.
 pub fn decide() -> Span {
-    tracing::debug_span!("decide")
+    child(|| tracing::debug_span!("decide"))
 }
 
 /// Storing a fresh answer in the cache.
 pub fn cache_fill() -> Span {
-    tracing::debug_span!("cache_fill")
+    child(|| tracing::debug_span!("cache_fill"))
 }
 
 /// One call to an upstream server of a proxied route (`route` and
@@ -70,14 +80,11 @@ pub fn upstream_call(request: &Span, route: &str, upstream: &str) -> Span {
 /// `exec_time` after waiting `queue_time`. Does nothing when tracing is
 /// off or the request is not sampled.
 pub fn record_execution(response: &InferenceResponse) {
-    if !super::enabled() {
+    if !super::enabled() || !super::request::current_is_sampled() {
         return;
     }
     let Some(tracer) = otlp::tracer() else { return };
     let parent = Span::current().context();
-    if !parent.span().span_context().is_sampled() {
-        return;
-    }
     let end = SystemTime::now();
     let exec_start = end.checked_sub(response.exec_time).unwrap_or(end);
     let queued = exec_start.checked_sub(response.queue_time).unwrap_or(exec_start);
