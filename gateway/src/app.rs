@@ -72,7 +72,11 @@ impl ProxyHttp for GatewayApp {
             Err(_) => Reply::error(&GatewayError::TooManyRequests),
             Ok(permit) => {
                 ctx.permit = Some(permit);
-                ctx.obs.scope().run(self.answer(session, &config, ctx)).await
+                let scope = ctx.obs.scope();
+                // Pinned in place and wrapped by reference: the (large)
+                // handling future is never copied into the wrapper.
+                let answer = std::pin::pin!(self.answer(session, &config, ctx));
+                scope.run(answer).await
             }
         };
         let head_only = session.req_header().method == Method::HEAD;

@@ -145,6 +145,8 @@ pub struct RequestScope(Arc<IdSlot>);
 impl RequestScope {
     /// Runs `fut` in the request's scope (and span, when traced): log lines
     /// carry the request id, and [`adopt_request_id`] reaches the request.
+    /// `fut` is moved into the returned future: for a large future pass
+    /// `std::pin::pin!(fut)` (a pointer) rather than the future itself.
     pub fn run<F: Future>(self, fut: F) -> impl Future<Output = F::Output> {
         let span = self.0.span.clone();
         CURRENT.scope(self.0, fut.instrument(span))
