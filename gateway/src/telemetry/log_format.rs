@@ -45,49 +45,83 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let id = with_current_request_id(str::to_owned);
-        let Some(id) = id else { return self.inner.format_event(ctx, writer, event) };
-        // Formatted into a buffer (without colours) so the id can go at
-        // the end of the line, inside the JSON object.
-        let mut line = String::with_capacity(256);
-        self.inner.format_event(ctx, Writer::new(&mut line), event)?;
-        let body = line.strip_suffix('\n').unwrap_or(&line);
-        writer.write_str(&with_request_id(body, &id, self.json))?;
-        writer.write_char('\n')
+        let in_request = with_current_request_id(|id| {
+            // Formatted into a buffer (without colours) so the id can go
+            // at the end of the line, inside the JSON object.
+            LINE.with(|buf| match buf.try_borrow_mut() {
+                Ok(mut line) => {
+                    line.clear();
+                    self.inner.format_event(ctx, Writer::new(&mut *line), event)?;
+                    write_with_request_id(&mut writer, &line, id, self.json)
+                }
+                Err(_) => {
+                    let mut line = String::new();
+                    self.inner.format_event(ctx, Writer::new(&mut line), event)?;
+                    write_with_request_id(&mut writer, &line, id, self.json)
+                }
+            })
+        });
+        match in_request {
+            Some(result) => result,
+            None => self.inner.format_event(ctx, writer, event),
+        }
     }
 }
 
-/// `line` (one formatted line without its newline) with `id` added.
-fn with_request_id(line: &str, id: &str, json: bool) -> String {
+thread_local! {
+    /// The line being formatted, reused by each log call on this thread.
+    static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Writes `line` (one formatted line, newline-terminated) with `id`
+/// added: at the end of a text line, as the last key of a JSON object.
+fn write_with_request_id(out: &mut impl fmt::Write, line: &str, id: &str, json: bool) -> fmt::Result {
+    let body = line.strip_suffix('\n').unwrap_or(line);
     if !json {
-        return format!("{line} request_id={id}");
+        out.write_str(body)?;
+        out.write_str(" request_id=")?;
+        out.write_str(id)?;
+        return out.write_char('\n');
     }
-    match line.strip_suffix('}') {
-        Some(head) => {
-            let quoted = serde_json::Value::from(id).to_string();
-            let sep = if head.ends_with('{') { "" } else { "," };
-            format!("{head}{sep}\"request_id\":{quoted}}}")
+    let Some(head) = body.strip_suffix('}') else {
+        out.write_str(body)?;
+        return out.write_char('\n');
+    };
+    out.write_str(head)?;
+    out.write_str(if head.ends_with('{') { "\"request_id\":\"" } else { ",\"request_id\":\"" })?;
+    // Ids are printable ASCII (see `request`): only `"` and `\` need escaping.
+    for c in id.chars() {
+        if c == '"' || c == '\\' {
+            out.write_char('\\')?;
         }
-        None => line.to_string(),
+        out.write_char(c)?;
     }
+    out.write_str("\"}\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn with_id(line: &str, id: &str, json: bool) -> String {
+        let mut out = String::new();
+        write_with_request_id(&mut out, line, id, json).unwrap();
+        out
+    }
+
     #[test]
     fn text_lines_end_with_the_id() {
-        assert_eq!(with_request_id("INFO x: hello a=1", "r-1", false), "INFO x: hello a=1 request_id=r-1");
+        assert_eq!(with_id("INFO x: hello a=1\n", "r-1", false), "INFO x: hello a=1 request_id=r-1\n");
     }
 
     #[test]
     fn json_lines_get_a_top_level_key() {
-        let line = r#"{"level":"WARN","fields":{"message":"m"},"target":"t"}"#;
-        let out = with_request_id(line, "we\"ird", true);
+        let line = "{\"level\":\"WARN\",\"fields\":{\"message\":\"m\"},\"target\":\"t\"}\n";
+        let out = with_id(line, "we\"ird\\", true);
+        assert!(out.ends_with("}\n"));
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["request_id"], "we\"ird");
+        assert_eq!(v["request_id"], "we\"ird\\");
         assert_eq!(v["fields"]["message"], "m");
-        assert_eq!(with_request_id("{}", "a", true), r#"{"request_id":"a"}"#);
+        assert_eq!(with_id("{}\n", "a", true), "{\"request_id\":\"a\"}\n");
     }
 }

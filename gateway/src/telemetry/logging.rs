@@ -57,10 +57,14 @@ pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<W
                 .with_target("switchyard", Level::DEBUG)
                 .with_target("switchyard_runtime", Level::DEBUG);
             let spans_and_warnings = filter_fn(|m| m.is_span() || *m.level() <= Level::WARN);
+            // Parents come from the tracing span tree, so the OTel context
+            // need not be attached on every poll; no busy/idle timings.
             let traces = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_location(false)
                 .with_threads(false)
+                .with_context_activation(false)
+                .with_tracked_inactivity(false)
                 .with_filter(switchyard.and(spans_and_warnings));
             registry.with(traces).try_init()?;
             super::set_enabled();

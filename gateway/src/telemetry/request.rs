@@ -5,7 +5,7 @@
 //!
 //! The request id is, in order: the V2 body's `id` (set by the infer
 //! handler through [`adopt_request_id`]), the `x-request-id` header, the
-//! trace id when the request is traced, else a generated one. It is fixed
+//! trace id when tracing is on, else a generated one. It is fixed
 //! the first time it is needed: a line logged before the body is parsed
 //! fixes it to one of the later choices. Ids are limited to 128 printable
 //! ASCII characters; anything else is replaced, so a client cannot break
@@ -16,7 +16,7 @@
 //! nothing pays only for a small allocation.
 
 use super::propagation::remote_parent;
-use opentelemetry::trace::{Status, TraceContextExt};
+use opentelemetry::trace::{Status, TraceContextExt, TraceId};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,8 +34,10 @@ tokio::task_local! {
 #[derive(Debug)]
 struct IdSlot {
     id: OnceLock<String>,
-    /// The header's id or the trace id, used when no V2 `id` is adopted.
-    fallback: Option<String>,
+    /// The `x-request-id` header's id, used when no V2 `id` is adopted.
+    header_id: Option<String>,
+    /// The trace id, next in line (formatted only if used).
+    trace_id: Option<TraceId>,
     span: Span,
     /// True when the request's trace is sampled (exported).
     sampled: bool,
@@ -43,7 +45,11 @@ struct IdSlot {
 
 impl IdSlot {
     fn id(&self) -> &str {
-        self.id.get_or_init(|| self.fallback.clone().unwrap_or_else(generated_id))
+        self.id.get_or_init(|| match (&self.header_id, self.trace_id) {
+            (Some(id), _) => id.clone(),
+            (None, Some(trace)) => trace.to_string(),
+            (None, None) => generated_id(),
+        })
     }
 }
 
@@ -51,21 +57,19 @@ impl IdSlot {
 #[derive(Debug)]
 pub struct RequestObs {
     slot: Arc<IdSlot>,
-    trace_id: Option<String>,
 }
 
 impl Default for RequestObs {
     /// Before the request starts: no span; a generated id if asked.
     fn default() -> Self {
-        RequestObs {
-            slot: Arc::new(IdSlot {
-                id: OnceLock::new(),
-                fallback: None,
-                span: Span::none(),
-                sampled: false,
-            }),
+        let slot = IdSlot {
+            id: OnceLock::new(),
+            header_id: None,
             trace_id: None,
-        }
+            span: Span::none(),
+            sampled: false,
+        };
+        RequestObs { slot: Arc::new(slot) }
     }
 }
 
@@ -85,13 +89,12 @@ impl RequestObs {
                 span.set_attribute("http.request.method", method.to_string());
                 span.set_attribute("url.path", path.to_string());
             }
-            (span, sc.is_valid().then(|| sc.trace_id().to_string()), sc.is_sampled())
+            (span, sc.is_valid().then(|| sc.trace_id()), sc.is_sampled())
         } else {
             (Span::none(), None, false)
         };
-        let fallback = header_id.or_else(|| trace_id.clone());
-        let slot = IdSlot { id: OnceLock::new(), fallback, span, sampled };
-        RequestObs { slot: Arc::new(slot), trace_id }
+        let slot = IdSlot { id: OnceLock::new(), header_id, trace_id, span, sampled };
+        RequestObs { slot: Arc::new(slot) }
     }
 
     /// A handle that runs the request's handling in its scope (see
@@ -119,9 +122,10 @@ impl RequestObs {
         &self.slot.span
     }
 
-    /// The request's trace id (32 hex digits) when it is traced.
-    pub fn trace_id(&self) -> Option<&str> {
-        self.trace_id.as_deref()
+    /// The request's trace id (displayed as 32 hex digits) when tracing
+    /// is on.
+    pub fn trace_id(&self) -> Option<TraceId> {
+        self.slot.trace_id
     }
 
     /// Records the request id and response status on the span (an error
