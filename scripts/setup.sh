@@ -4,8 +4,8 @@
 #   scripts/setup.sh run    what `make run` needs: cmake, the ONNX Runtime
 #                           library, the model generator's Python packages,
 #                           the example models
-#   scripts/setup.sh test   the above plus redis-server, the Python test
-#                           clients, the text models, and for the browser
+#   scripts/setup.sh test   the above plus redis-server, promtool, the Python
+#                           test clients, the text models, and for the browser
 #                           test Debian's chromium and playwright-core (npm,
 #                           no browser download) in gateway/tests/browser
 #   scripts/setup.sh text   what `make run` needs plus the text models
@@ -71,6 +71,27 @@ pip_install() {
     touch "$stamp"
 }
 
+# promtool (checks the /metrics page in the tests) comes from Debian's
+# `prometheus` package. The package itself is not installed: on a machine
+# with systemd that would start a Prometheus server and, through its
+# recommends, a node exporter. Only its static promtool binary is taken.
+PROMTOOL=.cache/prometheus/promtool
+fetch_promtool() {
+    [ -x "$PROMTOOL" ] && "$PROMTOOL" --version >/dev/null 2>&1 && return 0
+    need_cmd apt-get "promtool comes from Debian's prometheus package"
+    say "fetching promtool from Debian's prometheus package"
+    local tmp; tmp=$(mktemp -d)
+    if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+        as_root apt-get update -qq || die "apt-get update failed"
+        (cd "$tmp" && apt-get download -qq prometheus >/dev/null) || die "apt-get download prometheus failed"
+    fi
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root" || die "cannot unpack the prometheus package"
+    mkdir -p "$(dirname "$PROMTOOL")"
+    cp "$tmp/root/usr/bin/promtool" "$PROMTOOL.part" && mv "$PROMTOOL.part" "$PROMTOOL"
+    rm -rf "$tmp"
+    "$PROMTOOL" --version >/dev/null 2>&1 || die "promtool does not run: $PROMTOOL"
+}
+
 pip_install models/requirements.txt
 if [ "$MODE" = test ]; then
     pip_install benchmarks/baseline/requirements.txt
@@ -85,6 +106,7 @@ if [ "$MODE" = test ]; then
             || die "npm ci in $BROWSER_DIR failed"
         touch "$NPM_STAMP"
     fi
+    fetch_promtool
 fi
 
 if [ ! -f "$ORT_LIB" ]; then

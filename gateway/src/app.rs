@@ -9,7 +9,9 @@
 //! route? proxy phases ([`crate::proxy::phases`]) : body (size limit 413,
 //! read timeout 408) -> dispatch ([`crate::handlers`]) -> write the reply,
 //! or the event stream of a streamed infer call
-//! ([`crate::stream::respond`]) -> `logging` (access log line).
+//! ([`crate::stream::respond`]) -> `logging` (metrics, access log line).
+//! The request's span and id ([`RequestObs`]) cover the phases from
+//! admission on.
 
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
@@ -20,6 +22,7 @@ use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{respond, Response};
+use crate::telemetry::RequestObs;
 use async_trait::async_trait;
 use bytes::Bytes;
 use http::Method;
@@ -53,6 +56,8 @@ pub struct RequestCtx {
     /// Counts the request as in flight (graceful shutdown waits on it)
     /// from the moment its head was parsed until the context is dropped.
     _in_flight: InFlight,
+    /// The request's span and id.
+    obs: RequestObs,
     /// Set for a request proxied through a prefix route.
     proxy: Option<Box<ProxyCtx>>,
 }
@@ -90,6 +95,7 @@ impl ProxyHttp for GatewayApp {
             body_bytes: 0,
             _in_flight: self.state.lifecycle.enter(),
             proxy: None,
+            obs: RequestObs::default(),
         }
     }
 
@@ -98,13 +104,21 @@ impl ProxyHttp for GatewayApp {
     /// (the permit is then held until the proxied exchange ends).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
+        let header = session.req_header();
+        ctx.obs = RequestObs::start(&header.method, header.uri.path(), &header.headers);
         let snap = self.state.snapshot.load_full();
         let response = match self.state.limiter.clone().try_acquire_owned() {
             Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
             Ok(permit) => {
                 ctx.permit = Some(permit);
                 match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
-                    None => self.answer(session, &snap, ctx).await,
+                    None => {
+                        let scope = ctx.obs.scope();
+                        // Pinned in place and wrapped by reference: the (large)
+                        // handling future is never copied into the wrapper.
+                        let answer = std::pin::pin!(self.answer(session, &snap, ctx));
+                        scope.run(answer).await
+                    }
                     Some(route) => {
                         let limits = &snap.config.server.limits;
                         match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
@@ -119,7 +133,8 @@ impl ProxyHttp for GatewayApp {
             Response::Full(reply) => reply,
             Response::Events(events) => {
                 // The permit is held until the stream ends.
-                let end = respond::respond(session, events).await?;
+                let scope = ctx.obs.scope();
+                let end = scope.run(std::pin::pin!(respond::respond(session, events))).await?;
                 ctx.status = end.status;
                 ctx.error_label = end.error_label;
                 ctx.permit = None;
@@ -245,7 +260,8 @@ impl ProxyHttp for GatewayApp {
         FailToProxy { error_code: ctx.status, can_reuse_downstream: false }
     }
 
-    /// One access-log line per request.
+    /// Once per request: request metrics, the span's status, and one
+    /// access-log line.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         if let Some(proxy) = &ctx.proxy {
             ctx.body_bytes = usize::try_from(proxy.request_bytes).unwrap_or(usize::MAX);
@@ -254,15 +270,24 @@ impl ProxyHttp for GatewayApp {
             }
         }
         let req = session.req_header();
-        tracing::info!(
-            target: "switchyard::access",
-            method = %req.method,
-            path = %req.uri.path(),
-            status = ctx.status,
-            error = ctx.error_label.unwrap_or(""),
-            request_bytes = ctx.body_bytes,
-            duration_us = u64::try_from(ctx.started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        );
+        let took = ctx.started.elapsed();
+        let snap = self.state.snapshot.load();
+        let labels = crate::metrics::RequestLabels::classify(&snap.config, req.uri.path());
+        crate::metrics::record_request(labels, ctx.status, took);
+        ctx.obs.finish(ctx.status);
+        // In the request's scope: the log formatter adds `request_id`.
+        ctx.obs.in_scope(|| {
+            tracing::info!(
+                target: "switchyard::access",
+                method = %req.method,
+                path = %req.uri.path(),
+                status = ctx.status,
+                error = ctx.error_label.unwrap_or(""),
+                request_bytes = ctx.body_bytes,
+                duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                trace_id = ctx.obs.trace_id().map(tracing::field::display),
+            )
+        });
     }
 }
 

@@ -44,10 +44,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _log_guard = init_logging(cli.log_json);
     let result = match cli.command {
-        Command::Serve { config, listen, admin_listen } => serve_command(config, listen, admin_listen),
-        Command::CheckConfig { file } => check_command(&file),
+        Command::Serve { config, listen, admin_listen } => {
+            serve_command(cli.log_json, config, listen, admin_listen)
+        }
+        Command::CheckConfig { file } => {
+            switchyard::telemetry::init(cli.log_json, None).and_then(|_log_guard| check_command(&file))
+        }
     };
     match result {
         Ok(code) => code,
@@ -56,24 +59,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Logs go to stderr through a background writer thread, so a request
-/// never waits on a `write` syscall for its access-log line; colours only
-/// when stderr is a terminal. The returned guard flushes on drop.
-fn init_logging(json: bool) -> tracing_appender::non_blocking::WorkerGuard {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,pingora=warn,ort=warn"));
-    let ansi = std::io::stderr().is_terminal();
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-    guard
 }
 
 /// The config and the digest of the file contents it was parsed from.
@@ -92,6 +77,7 @@ fn print_issues(source: &str, issues: &[ConfigIssue]) {
 }
 
 fn serve_command(
+    log_json: bool,
     path: Option<PathBuf>,
     listen: Option<SocketAddr>,
     admin_listen: Option<SocketAddr>,
@@ -108,6 +94,9 @@ fn serve_command(
     let overrides = CliOverrides { listen, admin_listen };
     overrides.apply(&mut config);
     let source = ConfigSource { path, loaded_digest: digest, overrides };
+    // Logs and traces start once the config (its `[telemetry]`) is known;
+    // the guard flushes pending log lines when serving ends.
+    let _log_guard = switchyard::telemetry::init(log_json, config.telemetry.as_ref()).context("logging")?;
     serve::run(config, source).context("serve")?;
     Ok(ExitCode::SUCCESS)
 }

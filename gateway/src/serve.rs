@@ -99,6 +99,7 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let why = stopped_rx.recv().unwrap_or(Stopped::ServerExited);
     tracing::info!(?why, "server stopped");
     state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);
+    crate::telemetry::shutdown();
     Ok(())
 }
 

@@ -18,6 +18,7 @@ mod batch;
 mod convert;
 mod dispatch;
 pub mod error;
+pub mod histogram;
 pub mod identity;
 mod model;
 pub mod ort_env;
@@ -37,6 +38,7 @@ mod validate;
 mod worker;
 
 pub use error::{ErrorClass, RuntimeError};
+pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 pub use identity::FileIdentity;
 pub use model::ModelState;
 pub use ort_env::init_onnxruntime;

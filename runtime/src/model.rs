@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
+use crate::histogram::{Histogram, COLD_START_US_BOUNDS};
 use crate::identity::FileIdentity;
 use crate::pool::PoolRuntime;
 use crate::queue::PoolShared;
@@ -67,6 +68,7 @@ struct Inner {
     last_report: Option<LoadReport>,
     last_used: Instant,
     loads: u64,
+    unloads: u64,
 }
 
 /// A registered model.
@@ -83,6 +85,8 @@ pub struct Model {
     /// The model file's identity when the model was registered; a load
     /// that finds another file there warns (see [`Model::load_blocking`]).
     pub identity: Option<FileIdentity>,
+    /// Cold-start time of each successful load (µs).
+    pub cold_starts: Histogram,
     signature: Mutex<Option<ModelSignature>>,
     text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
@@ -120,6 +124,7 @@ impl Model {
             load_lock: tokio::sync::Mutex::new(()),
             load_attempts: AtomicU64::new(0),
             identity,
+            cold_starts: Histogram::new(COLD_START_US_BOUNDS),
             signature: Mutex::new(signature),
             text: Mutex::new(text),
             inner: Mutex::new(Inner {
@@ -129,6 +134,7 @@ impl Model {
                 last_report: None,
                 last_used: Instant::now(),
                 loads: 0,
+                unloads: 0,
             }),
         }
     }
@@ -179,6 +185,11 @@ impl Model {
         self.inner.lock().loads
     }
 
+    /// Unloads so far (idle or explicit).
+    pub fn unloads(&self) -> u64 {
+        self.inner.lock().unloads
+    }
+
     /// Marks the model as just used (for idle unloading).
     pub fn touch(&self) {
         self.inner.lock().last_used = Instant::now();
@@ -196,6 +207,7 @@ impl Model {
         let was_loaded = inner.loaded.take().is_some();
         if was_loaded {
             inner.state = ModelState::Unloaded;
+            inner.unloads += 1;
         }
         was_loaded
     }
@@ -223,6 +235,7 @@ impl Model {
                 inner.last_report = Some(report.clone());
                 inner.last_used = Instant::now();
                 inner.loads += 1;
+                self.cold_starts.record_duration(report.cold_start);
             }
             Err(e) => {
                 inner.state = ModelState::Failed(e.to_string());

@@ -18,6 +18,7 @@ use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::error::RuntimeError;
+use crate::histogram::PoolHistograms;
 use crate::request::InferenceResponse;
 use crate::spec::{BatchingSpec, PoolSpec};
 use crate::stats::{add, get, LatencyTable, PoolCounters, PoolStats};
@@ -74,6 +75,8 @@ pub struct PoolShared {
     pub counters: PoolCounters,
     /// Latency by batch size.
     pub latency: LatencyTable,
+    /// Distributions of batch size, execution time and queue wait.
+    pub histograms: PoolHistograms,
     /// Pause hook.
     pub gate: PauseGate,
     /// Why the pool cannot serve, as of its last load; `None` = available.
@@ -87,6 +90,7 @@ impl PoolShared {
             spec,
             counters: PoolCounters::default(),
             latency: LatencyTable::default(),
+            histograms: PoolHistograms::default(),
             gate: PauseGate::default(),
             unavailable: Mutex::new(None),
         }
@@ -113,6 +117,7 @@ impl PoolShared {
             rejected: get(&c.rejected),
             errors: get(&c.errors),
             latency: self.latency.snapshot(batching.max_batch_size),
+            histograms: self.histograms.snapshot(),
         }
     }
 

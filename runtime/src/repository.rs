@@ -193,6 +193,8 @@ impl ModelRepository {
                 state: m.state(),
                 last_cold_start: m.last_report().map(|r| r.cold_start),
                 loads: m.loads(),
+                unloads: m.unloads(),
+                cold_starts: m.cold_starts.snapshot(),
                 pools: m.pools.iter().map(|p| p.stats(m.spec.pool_batching(&p.spec))).collect(),
             })
             .collect();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 use crate::model::ModelState;
 use crate::spec::DeviceKind;
 
@@ -128,6 +129,9 @@ pub struct PoolStats {
     pub errors: u64,
     /// Execution time by batch-size bucket.
     pub latency: Vec<LatencyBucket>,
+    /// Cumulative distributions: rows per batch, batch execution time,
+    /// queue wait (for metrics).
+    pub histograms: PoolHistogramSnapshot,
 }
 
 impl PoolStats {
@@ -169,6 +173,10 @@ pub struct ModelStats {
     pub last_cold_start: Option<Duration>,
     /// Successful loads since registration (each reload counts).
     pub loads: u64,
+    /// Unloads since registration (idle or explicit).
+    pub unloads: u64,
+    /// Cold-start time of every successful load, µs.
+    pub cold_starts: HistogramSnapshot,
     /// Its pools, in spec order.
     pub pools: Vec<PoolStats>,
 }
@@ -244,6 +252,7 @@ mod tests {
             rejected: 0,
             errors: 0,
             latency: buckets,
+            histograms: PoolHistogramSnapshot::default(),
         };
         assert_eq!(stats.predict_exec(4), Some(b4.ewma));
         assert_eq!(stats.predict_exec(1), Some(b4.ewma));

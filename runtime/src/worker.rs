@@ -52,11 +52,17 @@ fn run_batch(session: &mut Session, ctx: &PoolContext, batch: Vec<QueueEntry>) {
     let rows: usize = batch.iter().map(|e| e.rows).sum();
     counters.queue_depth.fetch_sub(batch.len(), Ordering::Relaxed);
     counters.in_flight.fetch_add(batch.len(), Ordering::Relaxed);
+    let histograms = &ctx.shared.histograms;
+    for entry in &batch {
+        histograms.queue_wait_us.record_duration(started.saturating_duration_since(entry.enqueued));
+    }
     let result = catch_unwind(AssertUnwindSafe(|| execute(session, ctx, &batch)))
         .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
     let exec_time = started.elapsed();
     add(&counters.executions, 1);
     add(&counters.executed_rows, rows as u64);
+    histograms.batch_rows.record(rows as u64);
+    histograms.execution_us.record_duration(exec_time);
     counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
     match result {
         Ok(outputs) => {

@@ -22,6 +22,12 @@ pub fn register(app: &mut AdminApp) {
     app.route(Method::GET, "/healthz", Access::Public, handler(|_| async { Reply::empty(200) }))
         .route(
             Method::GET,
+            "/metrics",
+            Access::Public,
+            handler(|call| async move { crate::metrics::reply(&call.state) }),
+        )
+        .route(
+            Method::GET,
             "/admin/stats",
             Access::Token,
             handler(|call| async move { Reply::json_value(200, &stats::stats_json(&call.state)) }),

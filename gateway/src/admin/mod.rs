@@ -3,6 +3,7 @@
 //! | method | path | what | token |
 //! |---|---|---|---|
 //! | GET | `/healthz` | liveness | no |
+//! | GET | `/metrics` | Prometheus metrics ([`crate::metrics`]) | no |
 //! | GET | `/admin/stats` | live statistics per model, pool, route ([`stats`]) | yes |
 //! | GET | `/admin/config` | the effective config, secrets redacted ([`config_view`]) | yes |
 //! | POST | `/admin/reload` | reload the config file ([`crate::reload`]) | yes |
@@ -16,7 +17,7 @@
 //! must be on a loopback address ([`check_exposure`]) and every endpoint
 //! is open to local callers.
 //!
-//! More endpoints (e.g. `/metrics`) are added with [`AdminApp::route`].
+//! More endpoints are added with [`AdminApp::route`].
 
 pub mod config_view;
 pub mod endpoints;

@@ -43,6 +43,7 @@ use crate::config::{CacheConfig, Config, RouteCache};
 use crate::error::GatewayError;
 use crate::handlers::target::Target;
 use crate::routing::Answer;
+use crate::telemetry;
 use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
 use control::Control;
@@ -55,6 +56,7 @@ use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 use writer::{WriteJob, Writer};
 
 /// The `x-cache` response header's value.
@@ -187,7 +189,9 @@ impl ResponseCache {
             (Plan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
             (Plan::Refresh(key, policy), Some(tiers)) => {
                 CacheStats::bump(&self.stats.bypass);
-                let answer = self.store(tiers, key, policy, compute.await?).await;
+                let fresh = compute.await?;
+                let answer =
+                    self.store(tiers, key, policy, fresh).instrument(telemetry::spans::cache_fill()).await;
                 return Ok(((*answer).clone(), CacheStatus::Bypass));
             }
             _ => {
@@ -195,7 +199,10 @@ impl ResponseCache {
                 return Ok((compute.await?, CacheStatus::Bypass));
             }
         };
-        if let Some(answer) = tiers.l1.get(key).await {
+        let lookup = telemetry::spans::cache_lookup("l1");
+        let found = tiers.l1.get(key).instrument(lookup.clone()).await;
+        lookup.record("cache.hit", found.is_some());
+        if let Some(answer) = found {
             CacheStats::bump(&self.stats.l1_hits);
             return Ok(((*answer).clone(), CacheStatus::HitL1));
         }
@@ -214,7 +221,10 @@ impl ResponseCache {
         F: Future<Output = Result<Answer, GatewayError>>,
     {
         if let Some(l2) = &tiers.l2 {
-            match l2.get(key).await {
+            let lookup = telemetry::spans::cache_lookup("l2");
+            let read = l2.get(key).instrument(lookup.clone()).await;
+            lookup.record("cache.hit", matches!(read, L2Read::Hit(_)));
+            match read {
                 L2Read::Hit(bytes) => match value_codec::decode(&bytes) {
                     Ok(answer) => {
                         CacheStats::bump(&self.stats.l2_hits);
@@ -232,7 +242,8 @@ impl ResponseCache {
             }
         }
         let answer = compute.await?;
-        Ok((self.store(tiers, key, policy, answer).await, CacheStatus::Miss))
+        let stored = self.store(tiers, key, policy, answer).instrument(telemetry::spans::cache_fill()).await;
+        Ok((stored, CacheStatus::Miss))
     }
 
     /// Stores a fresh answer in L1 and queues it for L2; returns the

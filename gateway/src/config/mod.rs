@@ -15,6 +15,7 @@ pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
 pub mod size;
+pub mod telemetry_section;
 pub mod text_section;
 pub mod types;
 pub mod upstream_section;

@@ -36,6 +36,8 @@ pub struct RawConfig {
     /// Path prefixes proxied to upstreams.
     #[serde(default)]
     pub prefix_routes: Vec<super::proxy_raw::RawPrefixRoute>,
+    /// Trace export; absent = off.
+    pub telemetry: Option<super::telemetry_section::RawTelemetry>,
 }
 
 /// `[server]`

@@ -30,6 +30,8 @@ pub struct Config {
     pub reload: ReloadConfig,
     /// Upstream servers and prefix routes.
     pub proxy: super::proxy_types::ProxyConfig,
+    /// OpenTelemetry trace export; `None` = off.
+    pub telemetry: Option<super::telemetry_section::TelemetryConfig>,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:

@@ -76,6 +76,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
     let admin = super::control_section::admin_config(raw.admin.as_ref(), &mut issues.0);
     let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
+    let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
             let routes = routes
@@ -93,6 +94,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
                 admin,
                 reload,
                 proxy,
+                telemetry,
             })
         }
         _ => Err(issues.0),

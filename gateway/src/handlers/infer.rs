@@ -8,6 +8,7 @@ use crate::routing::{self, Answer, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, Response};
+use crate::telemetry;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use http::HeaderMap;
 use switchyard_runtime::{InferenceRequest, Tensor};
@@ -34,10 +35,16 @@ pub async fn infer<'a>(
     let header_len = header_length(headers)?;
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
-    let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-    let signature = catalog.shared_signature(&target.models)?;
-    v2::check_signature(&decoded, &target.public_name, &signature)?;
-    v2::reshape_columns(&mut decoded, &signature)?;
+    let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
+        let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
+        let signature = catalog.shared_signature(&target.models)?;
+        v2::check_signature(&decoded, &target.public_name, &signature)?;
+        v2::reshape_columns(&mut decoded, &signature)?;
+        Ok(decoded)
+    })?;
+    if let Some(id) = &decoded.id {
+        telemetry::adopt_request_id(id);
+    }
     let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {

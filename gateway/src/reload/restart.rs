@@ -10,7 +10,8 @@
 //! loaded once per process; the `[cache]` section builds the L1 and the
 //! Redis connection once (per-route TTLs and `enabled` do reload);
 //! `[[upstreams]]` and `[[prefix_routes]]` build the upstream registry,
-//! its health checks and the prefix routes' caches once.
+//! its health checks and the prefix routes' caches once; `[telemetry]`
+//! installs the trace exporter once.
 
 use crate::config::Config;
 
@@ -41,6 +42,8 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     new.onnxruntime_library = running.onnxruntime_library.clone();
     keep(new.cache != running.cache, "cache");
     new.cache = running.cache.clone();
+    keep(new.telemetry != running.telemetry, "telemetry");
+    new.telemetry = running.telemetry.clone();
     keep(new.proxy.upstreams != running.proxy.upstreams, "upstreams");
     keep(new.proxy.prefix_routes != running.proxy.prefix_routes, "prefix_routes");
     new.proxy = running.proxy.clone();

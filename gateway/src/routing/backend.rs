@@ -53,6 +53,13 @@ impl Backend for RuntimeBackend<'_> {
         pool: Option<&str>,
         request: InferenceRequest,
     ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
-        self.repo.infer(model, pool, request)
+        let repo = self.repo;
+        async move {
+            let result = repo.infer(model, pool, request).await;
+            if let Ok(response) = &result {
+                crate::telemetry::spans::record_execution(response);
+            }
+            result
+        }
     }
 }

@@ -43,7 +43,8 @@ pub async fn run_cascade<B: Backend>(
         return Ok(first);
     }
     let fleet = backend.fleet(routing.models);
-    let step = policy.after_cheap(score, routing.budget_now(), &fleet, routing.estimator);
+    let step = crate::telemetry::spans::decide()
+        .in_scope(|| policy.after_cheap(score, routing.budget_now(), &fleet, routing.estimator));
     tracing::debug!(confidence = score, step = %step.reason(), "cascade step");
     match step {
         CascadeStep::Accept(reason) | CascadeStep::AcceptUnconfident(reason) => {

@@ -56,7 +56,8 @@ pub async fn route<B: Backend>(
     request: InferenceRequest,
 ) -> Result<Answer, GatewayError> {
     let fleet = backend.fleet(routing.models);
-    let plan = routing.policy.decide(routing.budget_now(), &fleet, routing.estimator, draw);
+    let plan = crate::telemetry::spans::decide()
+        .in_scope(|| routing.policy.decide(routing.budget_now(), &fleet, routing.estimator, draw));
     match plan {
         Plan::Single { target, fallbacks, reason } => {
             run_targets(backend, routing, &target, &fallbacks, reason, request).await

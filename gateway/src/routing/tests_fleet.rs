@@ -44,11 +44,21 @@ fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) 
             RuntimeBucket { max_batch: 1, ewma: Duration::from_millis(4), samples: 10 },
             RuntimeBucket { max_batch: 2, ewma: Duration::ZERO, samples: 0 },
         ],
+        histograms: Default::default(),
     }
 }
 
 fn model(name: &str, state: ModelState, pools: Vec<PoolStats>) -> ModelStats {
-    ModelStats { name: name.into(), version: 1, state, last_cold_start: None, loads: 1, pools }
+    ModelStats {
+        name: name.into(),
+        version: 1,
+        state,
+        last_cold_start: None,
+        loads: 1,
+        unloads: 0,
+        cold_starts: Default::default(),
+        pools,
+    }
 }
 
 fn snapshot() -> RuntimeSnapshot {

@@ -1,0 +1,164 @@
+//! `[telemetry]`: OpenTelemetry trace export over OTLP/HTTP (protobuf).
+//! Absent, or without `otlp_endpoint`, traces are off and cost nothing.
+//! Read once at start-up (a reload does not change it). See
+//! [`crate::telemetry`] for what is traced.
+
+use super::validate::ConfigIssue;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `[telemetry]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    /// OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`
+    /// (used verbatim); absent = tracing off.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the exported spans, default `switchyard`.
+    pub service_name: Option<String>,
+    /// Share of new traces sampled, 0.0 to 1.0, default 1.0. A request
+    /// with a `traceparent` follows its caller's sampling decision.
+    pub sampling_ratio: Option<f64>,
+    /// How long finished spans wait to be exported in a batch, default
+    /// 1000 ms.
+    pub batch_delay_ms: Option<u64>,
+    /// Timeout of one export request, default 10000 ms.
+    pub export_timeout_ms: Option<u64>,
+}
+
+/// `[telemetry]`, checked; present only when an endpoint is configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// Where spans are POSTed (OTLP/HTTP protobuf).
+    pub otlp_endpoint: String,
+    /// `service.name` resource attribute.
+    pub service_name: String,
+    /// Ratio of root traces sampled.
+    pub sampling_ratio: f64,
+    /// Export batching delay.
+    pub batch_delay: Duration,
+    /// Timeout of one export.
+    pub export_timeout: Duration,
+}
+
+fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
+    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
+}
+
+/// Checks `[telemetry]`; `None` when traces are off.
+pub fn telemetry_config(
+    raw: Option<&RawTelemetry>,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<TelemetryConfig> {
+    let raw = raw?;
+    let service_name = raw.service_name.clone().unwrap_or_else(|| "switchyard".to_string());
+    if service_name.trim().is_empty() {
+        issue(issues, "telemetry.service_name", "must not be empty");
+    }
+    let sampling_ratio = raw.sampling_ratio.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&sampling_ratio) {
+        issue(issues, "telemetry.sampling_ratio", format!("{sampling_ratio} is not between 0.0 and 1.0"));
+    }
+    let mut millis = |value: Option<u64>, default: u64, field: &str| {
+        if value == Some(0) {
+            issue(issues, &format!("telemetry.{field}"), "must be at least 1 ms");
+        }
+        Duration::from_millis(value.unwrap_or(default).max(1))
+    };
+    let batch_delay = millis(raw.batch_delay_ms, 1000, "batch_delay_ms");
+    let export_timeout = millis(raw.export_timeout_ms, 10_000, "export_timeout_ms");
+    let endpoint = raw.otlp_endpoint.as_deref()?;
+    if let Err(message) = check_endpoint(endpoint) {
+        issue(issues, "telemetry.otlp_endpoint", message);
+    }
+    Some(TelemetryConfig {
+        otlp_endpoint: endpoint.to_string(),
+        service_name,
+        sampling_ratio,
+        batch_delay,
+        export_timeout,
+    })
+}
+
+/// An `http://host[:port]/path` URL; https needs TLS, which this build's
+/// exporter does not include.
+fn check_endpoint(url: &str) -> Result<(), String> {
+    if url.starts_with("https://") {
+        return Err(format!(
+            "{url:?}: https is not supported by this build's exporter; use http:// (e.g. a local collector)"
+        ));
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(format!("{url:?} is not an http:// URL, e.g. \"http://127.0.0.1:4318/v1/traces\""));
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    let host_ok = !authority.is_empty() && !authority.contains(char::is_whitespace);
+    let port_ok = match authority.rsplit_once(':') {
+        Some((_, port)) if !authority.ends_with(']') => port.parse::<u16>().is_ok(),
+        _ => true,
+    };
+    if !host_ok || !port_ok {
+        return Err(format!("{url:?} has no valid host[:port]"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn issues(text: &str) -> Vec<String> {
+        parse(text, Path::new(".")).err().unwrap_or_default().iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn absent_or_without_endpoint_is_off() {
+        assert!(parse("", Path::new(".")).unwrap().telemetry.is_none());
+        let c = parse("[telemetry]\nservice_name = \"gw\"\n", Path::new(".")).unwrap();
+        assert!(c.telemetry.is_none());
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let c = parse("[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\n", Path::new("."))
+            .unwrap()
+            .telemetry
+            .unwrap();
+        assert_eq!(c.service_name, "switchyard");
+        assert_eq!(c.sampling_ratio, 1.0);
+        assert_eq!(c.batch_delay, Duration::from_millis(1000));
+        let c = parse(
+            "[telemetry]\notlp_endpoint = \"http://otel:4318/v1/traces\"\nsampling_ratio = 0.25\n\
+             batch_delay_ms = 50\nservice_name = \"edge\"\n",
+            Path::new("."),
+        )
+        .unwrap()
+        .telemetry
+        .unwrap();
+        assert_eq!(
+            (c.sampling_ratio, c.batch_delay, c.service_name.as_str()),
+            (0.25, Duration::from_millis(50), "edge")
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let all = issues(
+            "[telemetry]\notlp_endpoint = \"https://x/v1/traces\"\nsampling_ratio = 1.5\nbatch_delay_ms = 0\n",
+        );
+        assert!(
+            all.iter().any(|i| i.starts_with("telemetry.otlp_endpoint: ") && i.contains("https")),
+            "{all:?}"
+        );
+        assert!(all.iter().any(|i| i.starts_with("telemetry.sampling_ratio: ")), "{all:?}");
+        assert!(all.iter().any(|i| i.starts_with("telemetry.batch_delay_ms: ")), "{all:?}");
+        let all = issues("[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n");
+        assert!(all.iter().any(|i| i.starts_with("telemetry.otlp_endpoint: ")), "{all:?}");
+        let all = issues("[telemetry]\notlp_endpoint = \"http://h:99999/v1/traces\"\n");
+        assert!(all.iter().any(|i| i.contains("host[:port]")), "{all:?}");
+        let all = issues("[telemetry]\notlp_endpiont = \"http://h/v1/traces\"\n");
+        assert!(all.iter().any(|i| i.starts_with("telemetry")), "{all:?}");
+    }
+}

@@ -1,0 +1,320 @@
+//! Families read at scrape time from the counters other modules own: the
+//! runtime's pools and models ([`switchyard_runtime::RuntimeSnapshot`]),
+//! the response cache ([`crate::cache::stats::CacheSnapshot`]) and the
+//! routing decisions ([`crate::routing::decisions::DecisionCounters`]).
+
+use super::family::Family;
+use crate::cache::stats::CacheSnapshot;
+use crate::routing::decisions::DecisionKey;
+use prometheus::proto::MetricFamily;
+use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
+
+/// Microseconds per second: runtime durations are kept in µs.
+const MICROS: f64 = 1e6;
+
+const POOL: &[&str] = &["model", "pool", "device"];
+const MODEL: &[&str] = &["model"];
+
+/// A per-pool family and how to read its value from the pool's stats.
+type PoolScalar = (Family, fn(&PoolStats) -> f64);
+
+/// Per-pool gauges and counters.
+fn pool_scalars() -> Vec<PoolScalar> {
+    vec![
+        (Family::gauge("switchyard_pool_queue_depth", "Requests waiting in the pool's queue.", POOL), |p| {
+            p.queue_depth as f64
+        }),
+        (
+            Family::gauge(
+                "switchyard_pool_queue_capacity",
+                "Queue capacity; beyond it requests get 429.",
+                POOL,
+            ),
+            |p| p.queue_capacity as f64,
+        ),
+        (Family::gauge("switchyard_pool_in_flight", "Requests in batches executing now.", POOL), |p| {
+            p.in_flight as f64
+        }),
+        (Family::gauge("switchyard_pool_workers", "Worker threads (one session each).", POOL), |p| {
+            p.workers as f64
+        }),
+        (
+            Family::gauge(
+                "switchyard_pool_available",
+                "1 when the pool can serve, 0 when its device failed.",
+                POOL,
+            ),
+            |p| f64::from(u8::from(p.available)),
+        ),
+        (Family::counter("switchyard_pool_requests_total", "Requests accepted into the queue.", POOL), |p| {
+            p.requests as f64
+        }),
+        (Family::counter("switchyard_pool_executions_total", "Batches executed.", POOL), |p| {
+            p.executions as f64
+        }),
+        (Family::counter("switchyard_pool_executed_rows_total", "Rows in executed batches.", POOL), |p| {
+            p.executed_rows as f64
+        }),
+        (
+            Family::counter(
+                "switchyard_pool_cancelled_total",
+                "Requests dropped before execution because the client went away.",
+                POOL,
+            ),
+            |p| p.cancelled as f64,
+        ),
+        (
+            Family::counter(
+                "switchyard_pool_rejected_total",
+                "Requests refused because the queue was full.",
+                POOL,
+            ),
+            |p| p.rejected as f64,
+        ),
+        (Family::counter("switchyard_pool_errors_total", "Requests that failed in execution.", POOL), |p| {
+            p.errors as f64
+        }),
+    ]
+}
+
+/// Every pool and model family of `snapshot`.
+pub fn runtime_families(snapshot: &RuntimeSnapshot) -> Vec<MetricFamily> {
+    let mut scalars = pool_scalars();
+    let mut estimate = Family::gauge(
+        "switchyard_pool_latency_estimate_seconds",
+        "Moving average of batch execution time, by batch-size bucket (max_batch rows), as routing uses it.",
+        &["model", "pool", "device", "max_batch"],
+    );
+    let mut batch_rows =
+        Family::histogram("switchyard_pool_batch_size_rows", "Rows per executed batch.", POOL);
+    let mut execution = Family::histogram(
+        "switchyard_pool_batch_execution_seconds",
+        "Execution time per batch (inputs joined, run, outputs split).",
+        POOL,
+    );
+    let mut queue_wait = Family::histogram(
+        "switchyard_pool_queue_wait_seconds",
+        "Time each executed request waited in the pool's queue.",
+        POOL,
+    );
+    for model in &snapshot.models {
+        for pool in &model.pools {
+            let device = pool.device.to_string();
+            let labels = [model.name.as_str(), pool.name.as_str(), device.as_str()];
+            for (family, read) in &mut scalars {
+                family.sample(&labels, read(pool));
+            }
+            for bucket in pool.latency.iter().filter(|b| b.samples > 0) {
+                let max_batch = bucket.max_batch.to_string();
+                let [m, p, d] = labels;
+                estimate.sample(&[m, p, d, max_batch.as_str()], bucket.ewma.as_secs_f64());
+            }
+            batch_rows.histogram_sample(&labels, &pool.histograms.batch_rows, 1.0);
+            execution.histogram_sample(&labels, &pool.histograms.execution_us, MICROS);
+            queue_wait.histogram_sample(&labels, &pool.histograms.queue_wait_us, MICROS);
+        }
+    }
+    let mut out: Vec<Family> = scalars.into_iter().map(|(f, _)| f).collect();
+    out.extend([estimate, batch_rows, execution, queue_wait]);
+    out.extend(model_families(&snapshot.models));
+    out.into_iter().filter_map(Family::finish).collect()
+}
+
+fn model_families(models: &[ModelStats]) -> Vec<Family> {
+    let mut state = Family::gauge(
+        "switchyard_model_state",
+        "1 for the model's current load state (unloaded, loading, ready, failed), else 0.",
+        &["model", "state"],
+    );
+    let mut loads = Family::counter("switchyard_model_loads_total", "Successful model loads.", MODEL);
+    let mut unloads =
+        Family::counter("switchyard_model_unloads_total", "Model unloads (idle or explicit).", MODEL);
+    let mut cold = Family::histogram(
+        "switchyard_model_cold_start_seconds",
+        "Time each successful load took to build the model's sessions.",
+        MODEL,
+    );
+    let mut last_cold = Family::gauge(
+        "switchyard_model_last_cold_start_seconds",
+        "Time the most recent successful load took.",
+        MODEL,
+    );
+    for m in models {
+        let current = state_label(&m.state);
+        for s in ["unloaded", "loading", "ready", "failed"] {
+            state.sample(&[m.name.as_str(), s], f64::from(u8::from(s == current)));
+        }
+        loads.sample(&[m.name.as_str()], m.loads as f64);
+        unloads.sample(&[m.name.as_str()], m.unloads as f64);
+        cold.histogram_sample(&[m.name.as_str()], &m.cold_starts, MICROS);
+        if let Some(d) = m.last_cold_start {
+            last_cold.sample(&[m.name.as_str()], d.as_secs_f64());
+        }
+    }
+    vec![state, loads, unloads, cold, last_cold]
+}
+
+fn state_label(state: &ModelState) -> &'static str {
+    match state {
+        ModelState::Unloaded => "unloaded",
+        ModelState::Loading => "loading",
+        ModelState::Ready => "ready",
+        ModelState::Failed(_) => "failed",
+    }
+}
+
+/// The cache's counters and gauges; nothing without a `[cache]` section.
+pub fn cache_families(c: &CacheSnapshot) -> Vec<MetricFamily> {
+    if !c.enabled {
+        return Vec::new();
+    }
+    let mut hits =
+        Family::counter("switchyard_cache_hits_total", "Lookups answered from a cache tier.", &["tier"]);
+    hits.sample(&["l1"], c.l1_hits as f64);
+    let mut misses =
+        Family::counter("switchyard_cache_misses_total", "Lookups a cache tier could not answer.", &["tier"]);
+    misses.sample(&["l1"], c.l1_misses as f64);
+    if c.l2_configured {
+        hits.sample(&["l2"], c.l2_hits as f64);
+        misses.sample(&["l2"], c.l2_misses as f64);
+    }
+    let counters: &[(&'static str, &'static str, u64)] = &[
+        (
+            "switchyard_cache_bypass_total",
+            "Requests that did not read the cache (no-store, no-cache, uncached route).",
+            c.bypass,
+        ),
+        (
+            "switchyard_cache_coalesced_total",
+            "Requests that waited for an identical in-flight computation.",
+            c.coalesced,
+        ),
+        ("switchyard_cache_stores_total", "Answers stored in L1.", c.stores),
+        ("switchyard_cache_evictions_total", "L1 entries evicted to respect l1_max_bytes.", c.evictions),
+        ("switchyard_cache_expirations_total", "L1 entries removed when their TTL passed.", c.expirations),
+    ];
+    let l2_counters: &[(&'static str, &'static str, u64)] = &[
+        ("switchyard_cache_l2_errors_total", "Redis commands that failed or timed out.", c.l2_errors),
+        ("switchyard_cache_l2_skipped_total", "L2 lookups skipped while the breaker was open.", c.l2_skipped),
+        ("switchyard_cache_l2_writes_total", "Background L2 writes completed.", c.l2_writes),
+        (
+            "switchyard_cache_l2_writes_dropped_total",
+            "L2 writes dropped (queue full or breaker open).",
+            c.l2_writes_dropped,
+        ),
+        (
+            "switchyard_cache_l2_decode_errors_total",
+            "L2 values that could not be decoded.",
+            c.l2_decode_errors,
+        ),
+    ];
+    let mut out = vec![hits, misses];
+    let l2 = if c.l2_configured { l2_counters } else { &[] };
+    for &(name, help, value) in counters.iter().chain(l2) {
+        let mut f = Family::counter(name, help, &[]);
+        f.sample(&[], value as f64);
+        out.push(f);
+    }
+    let gauges: [(&'static str, &'static str, u64); 3] = [
+        ("switchyard_cache_l1_entries", "Entries held in L1.", c.l1_entries),
+        ("switchyard_cache_l1_bytes", "Bytes held in L1 (encoded answer sizes).", c.l1_bytes),
+        ("switchyard_cache_l1_max_bytes", "The L1 bound in bytes.", c.l1_max_bytes),
+    ];
+    for (name, help, value) in gauges {
+        let mut f = Family::gauge(name, help, &[]);
+        f.sample(&[], value as f64);
+        out.push(f);
+    }
+    if c.l2_configured {
+        let mut breaker = Family::gauge(
+            "switchyard_cache_l2_breaker_state",
+            "1 for the Redis breaker's current state (closed, open, half_open), else 0.",
+            &["state"],
+        );
+        for s in ["closed", "open", "half_open"] {
+            breaker.sample(&[s], f64::from(u8::from(s == c.l2_breaker)));
+        }
+        out.push(breaker);
+    }
+    out.into_iter().filter_map(Family::finish).collect()
+}
+
+/// Routing decisions by route, model, device and reason.
+pub fn decision_families(decisions: &[(DecisionKey, u64)]) -> Vec<MetricFamily> {
+    let mut f = Family::counter(
+        "switchyard_routing_decisions_total",
+        "Requests each route answered with a model on a device, by the policy's reason (model/device none: shed).",
+        &["route", "model", "device", "reason"],
+    );
+    for (k, count) in decisions {
+        f.sample(&[k.route.as_str(), k.model.as_str(), k.device.as_str(), k.reason.as_str()], *count as f64);
+    }
+    f.finish().into_iter().collect()
+}
+
+/// Requests holding an admission permit now, and the limit.
+pub fn admission_families(in_flight: usize, limit: usize) -> Vec<MetricFamily> {
+    let mut now =
+        Family::gauge("switchyard_requests_in_flight", "Requests being served on the API listener now.", &[]);
+    now.sample(&[], in_flight as f64);
+    let mut max = Family::gauge(
+        "switchyard_requests_in_flight_limit",
+        "server.max_concurrent_requests: beyond it requests get 429.",
+        &[],
+    );
+    max.sample(&[], limit as f64);
+    let mut info = Family::gauge("switchyard_build_info", "Always 1; the version is a label.", &["version"]);
+    info.sample(&[env!("CARGO_PKG_VERSION")], 1.0);
+    [now, max, info].into_iter().filter_map(Family::finish).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus::{Encoder, TextEncoder};
+
+    fn text(families: Vec<MetricFamily>) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&families, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn no_cache_section_exports_no_cache_metrics() {
+        assert!(cache_families(&CacheSnapshot::default()).is_empty());
+    }
+
+    #[test]
+    fn l2_metrics_only_with_redis() {
+        let mut snap = CacheSnapshot { enabled: true, l1_hits: 3, l2_breaker: "none", ..Default::default() };
+        let out = text(cache_families(&snap));
+        assert!(out.contains("switchyard_cache_hits_total{tier=\"l1\"} 3\n"), "{out}");
+        assert!(!out.contains("l2"), "{out}");
+        snap.l2_configured = true;
+        snap.l2_breaker = "half_open";
+        snap.l2_errors = 2;
+        let out = text(cache_families(&snap));
+        assert!(out.contains("switchyard_cache_l2_errors_total 2\n"), "{out}");
+        assert!(out.contains("switchyard_cache_l2_breaker_state{state=\"half_open\"} 1\n"), "{out}");
+        assert!(out.contains("switchyard_cache_l2_breaker_state{state=\"open\"} 0\n"), "{out}");
+        assert!(out.contains("switchyard_cache_hits_total{tier=\"l2\"} 0\n"), "{out}");
+    }
+
+    #[test]
+    fn decisions_keep_their_four_labels() {
+        let key = DecisionKey {
+            route: "r".into(),
+            model: "m".into(),
+            device: "cpu".into(),
+            reason: "cascade_confident".into(),
+        };
+        let out = text(decision_families(&[(key, 7)]));
+        assert!(
+            out.contains(
+                "switchyard_routing_decisions_total{route=\"r\",model=\"m\",device=\"cpu\",reason=\"cascade_confident\"} 7\n"
+            ),
+            "{out}"
+        );
+        assert!(decision_families(&[]).is_empty());
+    }
+}
