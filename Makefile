@@ -5,7 +5,7 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: run test setup setup-test build build-release lint fmt unit python-tests bench bench-quick clean-cache
+.PHONY: run test setup setup-test setup-bench build build-release lint fmt unit python-tests bench bench-quick clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -42,11 +42,15 @@ python-tests: build
 fmt:
 	$(CARGO) fmt --all
 
-## bench-quick: a few-minute benchmark run; results into benchmarks/RESULTS.md
-bench-quick: setup-test
+setup-bench:
+	@scripts/setup.sh bench
+
+## bench-quick: the benchmark suite in a few minutes (short runs); writes benchmarks/RESULTS.md and plots
+bench-quick: setup-bench
 	@benchmarks/run.sh quick
 
-bench: setup-test
+## bench: the whole benchmark suite (about half an hour); writes benchmarks/RESULTS.md and plots
+bench: setup-bench
 	@benchmarks/run.sh full
 
 clean-cache:
