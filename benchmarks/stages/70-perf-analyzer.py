@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Stage `perf-analyzer`: Triton's perf_analyzer (unmodified, from
+tritonclient 2.50) as a second, independent load generator, against
+Switchyard and the FastAPI baseline (both answer Triton's
+`/v2/models/{m}/config`, which perf_analyzer requires; it sends binary
+tensors). MLServer has no `/config` endpoint: the stage tries it once and
+records the error perf_analyzer gives.
+
+    benchmarks/stages/70-perf-analyzer.py quick|full   ->  benchmarks/out/perf-analyzer.json
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import env, servers  # noqa: E402
+from benchlib.stage import Stage  # noqa: E402
+
+PERF = env.REPO / ".venv-perf" / "bin" / "perf_analyzer"
+MODELS = {"quick": ["digits-cheap"], "full": ["digits-cheap", "synth-heavy"]}
+INTERVAL_MS = {"quick": 2000, "full": 5000}
+
+
+def perf_cmd(st: Stage, port: int, model: str, csv_path: Path) -> list[str]:
+    return env.client_prefix() + [
+        "benchmarks/perf_analyzer.sh", str(port), model, "--concurrency-range", "4:40:36",
+        "--measurement-interval", str(INTERVAL_MS[st.mode]), "--stability-percentage", "25", "--max-trials", "6",
+        "-f", str(csv_path)]
+
+
+def parse(csv_path: Path, stdout: str) -> list[dict]:
+    """Rows per concurrency from perf_analyzer's CSV (latencies in µs), else
+    from its summary lines."""
+    rows = []
+    if csv_path.exists():
+        with open(csv_path) as f:
+            for r in csv.DictReader(f):
+                rows.append({"concurrency": int(r["Concurrency"]), "throughput": float(r["Inferences/Second"]),
+                             "p50_ms": float(r["p50 latency"]) / 1e3, "p99_ms": float(r["p99 latency"]) / 1e3,
+                             "avg_ms": float(r["Avg latency"]) / 1e3})
+    if not rows:
+        for m in re.finditer(r"Concurrency: (\d+), throughput: ([\d.]+) infer/sec, latency (\d+) usec", stdout):
+            rows.append({"concurrency": int(m[1]), "throughput": float(m[2]), "avg_ms": int(m[3]) / 1e3})
+    return rows
+
+
+def run_perf(st: Stage, name: str, port: int, model: str, timeout: int) -> dict:
+    csv_path = st.dir / f"{name}-{model}.csv"
+    csv_path.unlink(missing_ok=True)
+    cmd = perf_cmd(st, port, model, csv_path)
+    st.commands.append(shlex.join(cmd))
+    st.say(f"perf_analyzer -> {name} {model}")
+    try:
+        r = subprocess.run(cmd, cwd=env.REPO, capture_output=True, text=True, timeout=timeout)
+        out, rc = r.stdout + r.stderr, r.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = f"{e.stdout or ''}{e.stderr or ''}timed out after {timeout} s", -1
+    (st.dir / f"{name}-{model}.txt").write_text(out if isinstance(out, str) else out.decode())
+    result = {"server": name, "model": model, "rc": rc, "rows": parse(csv_path, out)}
+    if rc != 0:
+        result["error"] = " ".join(str(out).strip().splitlines()[-3:])[-400:]
+    for row in result["rows"]:
+        st.say(f"  concurrency {row['concurrency']}: {row['throughput']:,.0f} infer/s")
+    return result
+
+
+def body(st: Stage) -> None:
+    if not PERF.exists():
+        st.not_run("perf_analyzer is missing (.venv-perf: run scripts/setup.sh bench)")
+    env.pin_self_to_client()
+    st.data.update(results=[], settings_note="perf_analyzer -i http, binary tensors, shape from /config, "
+                   f"concurrency 4 and 40, measurement interval {INTERVAL_MS[st.mode]} ms, stability 25%, "
+                   "max 6 trials; pinned to the client CPU")
+    makers = [("switchyard", lambda: servers.switchyard(st.dir)),
+              ("fastapi", lambda: servers.fastapi(st.dir, max_batch_size=64))]
+    for name, make in makers:
+        with servers.Servers() as group:
+            s = group.add(make())
+            s.wait_ready()
+            s.warm(MODELS[st.mode])
+            for model in MODELS[st.mode]:
+                st.data["results"].append(run_perf(st, name, s.port, model, timeout=300))
+    if env.MLSERVER_PY.exists():
+        with servers.Servers() as group:
+            s = group.add(servers.mlserver(st.dir))
+            s.wait_ready()
+            st.data["mlserver"] = run_perf(st, "mlserver", s.port, "digits-cheap", timeout=60)
+    if not any(r["rows"] for r in st.data["results"]):
+        raise RuntimeError("perf_analyzer produced no measurement")
+
+
+if __name__ == "__main__":
+    Stage("perf-analyzer", "perf_analyzer against the servers that speak Triton's V2 extensions").run(body)
