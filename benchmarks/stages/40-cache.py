@@ -32,7 +32,7 @@ def body(st: Stage) -> None:
     if missing:
         st.not_run(f"missing {', '.join(missing)} (run scripts/setup.sh bench)")
     script_env = env.child_env()
-    script_env.update(CACHE_OUT=str(st.dir), CACHE_RESULTS=str(st.dir / "RESULTS-cache.md"),
+    script_env.update(CACHE_OUT=env.rel(st.dir), CACHE_RESULTS=env.rel(st.dir / "RESULTS-cache.md"),
                       CACHE_DUR=f"{st.settings['duration_s']}s", CACHE_WARM=f"{st.settings['warmup_s']}s")
     cmd = ["benchmarks/cache_bench.sh", st.mode]
     st.commands.append(f"CACHE_DUR={script_env['CACHE_DUR']} CACHE_WARM={script_env['CACHE_WARM']} {' '.join(cmd)}")

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib import env  # noqa: E402
 from benchlib.stage import Stage, run_child  # noqa: E402
 
-SWEEP = {"quick": "0.4,0.5,0.6,0.7,0.9,0.95,0.99", "full": "0.3,0.4,0.5,0.6,0.65,0.7,0.75,0.85,0.9,0.95,0.98,0.99"}
+SWEEP = {"quick": "0.5,0.6,0.7,0.9,0.95", "full": "0.3,0.4,0.5,0.6,0.65,0.7,0.75,0.85,0.9,0.95,0.98,0.99"}
 
 
 def body(st: Stage) -> None:

@@ -111,6 +111,15 @@ def pct(r: float | None, digits: int = 1) -> str:
     return "-" if r is None else f"{r * 100:.{digits}f}%"
 
 
+def share(r: float | None) -> str:
+    """A fraction that should not exceed 100%, marked when it does (the two
+    figures were measured at different moments of a busy machine)."""
+    if r is None:
+        return "-"
+    return pct(r) + (" (over 100%: measured at different moments of a busy machine, not comparable)"
+                     if r > 1.05 else "")
+
+
 def plot_ref(ctx: Ctx, name: str, alt: str) -> str:
     """Markdown image line for a plot written in this run, else empty."""
     if name in ctx.plot_files:

@@ -5,7 +5,7 @@ memory."""
 
 from __future__ import annotations
 
-from .common import Ctx, commands_block, ms, num, pct, plot_ref, ratio, settings_line, status_line, table, x
+from .common import Ctx, commands_block, ms, num, pct, plot_ref, ratio, settings_line, share, status_line, table, x
 
 PEERS = ["fastapi", "mlserver"]
 NAMES = {"switchyard": "Switchyard", "fastapi": "FastAPI", "mlserver": "MLServer",
@@ -154,10 +154,9 @@ def raw_limit_section(ctx: Ctx) -> str:
         verdict = ctx.finding("Raw limit", f"{model}: gateway / raw runtime limit", pct(frac), frac >= 0.9,
                               f"raw-limit.{model}")
         alone = reference if model == "synth-heavy" else None
-        noisy = " (over 100%: measured at another moment of a busy machine, not comparable)" if frac > 1.05 else ""
         rows.append([model, f"{num(best['rows_per_s'])} (batch {best['batch']})",
-                     num(alone) if alone else "-", f"{num(top['rps'])} ({top['concurrency']} clients)", pct(frac) + noisy,
-                     pct(ratio(top["rps"], alone)) if alone else "-", verdict])
+                     num(alone) if alone else "-", f"{num(top['rps'])} ({top['concurrency']} clients)", share(frac),
+                     share(ratio(top["rps"], alone)) if alone else "-", verdict])
         if alone:
             r40 = runs.get(("switchyard", model, 40))
             if r40:

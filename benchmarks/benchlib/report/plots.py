@@ -88,16 +88,7 @@ def latency_vs_load(ctx: Ctx) -> str | None:
     return _save(fig, ctx, "latency-vs-load.png")
 
 
-def cache_hit_latency(ctx: Ctx) -> str | None:
-    doc = ctx.stage("cache")
-    runs = (doc or {}).get("runs", {})
-    bars = [(k, label, color) for k, label, color in (
-        ("hit-open-switchyard", "Switchyard L1 hit", COLORS["switchyard"]),
-        ("hit-open-nginx", "nginx HIT", COLORS["nginx"]),
-        ("calibrate-open", "generator alone", COLORS["generator"])) if k in runs]
-    if not bars:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+def _percentile_bars(ax, runs: dict, bars: list[tuple[str, str, str]], title: str) -> None:
     pcts = [("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")]
     width = 0.8 / len(bars)
     for i, (key, label, color) in enumerate(bars):
@@ -105,10 +96,42 @@ def cache_hit_latency(ctx: Ctx) -> str | None:
         ax.bar(xs, [runs[key][p] for p, _ in pcts], width, label=label, color=color)
     ax.set_xticks([j + width * (len(bars) - 1) / 2 for j in range(len(pcts))], [n for _, n in pcts])
     ax.axhline(1.0, ls="--", color="k", lw=1, label="1 ms")
+    ax.set_yscale("log")
     ax.set_ylabel("latency ms")
-    ax.set_title(f"Cache hits, open loop at {doc.get('rate', 10000):,} req/s")
-    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def cache_hit_latency(ctx: Ctx) -> str | None:
+    doc = ctx.stage("cache")
+    runs = (doc or {}).get("runs", {})
+    rate = (doc or {}).get("rate", 10000)
+    groups = [
+        (f"hits, open loop at {rate:,} req/s", [
+            ("hit-open-switchyard", "Switchyard L1 hit", COLORS["switchyard"]),
+            ("hit-open-nginx", "nginx HIT", COLORS["nginx"]),
+            ("calibrate-open", "generator alone", COLORS["generator"])]),
+        ("hits, closed loop, 32 clients", [
+            ("hit-closed-c32-switchyard", "Switchyard L1 hit", COLORS["switchyard"]),
+            ("hit-closed-c32-nginx", "nginx HIT", COLORS["nginx"]),
+            ("calibrate-closed-c32", "generator ceiling", COLORS["generator"])]),
+        ("Switchyard, 1 client: L1 / L2 (Redis) / miss", [
+            ("l1-hit-closed-c1", "L1 hit", COLORS["switchyard"]),
+            ("l2-hit-closed-c1", "L2 hit", COLORS["mlserver"]),
+            ("miss-closed-c1", "miss (model run)", COLORS["fastapi"])]),
+    ]
+    valid = []
+    for title, bars in groups:
+        kept = [b for b in bars if b[0] in runs and runs[b[0]].get("ok", 0) > 0 and not runs[b[0]].get("behind")]
+        if kept:
+            valid.append((title, kept))
+    if not valid:
+        return None
+    fig, axes = plt.subplots(1, len(valid), figsize=(5 * len(valid), 4), squeeze=False)
+    for ax, (title, bars) in zip(axes[0], valid):
+        _percentile_bars(ax, runs, bars, title)
+    fig.suptitle("Cache-hit latency")
     return _save(fig, ctx, "cache-hit-latency.png")
 
 
