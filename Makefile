@@ -5,14 +5,14 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: run test setup setup-test setup-bench build build-release lint fmt unit python-tests bench bench-quick clean-cache
+.PHONY: run test setup setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
 	./target/release/switchyard serve
 
 ## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
-test: setup-test lint unit python-tests
+test: setup-test lint unit python-tests bench-selftest
 	@echo "make test: all suites passed"
 
 setup:
@@ -44,6 +44,10 @@ fmt:
 
 setup-bench:
 	@scripts/setup.sh bench
+
+## bench-selftest: tests of the benchmark suite's machinery (stage contract, report generator); part of `make test`
+bench-selftest:
+	$(PY) -m pytest -q benchmarks/tests
 
 ## bench-quick: the benchmark suite in a few minutes (short runs); writes benchmarks/RESULTS.md and plots
 bench-quick: setup-bench

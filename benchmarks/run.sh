@@ -72,7 +72,7 @@ i=0; FAILED=(); NOT_RUN=()
 for f in "${STAGES[@]}"; do
     i=$((i + 1))
     name=$(basename "$f"); name=${name#*-}; name=${name%.*}
-    what=$(grep -m1 -oE '^("""|# )Stage `[^`]+`: [^.]*' "$f" | sed -E 's/^("""|# )Stage `[^`]+`: //')
+    what=$(grep -m1 -oE 'Stage\("[^"]+", "[^"]+"' "$f" | sed -E 's/^Stage\("[^"]+", "//; s/"$//')
     log="$OUT/logs/$name.log"
     bold "stage $i/${#STAGES[@]}: $name - ${what:-?} (suite elapsed $(hms $(($(date +%s) - SUITE_START))))"
     t0=$(date +%s)

@@ -25,7 +25,7 @@ def _version(cmd: list[str]) -> str:
         return "missing"
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-        return (r.stdout + r.stderr).strip().splitlines()[0]
+        return " ".join((r.stdout + r.stderr).strip().splitlines()[0].split()[:3])
     except (OSError, subprocess.SubprocessError, IndexError):
         return "unknown"
 

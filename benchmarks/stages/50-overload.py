@@ -30,7 +30,8 @@ def body(st: Stage) -> None:
     test_env = env.child_env()
     test_env.update(SPILL_JSON_OUT=str(figures), SPILL_PHASE_S=str(phase_s), SPILL_LOAD_FACTOR="2.0")
     cmd = ["cargo", "test", "--release", "-q", "-p", "switchyard", "--test", "spill_over", "--", "--nocapture"]
-    st.commands.append(f"SPILL_PHASE_S={phase_s} SPILL_LOAD_FACTOR=2.0 SPILL_JSON_OUT={figures} {' '.join(cmd)}")
+    st.commands.append(f"SPILL_PHASE_S={phase_s} SPILL_LOAD_FACTOR=2.0 SPILL_JSON_OUT={env.rel(figures)} "
+                       f"{' '.join(cmd)}")
     st.say(f"building and running the spill-over test in release mode ({phase_s} s per phase)")
     rc = run_child(cmd, 1500, cwd=env.REPO, env=test_env)
     if not figures.exists():

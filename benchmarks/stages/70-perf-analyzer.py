@@ -24,7 +24,7 @@ from benchlib.stage import Stage  # noqa: E402
 
 PERF = env.REPO / ".venv-perf" / "bin" / "perf_analyzer"
 MODELS = {"quick": ["digits-cheap"], "full": ["digits-cheap", "synth-heavy"]}
-INTERVAL_MS = {"quick": 2000, "full": 5000}
+INTERVAL_MS = {"quick": 1000, "full": 5000}
 # Stability: perf_analyzer repeats a window until 3 in a row agree within this
 # many percent (its default, 10, rarely converges on a shared 2-CPU machine).
 STABILITY = {"quick": 50, "full": 25}

@@ -205,7 +205,7 @@ async fn main() -> Result<()> {
         "raw-limit" => return write_result(&args, &raw_limit(&args)?),
         other => anyhow::bail!("unknown --section {other:?}: use all or raw-limit"),
     }
-    let secs = if args.mode == "full" { 10 } else { 3 };
+    let secs = if args.mode == "full" { 10 } else { 2 };
     let duration = Duration::from_secs(secs);
     let dir = args.models_dir.clone();
 
