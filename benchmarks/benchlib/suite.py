@@ -11,6 +11,7 @@ benchmarks/run.sh through this module's command line:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,8 @@ def _version(cmd: list[str]) -> str:
         return "missing"
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-        return " ".join((r.stdout + r.stderr).strip().splitlines()[0].split()[:3])
+        found = re.search(r"\d+\.\d+(\.\d+)?", r.stdout + r.stderr)
+        return found[0] if found else "unknown"
     except (OSError, subprocess.SubprocessError, IndexError):
         return "unknown"
 

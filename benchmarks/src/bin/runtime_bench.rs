@@ -10,8 +10,9 @@
 //! With `--section raw-limit` it measures only the raw runtime limit:
 //! `Session::run` called in a loop at several batch sizes per model (one
 //! thread, no queue, no HTTP), the ceiling a gateway serving that model on
-//! the same core could approach. The suite runs it pinned to the servers'
-//! core.
+//! the same core could approach; and the runtime alone with the gateway's
+//! batching and 40 one-row callers (the gateway minus HTTP). The suite runs
+//! it pinned to the servers' core.
 //!
 //! `runtime-bench --models-dir models --mode quick --json-out out.json`
 //! `runtime-bench --section raw-limit --models digits-cheap,synth-heavy --json-out raw.json`
@@ -159,9 +160,22 @@ fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
         .collect()
 }
 
+/// The batching of each example model in the gateway's built-in config
+/// (`gateway/src/config/default.toml`): max batch size, queue delay.
+fn gateway_batching(model: &str) -> (usize, Duration) {
+    match model {
+        "digits-cheap" => (64, Duration::from_micros(200)),
+        "digits-heavy" => (64, Duration::from_micros(300)),
+        "synth-heavy" => (16, Duration::from_micros(500)),
+        _ => (64, Duration::from_micros(1000)),
+    }
+}
+
 /// The raw runtime limit: direct `Session::run` rows/s of each model at
-/// each batch size, and the best batch size per model.
-fn raw_limit(args: &Args) -> Result<serde_json::Value> {
+/// each batch size, and the best batch size per model; then the runtime
+/// alone (queue, batcher, worker) with the gateway's batching and 40
+/// one-row callers, on the same CPUs: the gateway minus HTTP.
+async fn raw_limit(args: &Args) -> Result<serde_json::Value> {
     let full = args.mode == "full";
     let duration = Duration::from_secs(if full { 5 } else { 2 });
     let default_batches = if full { "1,4,16,32,64,128" } else { "1,16,64" };
@@ -184,7 +198,16 @@ fn raw_limit(args: &Args) -> Result<serde_json::Value> {
             best.push(json!({"model": model, "batch": batch, "rows_per_s": rows_per_s}));
         }
     }
-    Ok(json!({"raw_limit": runs, "best": best, "duration_s": duration.as_secs_f64(),
+    let mut alone = Vec::new();
+    for model in &models {
+        let (max_batch, delay) = gateway_batching(model);
+        eprintln!("[runtime-bench] runtime alone: {model}, 40 one-row callers, gateway batching");
+        let repo = ModelRepository::new(vec![spec(&args.models_dir, model, max_batch, delay)])?;
+        let rows_per_s = runtime_rows_per_s(repo, model, 40, 1, duration).await?;
+        alone.push(json!({"model": model, "callers": 40, "max_batch_size": max_batch,
+                          "max_queue_delay_us": delay.as_micros() as u64, "rows_per_s": rows_per_s}));
+    }
+    Ok(json!({"raw_limit": runs, "best": best, "runtime_alone": alone, "duration_s": duration.as_secs_f64(),
               "threads": 1, "what": "Session::run in a loop, one intra-op thread, outputs copied out"}))
 }
 
@@ -202,7 +225,7 @@ async fn main() -> Result<()> {
     init_onnxruntime(None)?;
     match args.section.as_str() {
         "all" => {}
-        "raw-limit" => return write_result(&args, &raw_limit(&args)?),
+        "raw-limit" => return write_result(&args, &raw_limit(&args).await?),
         other => anyhow::bail!("unknown --section {other:?}: use all or raw-limit"),
     }
     let secs = if args.mode == "full" { 10 } else { 2 };
@@ -227,13 +250,6 @@ async fn main() -> Result<()> {
             "runtime_rows_per_s": via_runtime, "ratio": via_runtime / direct}));
     }
 
-    // The gateway's own config for synth-heavy (batching max 16, 500 us):
-    // what the runtime alone delivers to 40 one-row callers, the reference
-    // for the gateway's synth-heavy throughput.
-    eprintln!("[runtime-bench] synth-heavy, 40 callers x 1 row, gateway batching (max 16, 500 us)");
-    let reference = ModelRepository::new(vec![spec(&dir, "synth-heavy", 16, Duration::from_micros(500))])?;
-    let gateway_reference = runtime_rows_per_s(reference, "synth-heavy", 40, 1, duration).await?;
-
     let mut cold = Vec::new();
     for model in ["digits-cheap", "digits-heavy", "synth-heavy", "synth-wide"] {
         let t = cold_start(&dir, model).await?;
@@ -244,7 +260,6 @@ async fn main() -> Result<()> {
         "batching": {"model": "synth-wide", "callers": 32, "unbatched_rows_per_s": unbatched,
                      "batched_rows_per_s": batched, "gain": batched / unbatched},
         "overhead": overhead,
-        "synth_heavy_gateway_reference_rows_per_s": gateway_reference,
         "cold_start": cold,
         "duration_s": secs,
     });
