@@ -28,7 +28,7 @@ ORT_LIB = REPO / ".cache" / "onnxruntime" / "libonnxruntime.so.1.31.1"
 # closed-loop concurrency levels per model, the open-loop rates per model.
 SETTINGS = {
     "quick": {
-        "duration_s": 4,
+        "duration_s": 3,
         "warmup_s": 1,
         "concurrency": {"digits-cheap": [1, 4, 16, 40], "synth-heavy": [4, 40]},
         "open_rates": {"digits-cheap": [500, 1000, 2000, 4000, 8000, 16000]},

@@ -12,7 +12,9 @@ records the error perf_analyzer gives.
 from __future__ import annotations
 
 import csv
+import os
 import re
+import signal
 import shlex
 import subprocess
 import sys
@@ -30,12 +32,30 @@ INTERVAL_MS = {"quick": 1000, "full": 5000}
 STABILITY = {"quick": 50, "full": 25}
 
 
-def perf_cmd(st: Stage, port: int, model: str, csv_path: Path) -> list[str]:
+CONCURRENCY = [4, 40]
+
+
+def perf_cmd(st: Stage, port: int, model: str, conc: int, csv_path: Path) -> list[str]:
+    """One perf_analyzer run at one concurrency (one run per level: a
+    `--concurrency-range 4:40:36` run was seen to hang at its second level)."""
     return env.client_prefix() + [
-        "benchmarks/perf_analyzer.sh", str(port), model, "--concurrency-range", "4:40:36",
+        "benchmarks/perf_analyzer.sh", str(port), model, "--concurrency-range", f"{conc}:{conc}",
         "--measurement-interval", str(INTERVAL_MS[st.mode]), "--stability-percentage", str(STABILITY[st.mode]),
-        "--max-trials", "8",
-        "-f", env.rel(csv_path)]
+        "--max-trials", "8", "-f", env.rel(csv_path)]
+
+
+def bounded(cmd: list[str], timeout: float) -> tuple[int, str]:
+    """Runs `cmd` in its own process group; on timeout the whole group
+    (perf_analyzer.sh and perf_analyzer under it) is killed."""
+    proc = subprocess.Popen(cmd, cwd=env.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -1, f"{out}\ntimed out after {timeout:.0f} s"
 
 
 def parse(csv_path: Path, stdout: str) -> list[dict]:
@@ -53,23 +73,27 @@ def parse(csv_path: Path, stdout: str) -> list[dict]:
     return [rows[c] for c in sorted(rows)]
 
 
-def run_perf(st: Stage, name: str, port: int, model: str, timeout: int) -> dict:
-    csv_path = st.dir / f"{name}-{model}.csv"
-    csv_path.unlink(missing_ok=True)
-    cmd = perf_cmd(st, port, model, csv_path)
-    st.commands.append(shlex.join(cmd))
-    st.say(f"perf_analyzer -> {name} {model}")
-    try:
-        r = subprocess.run(cmd, cwd=env.REPO, capture_output=True, text=True, timeout=timeout)
-        out, rc = r.stdout + r.stderr, r.returncode
-    except subprocess.TimeoutExpired as e:
-        out, rc = f"{e.stdout or ''}{e.stderr or ''}timed out after {timeout} s", -1
-    (st.dir / f"{name}-{model}.txt").write_text(out if isinstance(out, str) else out.decode())
-    result = {"server": name, "model": model, "rc": rc, "rows": parse(csv_path, out)}
-    if rc != 0:
-        result["error"] = " ".join(str(out).strip().splitlines()[-3:])[-400:]
-    for row in result["rows"]:
-        st.say(f"  concurrency {row['concurrency']}: {row['throughput']:,.0f} infer/s")
+def run_perf(st: Stage, name: str, port: int, model: str, timeout: int,
+             levels: list[int] | None = None) -> dict:
+    result = {"server": name, "model": model, "rc": 0, "rows": []}
+    errors = []
+    for conc in levels or CONCURRENCY:
+        csv_path = st.dir / f"{name}-{model}-c{conc}.csv"
+        csv_path.unlink(missing_ok=True)
+        cmd = perf_cmd(st, port, model, conc, csv_path)
+        st.commands.append(shlex.join(cmd))
+        st.say(f"perf_analyzer -> {name} {model}, concurrency {conc}")
+        rc, out = bounded(cmd, timeout)
+        (st.dir / f"{name}-{model}-c{conc}.txt").write_text(out)
+        rows = parse(csv_path, out)
+        result["rows"] += rows
+        if rc != 0:
+            result["rc"] = rc
+            errors.append(f"concurrency {conc}: " + " ".join(out.strip().splitlines()[-2:])[-300:])
+        for row in rows:
+            st.say(f"  {row['throughput']:,.0f} infer/s")
+    if errors:
+        result["error"] = "; ".join(errors)
     return result
 
 
@@ -88,12 +112,12 @@ def body(st: Stage) -> None:
             s.wait_ready()
             s.warm(MODELS[st.mode])
             for model in MODELS[st.mode]:
-                st.data["results"].append(run_perf(st, name, s.port, model, timeout=300))
+                st.data["results"].append(run_perf(st, name, s.port, model, timeout=120))
     if env.MLSERVER_PY.exists():
         with servers.Servers() as group:
             s = group.add(servers.mlserver(st.dir))
             s.wait_ready()
-            st.data["mlserver"] = run_perf(st, "mlserver", s.port, "digits-cheap", timeout=60)
+            st.data["mlserver"] = run_perf(st, "mlserver", s.port, "digits-cheap", timeout=60, levels=[4])
     if not any(r["rows"] for r in st.data["results"]):
         raise RuntimeError("perf_analyzer produced no measurement")
 
