@@ -76,7 +76,9 @@ for f in "${STAGES[@]}"; do
     log="$OUT/logs/$name.log"
     bold "stage $i/${#STAGES[@]}: $name - ${what:-?} (suite elapsed $(hms $(($(date +%s) - SUITE_START))))"
     t0=$(date +%s)
-    timeout --signal=TERM --kill-after=30 "$STAGE_LIMIT" "$f" "$MODE" 2>&1 | tee "$log"
+    # --foreground: Ctrl-C reaches the stage (which stops its servers); on its
+    # time limit the stage gets SIGTERM and stops them the same way.
+    timeout --foreground --signal=TERM --kill-after=30 "$STAGE_LIMIT" "$f" "$MODE" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     took=$(($(date +%s) - t0))
     case $rc in
