@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +48,19 @@ def saturated(s: dict) -> bool:
             or s["p99_ms"] > 1000 or s["errors"] > 0.01 * max(s["requests"], 1))
 
 
+def drain(server: servers.Server, model: str, limit_s: float = 60.0) -> None:
+    """After a run past the knee the server may still be working off its
+    backlog: wait until one request is answered within a second, so the
+    next run does not start behind."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        if servers.http_ok(server.infer_url(model), servers.one_row_body(), timeout=5.0) and \
+                time.monotonic() - t0 < 1.0:
+            return
+        time.sleep(0.5)
+
+
 def body(st: Stage) -> None:
     env.pin_self_to_client()
     st.data.update(points=[], servers={})
@@ -74,6 +88,7 @@ def body(st: Stage) -> None:
                     st.say(f"  answered {point['rps']:,.0f}/s, p50 {point['p50_ms']:.2f} ms, "
                            f"p99 {point['p99_ms']:.2f} ms{'  (past its knee)' if point['saturated'] else ''}")
                     if point["saturated"]:
+                        drain(s, model)
                         break
     st.data["connections"] = CONNECTIONS
 
