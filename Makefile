@@ -5,7 +5,7 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: run run-text test setup setup-text setup-test build build-release lint fmt unit python-tests bench bench-quick clean-cache
+.PHONY: run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -16,7 +16,7 @@ run-text: setup-text build-release
 	./target/release/switchyard serve --config deploy/examples/text-embeddings.toml
 
 ## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
-test: setup-test lint unit python-tests
+test: setup-test lint unit python-tests bench-selftest
 	@echo "make test: all suites passed"
 
 setup:
@@ -49,11 +49,19 @@ python-tests: build
 fmt:
 	$(CARGO) fmt --all
 
-## bench-quick: a few-minute benchmark run; results into benchmarks/RESULTS.md
-bench-quick: setup-test
+setup-bench:
+	@scripts/setup.sh bench
+
+## bench-selftest: tests of the benchmark suite's machinery (stage contract, report generator); part of `make test`
+bench-selftest:
+	$(PY) -m pytest -q benchmarks/tests
+
+## bench-quick: the benchmark suite in a few minutes (short runs); writes benchmarks/RESULTS.md and plots
+bench-quick: setup-bench
 	@benchmarks/run.sh quick
 
-bench: setup-test
+## bench: the whole benchmark suite (about half an hour); writes benchmarks/RESULTS.md and plots
+bench: setup-bench
 	@benchmarks/run.sh full
 
 clean-cache:

@@ -10,6 +10,11 @@
 #   benchmarks/cache_bench.sh          full: 10 s measured per run (~3 min)
 #   benchmarks/cache_bench.sh quick    6 s per run, smaller L2 sets (~2 min)
 #
+# The benchmark suite (benchmarks/stages/40-cache.py) runs it with
+# CACHE_OUT (folder of the JSON reports, default benchmarks/out),
+# CACHE_RESULTS (the markdown summary, default benchmarks/RESULTS-cache.md)
+# and CACHE_DUR / CACHE_WARM (measured window and warm-up of each run).
+#
 # Needs the release binaries (cargo build --release -p switchyard -p
 # switchyard-benchmarks), .venv with the FastAPI baseline's packages, nginx,
 # redis-server and curl. Everything listens on 127.0.0.1 only; every process
@@ -27,10 +32,11 @@ case "$MODE" in
     quick) DUR=6s; WARM=2s; L2_N=2000 ;;
     *) echo "usage: $0 [full|quick]" >&2; exit 2 ;;
 esac
+DUR=${CACHE_DUR:-$DUR}; WARM=${CACHE_WARM:-$WARM}
 RATE=10000
 CONNS=32
-OUT=benchmarks/out
-RESULTS=benchmarks/RESULTS-cache.md
+OUT=${CACHE_OUT:-benchmarks/out}
+RESULTS=${CACHE_RESULTS:-benchmarks/RESULTS-cache.md}
 PY=.venv/bin/python
 SY=./target/release/switchyard
 LG=./target/release/loadgen

@@ -13,11 +13,16 @@ equivalents: each model run costs its single-row onnxruntime latency
 >= 99.5% of the heavy model's accuracy while escalating <= 30%.
 
     .venv/bin/python benchmarks/cascade_quality.py [--bin target/debug/switchyard] [--threshold 0.8]
+        [--sweep 0.5,0.6,0.7,0.9] [--json-out FILE]
+
+--sweep adds one cascade route per threshold (accuracy vs share escalated,
+the curve the benchmark suite plots); --json-out writes every figure as JSON.
 """
 
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -53,6 +58,18 @@ models = ["digits-cheap", "digits-heavy"]
 budget_ms = {{ default = 1000, max = 10000 }}
 policy = {{ type = "cascade", confidence_output = "probabilities", threshold = {threshold} }}
 """
+
+SWEEP_ROUTE = """
+[[routes]]
+name = "{name}"
+models = ["digits-cheap", "digits-heavy"]
+budget_ms = {{ default = 1000, max = 10000 }}
+policy = {{ type = "cascade", confidence_output = "probabilities", threshold = {threshold} }}
+"""
+
+
+def sweep_name(threshold):
+    return f"cascade-t{threshold:g}"
 
 
 def free_port():
@@ -106,20 +123,28 @@ def run_route(session, base, route, x):
 
 
 def main():
+    # SIGTERM (the suite's stage timeout) unwinds, so the gateway is stopped.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.environ.get("SWITCHYARD_BIN", str(REPO / "target/debug/switchyard")))
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--sweep", default="", help="more cascade thresholds, comma-separated")
+    ap.add_argument("--json-out", help="write the figures as JSON to this file")
     args = ap.parse_args()
+    sweep = [float(t) for t in args.sweep.split(",") if t.strip()]
     data = json.loads((MODELS / "digits-test.json").read_text())
     x, y = np.asarray(data["X"], np.float32), np.asarray(data["y"])
     cost_cheap = single_row_latency("digits-cheap", x) / single_row_latency("digits-heavy", x)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "cascade.toml"
-        cfg.write_text(CONFIG.format(models=MODELS, threshold=args.threshold))
+        text = CONFIG.format(models=MODELS, threshold=args.threshold)
+        text += "".join(SWEEP_ROUTE.format(name=sweep_name(t), threshold=t) for t in sweep)
+        cfg.write_text(text)
         proc, base = start_gateway(args.bin, cfg)
         try:
             session = requests.Session()
-            results = {route: run_route(session, base, route, x) for route in ["cheap-only", "heavy-only", "cascade"]}
+            routes = ["cheap-only", "heavy-only", "cascade"] + [sweep_name(t) for t in sweep]
+            results = {route: run_route(session, base, route, x) for route in routes}
         finally:
             proc.terminate()
             proc.wait(timeout=20)
@@ -132,17 +157,33 @@ def main():
     for route, (labels, models) in results.items():
         acc = float((labels == y).mean())
         heavy_share = models.count("digits-heavy") / len(models)
-        if route == "cascade":
+        if route.startswith("cascade"):
             escalated, compute = heavy_share, cost_cheap + heavy_share
         elif route == "cheap-only":
             escalated, compute = 0.0, cost_cheap
         else:
             escalated, compute = 0.0, 1.0
-        summary[route] = (acc, escalated)
-        print(f"| {route} | {acc:.4f} | {acc / heavy_acc:.2%} | {escalated:.1%} | {compute:.3f} |")
-    acc, escalated = summary["cascade"]
+        summary[route] = (acc, escalated, compute)
+        if not route.startswith("cascade-t"):
+            print(f"| {route} | {acc:.4f} | {acc / heavy_acc:.2%} | {escalated:.1%} | {compute:.3f} |")
+    acc, escalated, _ = summary["cascade"]
     ok = acc >= 0.995 * heavy_acc and escalated <= 0.30
     print(f"goal (>= 99.5% of heavy accuracy, <= 30% escalated): {'met' if ok else 'NOT met'}")
+    if args.json_out:
+        doc = {
+            "rows": len(y),
+            "threshold": args.threshold,
+            "cheap_cost_heavy_equivalents": cost_cheap,
+            "routes": {r: {"accuracy": a, "escalated": e, "compute": c} for r, (a, e, c) in summary.items()
+                       if not r.startswith("cascade-t")},
+            "sweep": [{"threshold": t, "accuracy": summary[sweep_name(t)][0], "escalated": summary[sweep_name(t)][1],
+                       "compute": summary[sweep_name(t)][2]} for t in sorted(set(sweep))]
+            + [{"threshold": args.threshold, "accuracy": acc, "escalated": escalated,
+                "compute": summary["cascade"][2]}],
+            "goal": {"min_accuracy_vs_heavy": 0.995, "max_escalated": 0.30, "met": ok},
+        }
+        doc["sweep"].sort(key=lambda p: p["threshold"])
+        Path(args.json_out).write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if ok else 1
 
 

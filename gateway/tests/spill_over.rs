@@ -19,6 +19,9 @@
 //! (default 2.0) and `SPILL_PHASE_S` (default 5) tune it.
 //!
 //! Run: `cargo test -p switchyard --test spill_over -- --nocapture`.
+//! With `SPILL_JSON_OUT=FILE` the figures are also written to FILE as JSON
+//! (before the assertions, so a failing run still leaves them), which is
+//! how the benchmark suite's `overload` stage reads them.
 
 // Test helpers outside #[test] functions: a failed set-up should stop the test loudly.
 #![allow(clippy::expect_used)]
@@ -174,6 +177,18 @@ async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64
     }
 }
 
+fn phase_json(p: &Phase) -> serde_json::Value {
+    serde_json::json!({
+        "sent": p.sent,
+        "inside_budget": p.inside,
+        "inside_share": p.inside as f64 / p.sent.max(1) as f64,
+        "errors": p.errors,
+        "p50_ms": p.p50.as_secs_f64() * 1e3,
+        "p99_ms": p.p99.as_secs_f64() * 1e3,
+        "on_spill_pool": p.spilled,
+    })
+}
+
 fn report(name: &str, p: &Phase) -> f64 {
     let share = p.inside as f64 / p.sent.max(1) as f64;
     println!(
@@ -207,6 +222,24 @@ async fn spill_over_keeps_requests_inside_their_budget() {
     let spill_share = report("spill-over", &spill);
     let pinned_share = report("pinned", &pinned);
     println!("decisions: {}", state.decisions.to_json());
+    if let Ok(path) = std::env::var("SPILL_JSON_OUT") {
+        let doc = serde_json::json!({
+            "model": "synth-wide",
+            "preferred_pool": PREFERRED,
+            "spill_pool": "cpu-batched",
+            "budget_ms": BUDGET_MS,
+            "rows_per_request": ROWS,
+            "preferred_capacity_rps": cap,
+            "load_factor": factor,
+            "offered_rps": rate,
+            "phase_s": secs,
+            "spill_over": phase_json(&spill),
+            "pinned": phase_json(&pinned),
+            "decisions": state.decisions.to_json(),
+        });
+        let text = serde_json::to_string_pretty(&doc).expect("JSON");
+        std::fs::write(&path, text).expect("writing SPILL_JSON_OUT");
+    }
     assert!(spill.spilled > 0, "the spill pool was never used");
     assert!(spill_share >= 0.99, "spill-over kept only {:.2}% inside the budget", spill_share * 100.0);
     assert!(

@@ -1,0 +1,98 @@
+"""Report sections from the `open-loop` and `perf-analyzer` stages."""
+
+from __future__ import annotations
+
+from .common import Ctx, commands_block, ms, num, plot_ref, ratio, settings_line, status_line, table, x
+from .peers import NAMES
+
+
+def sustained(points: list[dict], server: str, model: str) -> tuple[dict | None, bool]:
+    """The highest offered rate the server kept up with, and whether it
+    was pushed past its knee at all in this run."""
+    mine = [p for p in points if p["server"] == server and p["model"] == model]
+    kept = [p for p in mine if not p["saturated"]]
+    top = max(kept, key=lambda p: p["offered_rps"]) if kept else None
+    return top, any(p["saturated"] for p in mine)
+
+
+def open_loop_section(ctx: Ctx) -> str:
+    out = ["## Latency vs offered load (open loop)\n"]
+    doc = ctx.stage("open-loop")
+    line = status_line(ctx, "open-loop")
+    if line:
+        out.append(line + "\n")
+    if not doc:
+        return "\n".join(out)
+    choice = doc.get("mlserver_choice")
+    out.append(f"A fixed request rate over {doc.get('connections', 64)} connections; latency counts from each "
+               "request's intended send time, so waiting in a queue shows (no coordinated omission). Rates go up "
+               "until the server falls behind (answers < 90% of the offered rate, p99 > 1 s, or > 1% errors): the "
+               f"knee. {settings_line(doc)}."
+               + (f" MLServer: {NAMES.get(choice['server'])} ({choice['why']})." if choice else "") + "\n")
+    points = doc.get("points", [])
+    rows = []
+    for model in dict.fromkeys(p["model"] for p in points):
+        servers = list(dict.fromkeys(p["server"] for p in points if p["model"] == model))
+        sy_top, sy_knee = sustained(points, "switchyard", model)
+        for server in servers:
+            top, knee = sustained(points, server, model)
+            verdict = "-"
+            if server != "switchyard" and top and sy_top is not None:
+                ok = sy_top["offered_rps"] >= top["offered_rps"]
+                verdict = ctx.finding("Open loop", f"{model}: highest rate sustained vs {NAMES.get(server, server)}",
+                                      f"{num(sy_top['offered_rps'])} vs {num(top['offered_rps'])} req/s", ok,
+                                      "open-loop.knee")
+            rate = num(top["offered_rps"]) if top else "none measured"
+            rows.append([model, NAMES.get(server, server), rate + ("" if knee else " (knee not reached)"),
+                         ms(top["p50_ms"]) if top else "-", ms(top["p99_ms"]) if top else "-", verdict])
+    out.append(table(["model", "server", "highest rate sustained, req/s", "p50 ms there", "p99 ms there",
+                      "Switchyard sustains as much?"], rows))
+    detail = [[p["model"], NAMES.get(p["server"], p["server"]), num(p["offered_rps"]), num(p["rps"]), ms(p["p50_ms"]),
+               ms(p["p99_ms"]), ms(p["p999_ms"]), ms(p.get("send_lag_p99_ms")), "yes" if p["saturated"] else ""]
+              for p in points]
+    out.append("\nEvery point:\n\n" + table(["model", "server", "offered/s", "answered/s", "p50 ms", "p99 ms",
+                                             "p99.9 ms", "generator send lag p99 ms", "past the knee"], detail))
+    out.append(plot_ref(ctx, "latency-vs-load.png", "Latency percentiles vs offered load"))
+    out.append(commands_block(doc))
+    return "\n".join(out)
+
+
+def perf_section(ctx: Ctx) -> str:
+    out = ["## perf_analyzer (a second, independent load generator)\n"]
+    doc = ctx.stage("perf-analyzer")
+    line = status_line(ctx, "perf-analyzer")
+    if line:
+        out.append(line + "\n")
+    if not doc:
+        return "\n".join(out)
+    out.append(f"Triton's `perf_analyzer`, unmodified (tritonclient 2.50): {doc.get('settings_note', '')}. It "
+               "reads `/v2/models/{m}/config` and sends binary tensors. The FastAPI baseline runs with "
+               "`--max-batch-size 64` so that its `/config` matches Switchyard's.\n")
+    results = doc.get("results", [])
+    by = {(r["server"], r["model"], row["concurrency"]): row for r in results for row in r["rows"]}
+    rows = []
+    for (server, model, conc), row in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0] != "switchyard")):
+        verdict = "-"
+        if server == "fastapi" and ("switchyard", model, conc) in by:
+            sy = by[("switchyard", model, conc)]
+            r = ratio(sy["throughput"], row["throughput"])
+            verdict = x(r) + " " + ctx.finding("perf_analyzer", f"{model}, concurrency {conc}: infer/s vs FastAPI",
+                                               x(r), r is not None and r >= 1, "perf.fastapi")
+        rows.append([model, conc, NAMES.get(server, server), num(row["throughput"]), ms(row.get("p50_ms")),
+                     ms(row.get("p99_ms")), ms(row.get("avg_ms")), verdict])
+    out.append(table(["model", "concurrency", "server", "infer/s", "p50 ms", "p99 ms", "avg ms",
+                      "Switchyard / FastAPI (wins?)"], rows))
+    for r in results:
+        if r.get("error"):
+            out.append(f"\n- {NAMES.get(r['server'], r['server'])} {r['model']}: perf_analyzer exited with {r['rc']}: "
+                       f"`{r['error']}`")
+    ml = doc.get("mlserver")
+    if ml is not None:
+        what = ("it measured" if ml.get("rows") and ml["rc"] == 0 else
+                f"it could not run (exit {ml['rc']}): `{ml.get('error', '')}`")
+        out.append(f"\nMLServer: perf_analyzer needs Triton's `/v2/models/{{m}}/config`, which MLServer does not "
+                   f"serve; tried once against digits-cheap, {what}.\n")
+    else:
+        out.append("\nMLServer: not tried (MLServer has no Triton `/config` endpoint, which perf_analyzer needs).\n")
+    out.append(commands_block(doc))
+    return "\n".join(out)

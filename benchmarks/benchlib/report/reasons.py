@@ -1,0 +1,102 @@
+"""Why Switchyard loses where it loses: one known reason per comparison,
+from profiles and earlier runs (benchmarks/NOTES.md and
+benchmarks/RESULTS-cache.md have the measurements behind them).
+
+The report prints the reason next to every comparison Switchyard loses in
+the run at hand. A comparison with no entry here says so plainly: a loss
+nobody has explained yet is a loss to investigate, not to hide.
+"""
+
+from __future__ import annotations
+
+REASONS = {
+    "raw-limit.digits-cheap": (
+        "digits-cheap is a ~3 µs model: at its best batch size a bare `Session::run` loop does millions of rows/s "
+        "with no I/O at all, while every gateway request pays a fixed cost of the same order as hundreds of model "
+        "rows: kernel TCP send/receive and scheduling (about half the gateway's CPU in `perf record`), HTTP parsing, "
+        "JSON decoding (~10%, of which half is a second scan of `data`), malloc/free (~12%), the hand-off to the "
+        "pool's worker thread and back. Batching amortises the model call, not the per-request I/O. A fraction "
+        "near 100% is only reachable for models whose compute dwarfs a request's I/O (synth-heavy)."),
+    "raw-limit.synth-heavy": (
+        "the HTTP thread, JSON decoding and response encoding run on the same pinned CPU as the model's worker, so "
+        "every µs they take is model time lost; at low concurrency the batcher's queue delay (500 µs) also leaves "
+        "the worker idle between batches, and batches stay smaller than the best batch size of the raw limit."),
+    "goal.10x-fastapi": (
+        "the ratio rests on the baseline's own throughput, which moves a lot from run to run (3.0k-3.9k req/s "
+        "in the quiet runs of 2026-11-22, which measured 8.4x and 10.9x): the goal is at the edge of what this "
+        "machine shows even when quiet. On a busy machine both servers lose CPU to other work and the ratio "
+        "says little; see the noise note in the header."),
+    "runtime-overhead.synth-wide": (
+        "no known reason: quiet runs measured 96-102% on this model (12 ms per batch, so per-execution overhead "
+        "is negligible). The direct loop and the runtime path are measured one after the other: on a busy "
+        "machine the load changes in between; re-run on a quiet machine."),
+    "runtime-overhead.synth-heavy": (
+        "no known reason: quiet runs measured 96-102% on this model (~5 ms per batch of 8, so per-execution "
+        "overhead is negligible). The direct loop and the runtime path are measured one after the other: on a "
+        "busy machine the load changes in between; re-run on a quiet machine."),
+    "runtime-overhead": (
+        "on tiny models the fixed cost of one execution through the runtime (hand-off to the worker thread and "
+        "back, building the ONNX Runtime input value, copying outputs into response tensors: ~5-7 µs) is of the "
+        "same size as the model itself (digits-cheap ~3 µs at batch 1, digits-heavy ~60 µs at batch 32); under "
+        "concurrent load dynamic batching amortises it, a single caller of a microsecond model pays it."),
+    "peers.fastapi": (
+        "no known reason: Switchyard lost to the FastAPI baseline here. On a busy machine compare with the load "
+        "average in the header and re-run before trusting it; otherwise profile both (perf record)."),
+    "peers.mlserver": (
+        "no known reason: Switchyard lost to MLServer here. On a busy machine compare with the load average in the "
+        "header and re-run before trusting it; otherwise profile both (perf record)."),
+    "peers.p99-batching": (
+        "dynamic batching trades a little latency for throughput: a request can wait up to the model's "
+        "max_queue_delay and then for a whole batch of up to max_batch_size rows to run (synth-heavy: 16 rows x "
+        "~1.4 ms), so at low concurrency a peer that runs each request alone can have the lower tail."),
+    "cache.throughput": (
+        "CPU per hit: Switchyard parses the JSON request into tensors to build its canonical cache key (serde_json "
+        "number parsing, ~16% of a hit in `perf record`), hashes it with blake3 (~4%), allocates (~8%) and encodes "
+        "the V2 response for each hit; nginx keys on the raw bytes (MD5 of URI + body) and sends the cached file "
+        "as is. The canonical key is what lets JSON and binary requests and different `id`s share an entry. Ideas "
+        "not done yet: a first-level key over the raw body bytes, keeping encoded responses in L1."),
+    "cache.p99": (
+        "the generator is the floor here: loadgen against its own trivial server at the same rate and connections "
+        "measures a p99 of the same size (the 'generator alone' row), from tokio's 1 ms timer ticks releasing "
+        "requests in bursts on one CPU. On two CPUs, with the generator and the server one CPU each, a p99 under "
+        "1 ms cannot be shown by this harness; the published figure was on more cores."),
+    "cache.p99-vs-nginx": (
+        "see the throughput row: more CPU per hit than nginx means more queueing behind bursts on one CPU."),
+    "overload.spill": (
+        "the two pools share the machine's cores: a batch on the spill pool slows the preferred pool faster than "
+        "the latency estimates follow, so some requests placed as fitting finish late; the placement keeps 30% of "
+        "each request's remaining budget in reserve (routing::SAFETY_MARGIN) for this. On a busy machine the "
+        "other processes take the rest."),
+    "overload.pinned": (
+        "expected: without spill-over the preferred pool alone cannot serve 2x its capacity; this row is the "
+        "reference, not a goal."),
+    "cascade.goal": (
+        "the confidence threshold decides the trade: a higher threshold escalates more and gains accuracy; the "
+        "digits models are so cheap that escalation share, not compute, is the scarce resource."),
+    "memory.fastapi": (
+        "Switchyard keeps each pool's ONNX Runtime session with its CPU memory arena, which grows to the largest "
+        "batch it has run (up to 64 rows) and is kept for reuse; the peers run one row at a time."),
+    "memory.mlserver": (
+        "Switchyard keeps each pool's ONNX Runtime session with its CPU memory arena, which grows to the largest "
+        "batch it has run (up to 64 rows) and is kept for reuse."),
+    "startup": (
+        "Switchyard loads models lazily unless `warmup = true`: start-up is quick, the first request to a model "
+        "pays its load; the figure compared is until every model has answered once."),
+    "open-loop.knee": (
+        "no known reason: a peer kept up with a higher offered rate than Switchyard here. Check the noise (load "
+        "average) and the generator's send lag before trusting it."),
+    "perf.fastapi": (
+        "no known reason: perf_analyzer measured the FastAPI baseline faster here; check the noise and re-run."),
+}
+
+
+def explain(key: str) -> str:
+    """The known reason for a loss in comparison `key`; "a.b.c" falls back to
+    "a.b" then "a"; else a plain 'no known reason'."""
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        found = REASONS.get(".".join(parts[:i]))
+        if found:
+            return found
+    return ("no known reason yet: Switchyard lost this comparison in this run; re-run on a quiet machine and "
+            "profile before trusting it.")
