@@ -34,6 +34,7 @@ pub mod control;
 pub mod key;
 pub mod l1;
 pub mod l2;
+pub mod replay;
 pub mod service;
 pub mod stats;
 pub mod value_codec;
@@ -42,6 +43,7 @@ pub mod writer;
 use crate::config::{CacheConfig, Config, RouteCache};
 use crate::error::GatewayError;
 use crate::handlers::target::Target;
+use crate::reply::Reply;
 use crate::routing::Answer;
 use crate::telemetry;
 use crate::v2::DecodedRequest;
@@ -51,6 +53,8 @@ use http::HeaderMap;
 use key::{CacheKey, KeyScope, ModelGeneration};
 use l1::{L1Entry, L1};
 use l2::{L2Read, L2};
+pub use replay::ReplayParts;
+use replay::{ReplayCache, ReplayEntry, ReplayKey};
 use stats::{CacheSnapshot, CacheStats};
 use std::future::Future;
 use std::path::Path;
@@ -111,6 +115,7 @@ struct Tiers {
     l2: Option<Arc<L2>>,
     writer: Option<Arc<Writer>>,
     coalescer: Coalescer<Shared>,
+    replay: ReplayCache,
 }
 
 /// The cache: L1, optional L2, the in-flight map and the counters.
@@ -127,7 +132,13 @@ impl ResponseCache {
         let tiers = config.map(|c| {
             let l2 = c.redis.clone().map(|r| Arc::new(L2::new(r, stats.clone())));
             let writer = c.redis.as_ref().map(|r| Arc::new(Writer::new(r.write_queue, stats.clone())));
-            Tiers { l1: L1::new(c.l1_max_bytes, stats.clone()), l2, writer, coalescer: Coalescer::default() }
+            Tiers {
+                l1: L1::new(c.l1_max_bytes, stats.clone()),
+                l2,
+                writer,
+                coalescer: Coalescer::default(),
+                replay: ReplayCache::new(c.l1_max_bytes / 4),
+            }
         });
         ResponseCache { tiers, stats }
     }
@@ -181,7 +192,7 @@ impl ResponseCache {
 
     /// Answers per `plan`, running `compute` (the model) only when needed.
     /// `compute` is not polled on a hit.
-    pub async fn answer<F>(&self, plan: &Plan, compute: F) -> Result<(Answer, CacheStatus), GatewayError>
+    pub async fn answer<F>(&self, plan: &Plan, compute: F) -> Result<(Arc<Answer>, CacheStatus), GatewayError>
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
@@ -192,11 +203,11 @@ impl ResponseCache {
                 let fresh = compute.await?;
                 let answer =
                     self.store(tiers, key, policy, fresh).instrument(telemetry::spans::cache_fill()).await;
-                return Ok(((*answer).clone(), CacheStatus::Bypass));
+                return Ok((answer, CacheStatus::Bypass));
             }
             _ => {
                 CacheStats::bump(&self.stats.bypass);
-                return Ok((compute.await?, CacheStatus::Bypass));
+                return Ok((Arc::new(compute.await?), CacheStatus::Bypass));
             }
         };
         let lookup = telemetry::spans::cache_lookup("l1");
@@ -204,15 +215,14 @@ impl ResponseCache {
         lookup.record("cache.hit", found.is_some());
         if let Some(answer) = found {
             CacheStats::bump(&self.stats.l1_hits);
-            return Ok(((*answer).clone(), CacheStatus::HitL1));
+            return Ok((answer, CacheStatus::HitL1));
         }
         CacheStats::bump(&self.stats.l1_misses);
         let joined = tiers.coalescer.run(*key, self.lead(tiers, key, policy, compute)).await;
         if joined.coalesced {
             CacheStats::bump(&self.stats.coalesced);
         }
-        let (answer, status) = joined.outcome?;
-        Ok(((*answer).clone(), status))
+        joined.outcome
     }
 
     /// The coalescing leader's work: L2, then the model.
@@ -262,6 +272,58 @@ impl ResponseCache {
             writer.enqueue(WriteJob { redis_key: l2.redis_key(key), value: encoded, ttl: policy.l2_ttl });
         }
         compact
+    }
+
+    /// The raw-bytes key of an infer request (`parts`) when exact-repeat
+    /// replay applies to it ([`replay`]): a cached route, no
+    /// `Cache-Control` directive, not an event stream.
+    pub fn replay_key(
+        &self,
+        config: &Config,
+        target: &Target,
+        headers: &HeaderMap,
+        parts: ReplayParts<'_>,
+    ) -> Option<ReplayKey> {
+        self.tiers.as_ref()?;
+        config.route(&target.public_name).filter(|r| target.is_route && r.cache.enabled)?;
+        if Control::from_headers(headers) != Control::Normal || crate::stream::accepts_event_stream(headers) {
+            return None;
+        }
+        Some(ReplayKey::of(&parts))
+    }
+
+    /// The remembered reply for `key`, while L1 still holds the very
+    /// answer it was built from; counted as an L1 hit. A stale entry is
+    /// dropped and `None` returned (the request then takes the full path).
+    pub async fn replay(&self, key: &ReplayKey) -> Option<Arc<ReplayEntry>> {
+        let tiers = self.tiers.as_ref()?;
+        let entry = tiers.replay.get(key).await?;
+        match tiers.l1.get(&entry.canonical).await {
+            Some(held) if Arc::ptr_eq(&held, &entry.answer) => {
+                CacheStats::bump(&self.stats.l1_hits);
+                CacheStats::bump(&self.stats.replay_hits);
+                Some(entry)
+            }
+            _ => {
+                tiers.replay.invalidate(key).await;
+                None
+            }
+        }
+    }
+
+    /// Remembers `reply` (built from `answer`) for exact repeats of the
+    /// request under `key`; only after a lookup plan, whose answer L1 holds.
+    pub async fn remember(
+        &self,
+        key: ReplayKey,
+        plan: &Plan,
+        answer: &Arc<Answer>,
+        reply: &Reply,
+        request_id: Option<String>,
+    ) {
+        let (Some(tiers), Plan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
+        let entry = ReplayEntry::new(*canonical, answer.clone(), reply.clone(), request_id, policy.ttl);
+        tiers.replay.insert(key, entry).await;
     }
 
     /// Background work for the server's lifetime: connect L2, then run the

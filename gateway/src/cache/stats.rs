@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct CacheStats {
     /// Lookups answered from L1.
     pub l1_hits: AtomicU64,
+    /// Of the L1 hits, those answered by exact-repeat replay (the
+    /// request's bytes seen before; see [`super::replay`]).
+    pub replay_hits: AtomicU64,
     /// Lookups not found in L1.
     pub l1_misses: AtomicU64,
     /// Lookups answered from L2 (Redis).
@@ -64,6 +67,8 @@ pub struct CacheSnapshot {
     pub l1_max_bytes: u64,
     /// See [`CacheStats::l1_hits`].
     pub l1_hits: u64,
+    /// See [`CacheStats::replay_hits`].
+    pub replay_hits: u64,
     /// See [`CacheStats::l1_misses`].
     pub l1_misses: u64,
     /// See [`CacheStats::l2_hits`].
@@ -98,6 +103,7 @@ impl CacheStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         CacheSnapshot {
             l1_hits: get(&self.l1_hits),
+            replay_hits: get(&self.replay_hits),
             l1_misses: get(&self.l1_misses),
             l2_hits: get(&self.l2_hits),
             l2_misses: get(&self.l2_misses),

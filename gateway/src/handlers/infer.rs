@@ -2,6 +2,7 @@
 
 use super::target::resolve;
 use super::Request;
+use crate::cache::ReplayParts;
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::routing::{self, Answer, RouteRequest};
@@ -33,6 +34,28 @@ pub async fn infer<'a>(
     let catalog = state.catalog(snap);
     let target = resolve(config, &catalog, name, version)?;
     let header_len = header_length(headers)?;
+    let replay_key = state.cache.replay_key(
+        config,
+        &target,
+        headers,
+        ReplayParts {
+            generation: snap.generation,
+            name: &target.public_name,
+            version,
+            tenant,
+            header_length: headers.get(HEADER_LENGTH).map(|v| v.as_bytes()),
+            body: &body,
+        },
+    );
+    if let Some(entry) = match &replay_key {
+        Some(key) => state.cache.replay(key).await,
+        None => None,
+    } {
+        if let Some(id) = &entry.request_id {
+            telemetry::adopt_request_id(id);
+        }
+        return Ok(entry.reply.clone().into());
+    }
     let limits =
         DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
     let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
@@ -68,7 +91,7 @@ pub async fn infer<'a>(
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
         parameters: explain(&answer),
-        outputs: shape_outputs(&decoded, answer.outputs, batched)?,
+        outputs: shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
@@ -76,13 +99,16 @@ pub async fn infer<'a>(
     if let Some(len) = encoded.header_len {
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
-    Ok(reply
+    let reply = reply
         .with_header("x-cache", cache_status.as_str())
-        .with_header("x-switchyard-model", answer.model)
-        .with_header("x-switchyard-device", answer.device)
-        .with_header("x-switchyard-reason", answer.reason)
-        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string())
-        .into())
+        .with_header("x-switchyard-model", answer.model.clone())
+        .with_header("x-switchyard-device", answer.device.clone())
+        .with_header("x-switchyard-reason", answer.reason.clone())
+        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string());
+    if let Some(key) = replay_key {
+        state.cache.remember(key, &plan, &answer, &reply, decoded.id.clone()).await;
+    }
+    Ok(reply.into())
 }
 
 /// Applies per-output encoding choices: binary or JSON, and Triton's

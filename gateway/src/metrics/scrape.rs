@@ -189,6 +189,11 @@ pub fn cache_families(c: &CacheSnapshot) -> Vec<MetricFamily> {
             "Requests that waited for an identical in-flight computation.",
             c.coalesced,
         ),
+        (
+            "switchyard_cache_replay_hits_total",
+            "L1 hits answered by exact-repeat replay (the request's bytes seen before).",
+            c.replay_hits,
+        ),
         ("switchyard_cache_stores_total", "Answers stored in L1.", c.stores),
         ("switchyard_cache_evictions_total", "L1 entries evicted to respect l1_max_bytes.", c.evictions),
         ("switchyard_cache_expirations_total", "L1 entries removed when their TTL passed.", c.expirations),

@@ -84,7 +84,7 @@ pub fn wants_stream(headers: &HeaderMap, parameters: &Parameters) -> Result<bool
 
 /// True when an `Accept` header lists `text/event-stream` (parameters and
 /// case ignored; `q=0` means "not acceptable").
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
+pub fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|range| {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("");

@@ -1,0 +1,216 @@
+//! Exact-repeat replay: the encoded response of a request whose bytes were
+//! seen before, served without decoding the request or encoding the answer.
+//!
+//! The canonical cache key ([`super::key`]) needs the request decoded into
+//! tensors, so that JSON and binary encodings and different `id`s share an
+//! entry. Decoding and re-encoding cost more than the lookup itself on a
+//! hit (about a third of a cache hit's CPU on small models). Clients that
+//! repeat a request usually repeat it byte for byte, so a second, cheaper
+//! key is kept in front of L1:
+//!
+//! 1. [`ReplayKey`]: blake3 over the snapshot generation, the addressed
+//!    name and version, the tenant, `Inference-Header-Content-Length` and
+//!    the raw body. Only plain lookups qualify (a route with caching on,
+//!    no `Cache-Control` directive, not an event stream).
+//! 2. Lookup: the entry holds the canonical key, the exact `Arc` of the
+//!    answer L1 held when it was made, and the encoded reply. It is served
+//!    only while L1 still holds that same answer (`Arc::ptr_eq`): an
+//!    expired, evicted or refreshed (`no-cache`) L1 entry invalidates the
+//!    replay at once, so TTLs and refreshes behave exactly as without it.
+//! 3. Fill: after a lookup plan answered (hit or miss), the reply is kept
+//!    with `x-cache: hit-l1`, since every later replay is an L1 hit.
+//!
+//! A reload starts a new generation, so no replay outlives the config it
+//! was made under. Entries are bounded in bytes (a quarter of
+//! `l1_max_bytes`) and live at most the route's `ttl_s`.
+
+use super::key::CacheKey;
+use crate::reply::Reply;
+use crate::routing::Answer;
+use moka::future::Cache;
+use moka::Expiry;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The raw-bytes key of one request (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReplayKey(pub [u8; 32]);
+
+/// Everything the raw key covers.
+pub struct ReplayParts<'a> {
+    /// The config generation in force.
+    pub generation: u64,
+    /// The route addressed.
+    pub name: &'a str,
+    /// The version segment of the path, if any.
+    pub version: Option<&'a str>,
+    /// The authenticated tenant, if any.
+    pub tenant: Option<&'a str>,
+    /// The raw `Inference-Header-Content-Length` value, if any.
+    pub header_length: Option<&'a [u8]>,
+    /// The whole request body.
+    pub body: &'a [u8],
+}
+
+impl ReplayKey {
+    /// The key of `parts`; every field is length-prefixed (prefix-free).
+    pub fn of(parts: &ReplayParts<'_>) -> ReplayKey {
+        let mut h = blake3::Hasher::new();
+        h.update(b"switchyard-replay-v1");
+        h.update(&parts.generation.to_le_bytes());
+        field(&mut h, Some(parts.name.as_bytes()));
+        field(&mut h, parts.version.map(str::as_bytes));
+        field(&mut h, parts.tenant.map(str::as_bytes));
+        field(&mut h, parts.header_length);
+        field(&mut h, Some(parts.body));
+        ReplayKey(*h.finalize().as_bytes())
+    }
+}
+
+fn field(h: &mut blake3::Hasher, value: Option<&[u8]>) {
+    match value {
+        None => {
+            h.update(&[0]);
+        }
+        Some(bytes) => {
+            h.update(&[1]);
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        }
+    }
+}
+
+/// One remembered reply.
+pub struct ReplayEntry {
+    /// The canonical key whose L1 entry this reply was built from.
+    pub canonical: CacheKey,
+    /// The answer L1 held for `canonical` (compared by pointer).
+    pub answer: Arc<Answer>,
+    /// The reply to send, `x-cache: hit-l1`.
+    pub reply: Reply,
+    /// The request's V2 `id` (same bytes, same id), for the logs.
+    pub request_id: Option<String>,
+    ttl: Duration,
+    weight: u32,
+}
+
+impl ReplayEntry {
+    /// An entry for `reply`, living at most `ttl`. The reply's `x-cache`
+    /// header is rewritten to `hit-l1`.
+    pub fn new(
+        canonical: CacheKey,
+        answer: Arc<Answer>,
+        mut reply: Reply,
+        request_id: Option<String>,
+        ttl: Duration,
+    ) -> ReplayEntry {
+        for (name, value) in &mut reply.headers {
+            if *name == "x-cache" {
+                *value = super::CacheStatus::HitL1.as_str().to_string();
+            }
+        }
+        let weight = u32::try_from(reply.body.len()).unwrap_or(u32::MAX).saturating_add(ENTRY_OVERHEAD);
+        ReplayEntry { canonical, answer, reply, request_id, ttl, weight }
+    }
+}
+
+/// Fixed per-entry overhead counted by the weigher (headers, key, id).
+const ENTRY_OVERHEAD: u32 = 256;
+
+struct EntryTtl;
+
+impl Expiry<ReplayKey, Arc<ReplayEntry>> for EntryTtl {
+    fn expire_after_create(
+        &self,
+        _key: &ReplayKey,
+        entry: &Arc<ReplayEntry>,
+        _at: Instant,
+    ) -> Option<Duration> {
+        Some(entry.ttl)
+    }
+}
+
+/// The replay map, bounded in bytes.
+pub struct ReplayCache {
+    cache: Cache<ReplayKey, Arc<ReplayEntry>>,
+}
+
+impl ReplayCache {
+    /// An empty map holding at most `max_bytes` of replies.
+    pub fn new(max_bytes: u64) -> ReplayCache {
+        let cache = Cache::builder()
+            .max_capacity(max_bytes)
+            .weigher(|_key: &ReplayKey, entry: &Arc<ReplayEntry>| entry.weight)
+            .expire_after(EntryTtl)
+            .build();
+        ReplayCache { cache }
+    }
+
+    /// The entry for `key`, if any (still to be checked against L1).
+    pub async fn get(&self, key: &ReplayKey) -> Option<Arc<ReplayEntry>> {
+        self.cache.get(key).await
+    }
+
+    /// Remembers `entry` under `key`.
+    pub async fn insert(&self, key: ReplayKey, entry: ReplayEntry) {
+        self.cache.insert(key, Arc::new(entry)).await;
+    }
+
+    /// Forgets `key` (its L1 entry is gone or was replaced).
+    pub async fn invalidate(&self, key: &ReplayKey) {
+        self.cache.invalidate(key).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts<'a>(body: &'a [u8], tenant: Option<&'a str>, generation: u64) -> ReplayParts<'a> {
+        ReplayParts { generation, name: "digits", version: None, tenant, header_length: None, body }
+    }
+
+    #[test]
+    fn every_field_changes_the_key() {
+        let base = ReplayKey::of(&parts(b"{}", None, 1));
+        assert_eq!(base, ReplayKey::of(&parts(b"{}", None, 1)), "deterministic");
+        assert_ne!(base, ReplayKey::of(&parts(b"{} ", None, 1)), "body");
+        assert_ne!(base, ReplayKey::of(&parts(b"{}", Some("a"), 1)), "tenant");
+        assert_ne!(base, ReplayKey::of(&parts(b"{}", None, 2)), "generation");
+        let versioned = ReplayParts { version: Some("1"), ..parts(b"{}", None, 1) };
+        assert_ne!(base, ReplayKey::of(&versioned), "version");
+        let binary = ReplayParts { header_length: Some(b"2"), ..parts(b"{}", None, 1) };
+        assert_ne!(base, ReplayKey::of(&binary), "binary header length");
+    }
+
+    #[test]
+    fn fields_are_prefix_free() {
+        // The same bytes split differently between name and body.
+        let a = ReplayParts { name: "ab", ..parts(b"c", None, 1) };
+        let b = ReplayParts { name: "a", ..parts(b"bc", None, 1) };
+        assert_ne!(ReplayKey::of(&a), ReplayKey::of(&b));
+        let none = ReplayParts { tenant: None, ..parts(b"", None, 1) };
+        let empty = ReplayParts { tenant: Some(""), ..parts(b"", None, 1) };
+        assert_ne!(ReplayKey::of(&none), ReplayKey::of(&empty), "absent vs empty");
+    }
+
+    #[test]
+    fn stored_replies_say_hit_l1() {
+        let answer = Arc::new(Answer {
+            model: "m".into(),
+            version: 1,
+            device: "cpu".into(),
+            pool: "cpu".into(),
+            reason: "fixed".into(),
+            batch_size: 1,
+            budget_ms: 50,
+            outputs: Vec::new(),
+        });
+        let reply = Reply::json(200, "{}").with_header("x-cache", "miss").with_header("x-other", "kept");
+        let entry = ReplayEntry::new(CacheKey([0; 32]), answer, reply, None, Duration::from_secs(1));
+        assert_eq!(
+            entry.reply.headers,
+            vec![("x-cache", "hit-l1".to_string()), ("x-other", "kept".to_string())]
+        );
+    }
+}
