@@ -150,19 +150,21 @@ impl ProxyHttp for GatewayApp {
     }
 
     /// Chooses the upstream address of a proxied request (called again
-    /// for each retry); only prefix-route requests get here.
+    /// for each retry) and starts the attempt's span under the request's;
+    /// only prefix-route requests get here.
     async fn upstream_peer(
         &self,
         _session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
         match ctx.proxy.as_mut() {
-            Some(proxy) => proxy.peer(),
+            Some(proxy) => proxy.peer(ctx.obs.sampled_span()),
             None => Err(Error::explain(ErrorType::InternalError, "request has no upstream")),
         }
     }
 
-    /// Rewrites the path and sets `Host` and `X-Forwarded-*`.
+    /// Rewrites the path and sets `Host`, `X-Forwarded-*` and, when
+    /// traced, the attempt's `traceparent`.
     async fn upstream_request_filter(
         &self,
         _session: &mut Session,
@@ -272,7 +274,10 @@ impl ProxyHttp for GatewayApp {
         let req = session.req_header();
         let took = ctx.started.elapsed();
         let snap = self.state.snapshot.load();
-        let labels = crate::metrics::RequestLabels::classify(&snap.config, req.uri.path());
+        let labels = match self.state.prefix_routes.find(req.uri.path()) {
+            Some(route) => crate::metrics::RequestLabels::prefix_route(&route.config.name),
+            None => crate::metrics::RequestLabels::classify(&snap.config, req.uri.path()),
+        };
         crate::metrics::record_request(labels, ctx.status, took);
         ctx.obs.finish(ctx.status);
         // In the request's scope: the log formatter adds `request_id`.

@@ -3,9 +3,10 @@
 //! Two sources, one page:
 //! - [`requests`]: counted on the request path into a process-wide
 //!   registry: requests by route, endpoint and status, request durations,
-//!   upstream calls. [`record_request`] runs once per request in the app's
-//!   `logging` phase; [`upstream_request`] and [`upstream_error`] are for
-//!   proxied routes.
+//!   upstream attempts. [`record_request`] runs once per request in the
+//!   app's `logging` phase; [`upstream_attempt`] once per attempt on an
+//!   upstream address (V2 calls and proxied requests), from
+//!   [`crate::upstream::observe::attempt_finished`].
 //! - [`scrape`]: read when `/metrics` is scraped from counters other
 //!   modules already keep (runtime pools and models, cache tiers, routing
 //!   decisions, admission), so nothing is counted twice and the request
@@ -20,7 +21,7 @@ pub mod family;
 pub mod requests;
 pub mod scrape;
 
-pub use requests::{record_request, upstream_error, upstream_request, RequestLabels, UpstreamErrorKind};
+pub use requests::{record_request, upstream_attempt, RequestLabels};
 
 use crate::reply::Reply;
 use crate::state::AppState;

@@ -1,15 +1,17 @@
 //! Metrics recorded on the request path: requests by route, endpoint and
 //! status with their durations (once per request, in the app's `logging`
-//! phase), and upstream calls (for proxied routes).
+//! phase), and upstream attempts (once per attempt, V2 calls and proxied
+//! requests alike, from [`crate::upstream::observe::attempt_finished`]).
 //!
 //! They live in one process-wide registry: a process has one set of
 //! listeners, and a global keeps them out of the per-request state that
 //! hot reload swaps.
 //!
-//! Cardinality is bounded by construction: `route` is a route or model
-//! name from the config in force (anything else is [`OTHER`]), `endpoint`
-//! and `status` come from closed sets, and upstream labels are addresses
-//! from the config (the caller's duty, see [`upstream_request`]).
+//! Cardinality is bounded by construction: `route` is a route, model or
+//! prefix-route name from the config in force (anything else is
+//! [`OTHER`]), `endpoint`, `status`, `via` and `outcome` come from closed
+//! sets, and `upstream` is an upstream's configured name (the caller's
+//! duty, see [`upstream_attempt`]).
 
 use crate::config::Config;
 use crate::handlers::{parse_path, Endpoint};
@@ -34,9 +36,8 @@ struct RequestMetrics {
     registry: Registry,
     requests: IntCounterVec,
     duration: HistogramVec,
-    upstream_requests: IntCounterVec,
+    upstream_attempts: IntCounterVec,
     upstream_duration: HistogramVec,
-    upstream_errors: IntCounterVec,
 }
 
 impl RequestMetrics {
@@ -54,35 +55,26 @@ impl RequestMetrics {
             .buckets(DURATION_BUCKETS.to_vec()),
             &["route", "endpoint"],
         )?;
-        let upstream_requests = IntCounterVec::new(
-            Opts::new("switchyard_upstream_requests_total", "Responses received from upstream servers."),
-            &["route", "upstream", "status"],
+        let upstream_attempts = IntCounterVec::new(
+            Opts::new(
+                "switchyard_upstream_attempts_total",
+                "Attempts on upstream addresses (retries included), by how they ended.",
+            ),
+            &["upstream", "via", "outcome"],
         )?;
         let upstream_duration = HistogramVec::new(
             HistogramOpts::new(
-                "switchyard_upstream_request_duration_seconds",
-                "Time from connecting to an upstream to the end of its response.",
+                "switchyard_upstream_attempt_duration_seconds",
+                "Time from an attempt's start to the upstream's response head, or to its failure.",
             )
             .buckets(DURATION_BUCKETS.to_vec()),
-            &["route", "upstream"],
-        )?;
-        let upstream_errors = IntCounterVec::new(
-            Opts::new("switchyard_upstream_errors_total", "Upstream calls that failed without a response."),
-            &["route", "upstream", "kind"],
+            &["upstream", "via"],
         )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
-        registry.register(Box::new(upstream_requests.clone()))?;
+        registry.register(Box::new(upstream_attempts.clone()))?;
         registry.register(Box::new(upstream_duration.clone()))?;
-        registry.register(Box::new(upstream_errors.clone()))?;
-        Ok(RequestMetrics {
-            registry,
-            requests,
-            duration,
-            upstream_requests,
-            upstream_duration,
-            upstream_errors,
-        })
+        Ok(RequestMetrics { registry, requests, duration, upstream_attempts, upstream_duration })
     }
 }
 
@@ -97,14 +89,21 @@ static METRICS: LazyLock<Option<RequestMetrics>> = LazyLock::new(|| match Reques
 /// The `route` and `endpoint` labels of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestLabels<'a> {
-    /// A route or model name from `config`, or [`OTHER`].
+    /// A route, model or prefix-route name from `config`, or [`OTHER`].
     pub route: &'a str,
     /// `infer`, `model_metadata`, `model_ready`, `model_config`,
-    /// `server_metadata`, `health`, or `other` (not a V2 path).
+    /// `server_metadata`, `health`, `proxy` (a prefix route), or `other`
+    /// (not a V2 path).
     pub endpoint: &'static str,
 }
 
 impl<'a> RequestLabels<'a> {
+    /// Labels of a request under the prefix route `name` (a configured
+    /// name, so bounded like the others): endpoint `proxy`.
+    pub fn prefix_route(name: &'a str) -> RequestLabels<'a> {
+        RequestLabels { route: name, endpoint: "proxy" }
+    }
+
     /// Labels for `path` under `config`. Names not in the config map to
     /// [`OTHER`], so unknown names never create label values.
     pub fn classify(config: &'a Config, path: &str) -> RequestLabels<'a> {
@@ -149,79 +148,14 @@ pub fn record_request(labels: RequestLabels<'_>, status: u16, took: Duration) {
     m.duration.with_label_values(&[labels.route, labels.endpoint]).observe(took.as_secs_f64());
 }
 
-/// Why an upstream call failed without a usable response (the `kind`
-/// label of `switchyard_upstream_errors_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamErrorKind {
-    /// Connection refused, no route, or another connect failure.
-    Connect,
-    /// Connecting, reading or writing timed out.
-    Timeout,
-    /// TLS handshake or certificate failure.
-    Tls,
-    /// The connection broke after it was established (reset, closed,
-    /// read/write error).
-    Io,
-    /// The upstream spoke invalid HTTP.
-    Protocol,
-    /// Anything else.
-    Other,
-}
-
-impl UpstreamErrorKind {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UpstreamErrorKind::Connect => "connect",
-            UpstreamErrorKind::Timeout => "timeout",
-            UpstreamErrorKind::Tls => "tls",
-            UpstreamErrorKind::Io => "io",
-            UpstreamErrorKind::Protocol => "protocol",
-            UpstreamErrorKind::Other => "other",
-        }
-    }
-
-    /// The kind of a Pingora error met while proxying (e.g. in
-    /// `fail_to_connect` or `error_while_proxy`).
-    pub fn from_pingora(error: &pingora::Error) -> UpstreamErrorKind {
-        use pingora::ErrorType as E;
-        match error.etype() {
-            E::ConnectTimedout | E::ReadTimedout | E::WriteTimedout | E::TLSHandshakeTimedout => {
-                UpstreamErrorKind::Timeout
-            }
-            E::ConnectRefused
-            | E::ConnectNoRoute
-            | E::ConnectError
-            | E::ConnectProxyFailure
-            | E::SocketError
-            | E::BindError => UpstreamErrorKind::Connect,
-            E::TLSHandshakeFailure | E::TLSWantX509Lookup | E::InvalidCert | E::HandshakeError => {
-                UpstreamErrorKind::Tls
-            }
-            E::ReadError | E::WriteError | E::ConnectionClosed => UpstreamErrorKind::Io,
-            E::InvalidHTTPHeader | E::H1Error | E::H2Error | E::InvalidH2 | E::H2Downgrade => {
-                UpstreamErrorKind::Protocol
-            }
-            _ => UpstreamErrorKind::Other,
-        }
-    }
-}
-
-/// Counts one upstream response and observes how long the call took.
-/// `route` is the proxied route's configured name and `upstream` the
-/// upstream's configured address: never values taken from the request.
-pub fn upstream_request(route: &str, upstream: &str, status: u16, took: Duration) {
+/// Counts one finished upstream attempt and observes how long it took.
+/// `upstream` is the upstream's configured name (never a value taken from
+/// the request); `via` (`v2`, `proxy`) and `outcome` come from closed sets
+/// ([`crate::upstream::observe`]).
+pub fn upstream_attempt(upstream: &str, via: &'static str, outcome: &'static str, took: Duration) {
     let Some(m) = METRICS.as_ref() else { return };
-    let mut buf = [0; 3];
-    m.upstream_requests.with_label_values(&[route, upstream, status_label(status, &mut buf)]).inc();
-    m.upstream_duration.with_label_values(&[route, upstream]).observe(took.as_secs_f64());
-}
-
-/// Counts one upstream call that failed without a response (same label
-/// rules as [`upstream_request`]).
-pub fn upstream_error(route: &str, upstream: &str, kind: UpstreamErrorKind) {
-    let Some(m) = METRICS.as_ref() else { return };
-    m.upstream_errors.with_label_values(&[route, upstream, kind.as_str()]).inc();
+    m.upstream_attempts.with_label_values(&[upstream, via, outcome]).inc();
+    m.upstream_duration.with_label_values(&[upstream, via]).observe(took.as_secs_f64());
 }
 
 /// The request-path families, for the scrape.
@@ -284,17 +218,28 @@ models = ["m"]
     }
 
     #[test]
-    fn upstream_calls_and_errors_are_counted() {
-        let labels = [("route", "app-test"), ("upstream", "127.0.0.1:1"), ("status", "502")];
-        let before = counter_value("switchyard_upstream_requests_total", &labels);
-        upstream_request("app-test", "127.0.0.1:1", 502, Duration::from_millis(3));
-        assert_eq!(counter_value("switchyard_upstream_requests_total", &labels), before + 1);
-        let err = pingora::Error::new(pingora::ErrorType::ConnectRefused);
-        let kind = UpstreamErrorKind::from_pingora(&err);
-        assert_eq!(kind, UpstreamErrorKind::Connect);
-        let labels = [("route", "app-test"), ("kind", "connect")];
-        let before = counter_value("switchyard_upstream_errors_total", &labels);
-        upstream_error("app-test", "127.0.0.1:1", kind);
-        assert_eq!(counter_value("switchyard_upstream_errors_total", &labels), before + 1);
+    fn upstream_attempts_are_counted_by_outcome() {
+        let ok = [("upstream", "up-test"), ("via", "proxy"), ("outcome", "ok")];
+        let refused = [("upstream", "up-test"), ("via", "v2"), ("outcome", "connect_error")];
+        let (ok_before, refused_before) = (
+            counter_value("switchyard_upstream_attempts_total", &ok),
+            counter_value("switchyard_upstream_attempts_total", &refused),
+        );
+        upstream_attempt("up-test", "proxy", "ok", Duration::from_millis(3));
+        upstream_attempt("up-test", "v2", "connect_error", Duration::from_micros(80));
+        upstream_attempt("up-test", "v2", "connect_error", Duration::from_micros(90));
+        assert_eq!(counter_value("switchyard_upstream_attempts_total", &ok), ok_before + 1);
+        assert_eq!(counter_value("switchyard_upstream_attempts_total", &refused), refused_before + 2);
+        let v2 = gather()
+            .into_iter()
+            .filter(|mf| mf.name() == "switchyard_upstream_attempt_duration_seconds")
+            .flat_map(|mf| mf.get_metric().to_vec())
+            .find(|m| m.get_label().iter().any(|p| p.name() == "via" && p.value() == "v2"))
+            .unwrap();
+        assert!(v2.get_histogram().get_sample_count() >= 2);
+        assert!(
+            v2.get_label().iter().all(|p| p.name() != "outcome"),
+            "durations are by upstream and via only"
+        );
     }
 }

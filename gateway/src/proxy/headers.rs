@@ -6,7 +6,10 @@
 //! - `Host`: the upstream address, or the client's with `preserve_host`;
 //! - `X-Forwarded-For`: the client's address appended to any list it sent;
 //! - `X-Forwarded-Proto`: `http`; `X-Forwarded-Host`: the client's `Host`;
-//! - `X-Forwarded-Prefix`: the stripped prefix (so apps can build links).
+//! - `X-Forwarded-Prefix`: the stripped prefix (so apps can build links);
+//! - `traceparent` (and `tracestate`): when the request is traced, the
+//!   attempt's `upstream_call` span replaces the client's; otherwise the
+//!   client's pass through unchanged.
 //!
 //! Response to the client: hop-by-hop fields are removed (`Connection`,
 //! `Keep-Alive`, `Proxy-Connection`, `Proxy-Authenticate`, `TE`,
@@ -15,10 +18,12 @@
 //! it sends (chunked stays chunked, so streams pass as they arrive).
 
 use super::routes::PrefixRoute;
+use crate::telemetry::propagation::{trace_headers, TRACESTATE};
 use http::header::{self, HeaderName};
 use http::Uri;
 use pingora::http::{RequestHeader, ResponseHeader};
 use std::net::SocketAddr;
+use tracing::Span;
 
 /// What the upstream request needs from the client's request.
 #[derive(Debug, Clone)]
@@ -66,6 +71,21 @@ pub fn forward_request(
         req.insert_header("x-forwarded-prefix", route.config.prefix.trim_end_matches('/'))?;
     } else {
         req.remove_header("x-forwarded-prefix");
+    }
+    Ok(())
+}
+
+/// Makes the upstream request a child of `span` (the attempt's
+/// `upstream_call`): its `traceparent` and `tracestate` replace the
+/// client's. Nothing changes when `span` is not traced.
+pub fn set_trace_context(req: &mut RequestHeader, span: &Span) -> pingora::Result<()> {
+    let headers = trace_headers(span);
+    if headers.is_empty() {
+        return Ok(());
+    }
+    req.remove_header(TRACESTATE);
+    for (name, value) in headers {
+        req.insert_header(name, value)?;
     }
     Ok(())
 }
@@ -138,6 +158,52 @@ mod tests {
         assert_eq!(req.uri.to_string(), "/apps/a/x");
         assert_eq!(req.headers.get("host").unwrap(), "gw.example");
         assert!(req.headers.get("x-forwarded-prefix").is_none());
+    }
+
+    #[test]
+    fn a_traced_attempt_replaces_the_clients_trace_context() {
+        use crate::telemetry::propagation::{remote_parent, TRACEPARENT};
+        use crate::telemetry::spans::{upstream_call, UpstreamCall};
+        use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        use tracing_subscriber::layer::SubscriberExt;
+        let client = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let client_request = || {
+            let mut req = RequestHeader::build("GET", b"/apps/a/x", None).unwrap();
+            req.insert_header(TRACEPARENT, client).unwrap();
+            req.insert_header(TRACESTATE, "vendor=client").unwrap();
+            req
+        };
+        let call = UpstreamCall {
+            upstream: "u",
+            addr: "127.0.0.1:9".parse().unwrap(),
+            via: "proxy",
+            route: Some("a"),
+            model: None,
+        };
+
+        // Not traced: the client's headers pass through.
+        let mut req = client_request();
+        set_trace_context(&mut req, &upstream_call(None, &call)).unwrap();
+        assert_eq!(req.headers[TRACEPARENT], client);
+        assert_eq!(req.headers[TRACESTATE], "vendor=client");
+
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let mut incoming = http::HeaderMap::new();
+            incoming.insert(TRACEPARENT, http::HeaderValue::from_static(client));
+            let request = tracing::info_span!("request");
+            request.set_parent(remote_parent(&incoming).unwrap()).unwrap();
+            let span = upstream_call(Some(&request), &call);
+            let mut req = client_request();
+            set_trace_context(&mut req, &span).unwrap();
+            let id = span.context().span().span_context().span_id();
+            let want = format!("00-0af7651916cd43dd8448eb211c80319c-{id}-01");
+            assert_eq!(req.headers[TRACEPARENT], want.as_str());
+            assert_eq!(req.headers.get_all(TRACEPARENT).iter().count(), 1);
+            assert!(req.headers.get(TRACESTATE).is_none(), "the client's tracestate is not ours to forward");
+        });
     }
 
     #[test]

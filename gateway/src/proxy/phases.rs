@@ -9,9 +9,11 @@
 //!    streams it to the upstream as it arrives.
 //! 2. [`ProxyCtx::peer`] (`upstream_peer`): an address by health, breaker
 //!    and P2C over peak-EWMA, not tried before by this request, with the
-//!    upstream's connect and first-byte timeouts (cut to the total).
+//!    upstream's connect and first-byte timeouts (cut to the total). The
+//!    attempt's `upstream_call` span starts here (traced requests only).
 //! 3. [`ProxyCtx::forward`] (`upstream_request_filter`): path rewrite,
-//!    `Host` and `X-Forwarded-*` ([`super::headers`]).
+//!    `Host`, `X-Forwarded-*` and the attempt's `traceparent`
+//!    ([`super::headers`]).
 //! 4. [`ProxyCtx::request_body`] (`request_body_filter`): counts bytes
 //!    against `max_request_bytes` (413) and the total timeout.
 //! 5. [`ProxyCtx::connect_failed`] (`fail_to_connect`) and
@@ -21,23 +23,29 @@
 //!    idempotent requests whose response has not started and whose body
 //!    Pingora still holds.
 //! 6. [`ProxyCtx::upstream_response`] (`upstream_response_filter`): the
-//!    address answered (its latency is the time to the response head);
-//!    declared length against `max_response_bytes` (502), hop-by-hop
-//!    fields removed, cacheability decided.
+//!    address answered (its latency is the time to the response head; only
+//!    502-504 count against its breaker: other statuses are the app's
+//!    answers); declared length against `max_response_bytes` (502),
+//!    hop-by-hop fields removed, cacheability decided.
 //! 7. [`ProxyCtx::upstream_body`] (`upstream_response_body_filter`): counts
-//!    bytes (a stream over the limit is cut), fills the cache entry.
+//!    bytes (a stream over the limit is cut), fills the cache entry; the
+//!    attempt's span ends with the body.
+//!
+//! Every attempt ends in [`crate::upstream::observe::attempt_finished`]
+//! (metrics, span), from step 5 or 6.
 //! 8. [`error_reply`] (`fail_to_proxy`): a JSON error the client can read:
 //!    504 for timeouts, 502 for connection failures and bad answers.
 
 use super::cache::CachedResponse;
-use super::headers::{forward_request, strip_hop_by_hop, Forwarding};
+use super::headers::{forward_request, set_trace_context, strip_hop_by_hop, Forwarding};
 use super::routes::PrefixRoute;
 use crate::cache::control::Control;
 use crate::config::Limits;
 use crate::http_io::read_body;
 use crate::reply::Reply;
+use crate::telemetry::spans::{self, UpstreamCall};
 use crate::upstream::address::Attempt;
-use crate::upstream::observe::{attempt_finished, AttemptRecord, Outcome};
+use crate::upstream::observe::{attempt_finished, AttemptRecord, Outcome, Via};
 use crate::upstream::select::choose;
 use bytes::{Bytes, BytesMut};
 use http::Method;
@@ -48,6 +56,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Span;
 
 /// How long an idle pooled upstream connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -83,6 +92,9 @@ pub struct ProxyCtx {
     tried: Vec<usize>,
     attempt: Option<Attempt>,
     addr: Option<SocketAddr>,
+    /// The current attempt's `upstream_call` span (disabled when the
+    /// request is not traced), kept until its response ends.
+    span: Span,
     forwarding: Forwarding,
     /// Request body bytes sent upstream.
     pub request_bytes: u64,
@@ -133,6 +145,7 @@ pub async fn start(
         tried: Vec::new(),
         attempt: None,
         addr: None,
+        span: Span::none(),
         forwarding,
         request_bytes: 0,
         response_bytes: 0,
@@ -218,8 +231,8 @@ impl ProxyCtx {
         self.time_left().is_some_and(|t| t.is_zero())
     }
 
-    /// Step 2.
-    pub fn peer(&mut self) -> pingora::Result<Box<HttpPeer>> {
+    /// Step 2; `trace_parent` is the request's span when it is sampled.
+    pub fn peer(&mut self, trace_parent: Option<&Span>) -> pingora::Result<Box<HttpPeer>> {
         let upstream = self.route.upstream.clone();
         if self.timed_out() {
             return Err(Error::explain(ErrorType::HTTPStatus(504), self.describe("total timeout reached")));
@@ -236,6 +249,14 @@ impl ProxyCtx {
         let addr = attempt.address().addr;
         self.addr = Some(addr);
         self.attempt = Some(attempt);
+        let call = UpstreamCall {
+            upstream: &upstream.config.name,
+            addr,
+            via: Via::Proxy.label(),
+            route: Some(&self.route.config.name),
+            model: None,
+        };
+        self.span = spans::upstream_call(trace_parent, &call);
         let timeouts = upstream.config.timeouts;
         let left = self.time_left().unwrap_or(Duration::MAX);
         let mut peer = HttpPeer::new(addr, false, String::new());
@@ -249,7 +270,10 @@ impl ProxyCtx {
     /// Step 3.
     pub fn forward(&self, req: &mut RequestHeader) -> pingora::Result<()> {
         match self.addr {
-            Some(addr) => forward_request(req, &self.route, addr, &self.forwarding),
+            Some(addr) => {
+                forward_request(req, &self.route, addr, &self.forwarding)?;
+                set_trace_context(req, &self.span)
+            }
             None => Err(Error::explain(ErrorType::InternalError, "no upstream address chosen")),
         }
     }
@@ -270,22 +294,35 @@ impl ProxyCtx {
         Ok(())
     }
 
-    /// Records the end of the current attempt.
-    fn finish_attempt(&mut self, outcome: Outcome) {
+    /// Records the end of the current attempt: `status` when the address
+    /// answered. A transport failure or a 502-504 counts against the
+    /// address; other statuses are the app's answers.
+    fn finish_attempt(&mut self, outcome: Outcome, status: Option<u16>) {
         let Some(attempt) = self.attempt.take() else { return };
         let elapsed = attempt.started().elapsed();
         attempt_finished(&AttemptRecord {
             upstream: &self.route.upstream.config.name,
             addr: attempt.address().addr,
-            via: "proxy",
+            via: Via::Proxy,
             outcome,
+            status,
             elapsed,
+            span: &self.span,
         });
-        if outcome.is_address_failure() {
+        let address_failed = match status {
+            Some(code) => matches!(code, 502..=504),
+            None => outcome.is_address_failure(),
+        };
+        if address_failed {
             attempt.failed();
         } else {
             attempt.succeeded(elapsed);
         }
+    }
+
+    /// Ends the current attempt's span.
+    fn end_span(&mut self) {
+        self.span = Span::none();
     }
 
     /// Whether another attempt may follow: an untried usable address, and time.
@@ -301,7 +338,8 @@ impl ProxyCtx {
         } else {
             Outcome::ConnectError
         };
-        self.finish_attempt(outcome);
+        self.finish_attempt(outcome, None);
+        self.end_span();
         e.set_retry(self.can_retry());
         e
     }
@@ -310,11 +348,12 @@ impl ProxyCtx {
     pub fn proxy_failed(&mut self, session: &Session, mut e: Box<Error>) -> Box<Error> {
         if *e.esource() == ErrorSource::Upstream {
             let timeout = matches!(e.etype(), ErrorType::ReadTimedout | ErrorType::WriteTimedout);
-            self.finish_attempt(if timeout { Outcome::Timeout } else { Outcome::Broken });
+            self.finish_attempt(if timeout { Outcome::Timeout } else { Outcome::Broken }, None);
         } else {
             // The client went away, or a limit of ours: not the address's fault.
             self.attempt = None;
         }
+        self.end_span();
         let safe = session.req_header().method.is_idempotent()
             && !session.retry_buffer_truncated()
             && session.response_written().is_none()
@@ -330,8 +369,8 @@ impl ProxyCtx {
             strip_hop_by_hop(resp);
             return Ok(());
         }
-        let gateway_error = matches!(resp.status.as_u16(), 502..=504);
-        self.finish_attempt(if gateway_error { Outcome::ServerError } else { Outcome::Ok });
+        let status = resp.status.as_u16();
+        self.finish_attempt(Outcome::of_status(status), Some(status));
         let declared =
             resp.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
         if let (Some(limit), Some(len)) = (self.route.config.max_response_bytes, declared) {
@@ -401,6 +440,7 @@ impl ProxyCtx {
             }
         }
         if end {
+            self.end_span();
             self.store();
         }
         Ok(())

@@ -54,9 +54,9 @@ pub fn remote_parent(headers: &http::HeaderMap) -> Option<Context> {
 
 /// The `traceparent` (and `tracestate`, when not empty) headers that make
 /// an outgoing request a child of `span`; empty when tracing is off or the
-/// span is not traced. For proxied requests: call with the upstream call's
-/// span ([`super::spans::upstream_call`]) and add the pairs to the
-/// upstream request's headers, replacing the client's.
+/// span is not traced. For upstream calls: call with the attempt's span
+/// ([`super::spans::upstream_call`]) and add the pairs to the upstream
+/// request's headers (for a proxied request, replacing the client's).
 pub fn trace_headers(span: &Span) -> Vec<(&'static str, String)> {
     if span.is_disabled() {
         return Vec::new();
@@ -152,7 +152,14 @@ mod tests {
             let request = tracing::info_span!("request");
             request.set_parent(remote_parent(&incoming).unwrap()).unwrap();
             // Created outside the request's scope, as Pingora's proxy phases are.
-            let upstream = super::super::spans::upstream_call(&request, "app", "127.0.0.1:8100");
+            let call = super::super::spans::UpstreamCall {
+                upstream: "app",
+                addr: "127.0.0.1:8100".parse().unwrap(),
+                via: "proxy",
+                route: Some("app"),
+                model: None,
+            };
+            let upstream = super::super::spans::upstream_call(Some(&request), &call);
             let mut out = http::HeaderMap::new();
             inject(&upstream, &mut out);
             let value = out[TRACEPARENT].to_str().unwrap().to_string();

@@ -115,11 +115,17 @@ impl RequestObs {
         self.slot.id()
     }
 
-    /// The request's span: disabled when tracing is off; the parent of
-    /// spans created outside the request's handling, e.g.
-    /// [`super::spans::upstream_call`].
+    /// The request's span: disabled when tracing is off.
     pub fn span(&self) -> &Span {
         &self.slot.span
+    }
+
+    /// The request's span when its trace is sampled, else `None`: the
+    /// parent to give spans created outside the request's scope, e.g. a
+    /// proxied request's [`super::spans::upstream_call`] (Pingora's proxy
+    /// phases run outside it).
+    pub fn sampled_span(&self) -> Option<&Span> {
+        self.slot.sampled.then_some(&self.slot.span)
     }
 
     /// The request's trace id (displayed as 32 hex digits) when tracing

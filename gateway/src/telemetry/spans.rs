@@ -11,7 +11,9 @@
 //! └── cache_fill               store the fresh answer (L1, queue for L2)
 //! ```
 //!
-//! A proxied request has `upstream_call` instead of the model steps.
+//! A model on a V2 upstream has one `upstream_call` per attempt instead of
+//! `queue_wait` and `inference`; a proxied request has only its
+//! `upstream_call` spans.
 //! These spans are DEBUG-level: with tracing off they are disabled at the
 //! call site and cost nothing. `queue_wait` and `inference` happen on a
 //! runtime worker thread, so they are built afterwards from the durations
@@ -19,8 +21,9 @@
 //! end times.
 
 use super::otlp;
-use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
+use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
 use opentelemetry::KeyValue;
+use std::net::SocketAddr;
 use std::time::SystemTime;
 use switchyard_runtime::InferenceResponse;
 use tracing::field::Empty;
@@ -57,22 +60,69 @@ pub fn cache_fill() -> Span {
     child(|| tracing::debug_span!("cache_fill"))
 }
 
-/// One call to an upstream server of a proxied route (`route` and
-/// `upstream` from the config), a child of `request` (the request's span,
-/// [`super::RequestObs::span`]: Pingora's proxy phases run outside it).
-/// Record `http.response.status_code` when the response arrives; pass the
-/// span to [`super::propagation::trace_headers`] for the upstream
-/// request's `traceparent`. Keep it (e.g. in the request context) until
-/// the upstream response has ended: dropping it ends the span.
-pub fn upstream_call(request: &Span, route: &str, upstream: &str) -> Span {
+/// What an `upstream_call` span is about (its attributes).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamCall<'a> {
+    /// The upstream's configured name.
+    pub upstream: &'a str,
+    /// The address tried.
+    pub addr: SocketAddr,
+    /// `v2` (a route member's V2 call) or `proxy` (a prefix route).
+    pub via: &'static str,
+    /// The prefix route, for proxied requests.
+    pub route: Option<&'a str>,
+    /// The model's configured name, for V2 calls.
+    pub model: Option<&'a str>,
+}
+
+/// The current span when the code runs inside a sampled request's scope
+/// (V2 upstream calls do): the parent to give [`upstream_call`]. `None`
+/// when tracing is off or the request is not sampled, at the cost of a
+/// flag and a task-local read.
+pub fn current_parent() -> Option<Span> {
+    (super::enabled() && super::request::current_is_sampled()).then(Span::current)
+}
+
+/// One attempt on an upstream address (kind client), a child of `parent`:
+/// the current span for V2 calls ([`current_parent`]), the request's span
+/// for proxied requests ([`super::RequestObs::sampled_span`]: Pingora's
+/// proxy phases run outside it). `None` (tracing off, not sampled) gives a
+/// disabled span and costs nothing. Pass the span to
+/// [`super::propagation::trace_headers`] for the attempt's `traceparent`,
+/// end it with [`upstream_call_ended`] (through
+/// [`crate::upstream::observe::attempt_finished`]), and keep it until the
+/// upstream's response has ended: dropping it ends the span.
+pub fn upstream_call(parent: Option<&Span>, call: &UpstreamCall<'_>) -> Span {
+    let Some(parent) = parent else { return Span::none() };
     tracing::debug_span!(
-        parent: request,
+        parent: parent,
         "upstream_call",
         otel.kind = "client",
-        switchyard.route = route,
-        server.address = upstream,
+        switchyard.upstream = call.upstream,
+        switchyard.via = call.via,
+        switchyard.route = call.route,
+        switchyard.model = call.model,
+        server.address = %call.addr.ip(),
+        server.port = i64::from(call.addr.port()),
         http.response.status_code = Empty,
+        switchyard.outcome = Empty,
     )
+}
+
+/// Records how an attempt ended on its [`upstream_call`] span: the
+/// response status when one arrived, the outcome label, and an error
+/// status unless the outcome is `ok` (client spans count 4xx as errors).
+pub fn upstream_call_ended(span: &Span, status: Option<u16>, outcome: &'static str) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(status) = status {
+        span.record("http.response.status_code", i64::from(status));
+    }
+    span.record("switchyard.outcome", outcome);
+    if outcome != "ok" {
+        span.set_status(Status::error(outcome));
+    }
 }
 
 /// Adds the `queue_wait` and `inference` spans of a finished runtime

@@ -17,17 +17,22 @@
 use super::address::Attempt;
 use super::client::{Exchange, ExchangeLimits, TransportError};
 use super::metadata::model_path;
-use super::observe::{attempt_finished, AttemptRecord, Outcome};
+use super::observe::{attempt_finished, AttemptRecord, Outcome, Via};
 use super::registry::{RemoteModel, SignatureState, Upstream};
 use super::select::choose;
 use super::v2_codec::{decode_response, encode_request, EncodedRequest};
+use crate::telemetry::propagation::trace_headers;
+use crate::telemetry::spans::{self, UpstreamCall};
 use crate::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
+use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use switchyard_runtime::{
     DeviceKind, ErrorClass, InferenceRequest, InferenceResponse, ModelSignature, RuntimeError, Tensor,
 };
+use tracing::Span;
 
 /// Largest V2 response body accepted from an upstream.
 pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
@@ -97,26 +102,32 @@ pub async fn infer(
 }
 
 impl Call<'_> {
-    /// One attempt on the attempt's address (steps 4-5).
+    /// One attempt on the attempt's address (steps 4-5), traced as an
+    /// `upstream_call` span whose `traceparent` the request carries.
     async fn attempt(&self, attempt: Attempt, remaining: Duration) -> Result<Vec<(String, Tensor)>, Failure> {
         let addr = attempt.address().addr;
+        let span = spans::upstream_call(
+            spans::current_parent().as_ref(),
+            &UpstreamCall {
+                upstream: &self.upstream.config.name,
+                addr,
+                via: Via::V2.label(),
+                route: None,
+                model: Some(&self.model.config.name),
+            },
+        );
         let timeouts = self.upstream.config.timeouts;
         let limits = ExchangeLimits {
             first_byte: timeouts.first_byte.min(remaining),
             total: timeouts.total.unwrap_or(Duration::MAX).min(remaining),
             max_body: MAX_RESPONSE_BYTES,
         };
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri(format!("http://{addr}{}", self.path))
-            .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)
-            .header(INFERENCE_HEADER_CONTENT_LENGTH, self.encoded.header_len)
-            .body(Full::new(self.encoded.body.clone()));
-        let result = match request {
+        let result = match self.request(addr, &span) {
             Ok(request) => self.upstream.client.exchange(request, limits).await,
             Err(e) => Err(TransportError::Broken(format!("cannot build the request: {e}"))),
         };
         let elapsed = attempt.started().elapsed();
+        let status = result.as_ref().ok().map(|exchange| exchange.status.as_u16());
         let (outcome, verdict) = match result {
             Ok(exchange) => self.judge(exchange),
             Err(e) => (transport_outcome(&e), Err(self.transport_failure(e))),
@@ -124,9 +135,11 @@ impl Call<'_> {
         attempt_finished(&AttemptRecord {
             upstream: &self.upstream.config.name,
             addr,
-            via: "v2",
+            via: Via::V2,
             outcome,
+            status,
             elapsed,
+            span: &span,
         });
         match outcome {
             o if o.is_address_failure() => attempt.failed(),
@@ -135,6 +148,20 @@ impl Call<'_> {
             _ => drop(attempt),
         }
         verdict.map_err(|e| e.with_address(addr))
+    }
+
+    /// The attempt's HTTP request: binary tensors, and the `traceparent`
+    /// of `span` when it is traced.
+    fn request(&self, addr: SocketAddr, span: &Span) -> http::Result<Request<Full<Bytes>>> {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(format!("http://{addr}{}", self.path))
+            .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)
+            .header(INFERENCE_HEADER_CONTENT_LENGTH, self.encoded.header_len);
+        for (name, value) in trace_headers(span) {
+            request = request.header(name, value);
+        }
+        request.body(Full::new(self.encoded.body.clone()))
     }
 
     /// Classifies an answer and decodes a successful one.
@@ -203,7 +230,7 @@ impl Call<'_> {
 impl Failure {
     /// Prefixes the message with the address, so the client's error says
     /// which one failed last.
-    fn with_address(mut self, addr: std::net::SocketAddr) -> Failure {
+    fn with_address(mut self, addr: SocketAddr) -> Failure {
         if let RuntimeError::Upstream { message, .. } = &mut self.error {
             *message = format!("{addr} {message}");
         }

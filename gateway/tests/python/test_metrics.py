@@ -2,8 +2,9 @@
 `promtool check metrics` (Prometheus's own linter, from Debian's
 `prometheus` package), and counters and histograms move as requests flow:
 requests, durations, cache tiers, routing decisions, pool executions and
-batch/queue histograms, model loads. Label values never come from what
-clients send."""
+batch/queue histograms, model loads, and upstream attempts (V2 calls and
+proxied prefix-route requests, with real upstream processes). Label values
+never come from what clients send."""
 
 import os
 import re
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import MODELS, REPO, Gateway
+from conftest import MODELS, REPO, Gateway, free_port
+from proxy_util import upstream_app
+from routing_util import infer_body
 
 CONFIG = f"""
 [repository]
@@ -217,3 +220,113 @@ def test_l2_tiers_errors_and_breaker_state(tmp_path, redis_server):
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.fixture(scope="module")
+def upstreams():
+    started = {"app": upstream_app("app"), "fast": upstream_app("v2-slow", 0),
+               "slow": upstream_app("v2-slow", 5000)}
+    yield started
+    for app in started.values():
+        app.stop()
+
+
+@pytest.fixture(scope="module")
+def front(upstreams, tmp_path_factory):
+    """Prefix routes to a live app and to a dead address; V2 route members
+    on a fast and on a slow upstream."""
+    config = f"""
+[[upstreams]]
+name = "app"
+addrs = ["{upstreams['app'].addr}"]
+health = {{ path = "/health" }}
+
+[[upstreams]]
+name = "nowhere"
+addrs = ["127.0.0.1:{free_port()}"]
+timeouts = {{ connect_ms = 500 }}
+health = {{ enabled = false }}
+
+[[upstreams]]
+name = "fast"
+kind = "v2"
+addrs = ["{upstreams['fast'].addr}"]
+models = [{{ name = "fast-remote", model = "digits" }}]
+
+[[upstreams]]
+name = "slow"
+kind = "v2"
+addrs = ["{upstreams['slow'].addr}"]
+models = [{{ name = "slow-remote", model = "digits" }}]
+
+[[prefix_routes]]
+name = "app"
+prefix = "/apps/app/"
+upstream = "app"
+
+[[prefix_routes]]
+name = "nowhere"
+prefix = "/apps/nowhere/"
+upstream = "nowhere"
+
+[[routes]]
+name = "fast"
+models = ["fast-remote"]
+
+[[routes]]
+name = "slow"
+models = ["slow-remote"]
+budget_ms = {{ default = 200 }}
+"""
+    path = tmp_path_factory.mktemp("upstream-metrics") / "front.toml"
+    path.write_text(config)
+    gw = Gateway(config=path)
+    yield gw
+    gw.stop()
+
+
+def test_upstream_attempts_and_prefix_route_requests(front, upstreams):
+    before = parse(scrape(front))
+    row = infer_body([[0.0] * 64])
+    for i in range(3):
+        assert requests.get(f"{front.base}/apps/app/echo?i={i}", timeout=10).status_code == 200
+    assert requests.get(f"{front.base}/apps/app/status?code=500", timeout=10).status_code == 500
+    assert requests.get(f"{front.base}/apps/nowhere/x", timeout=10).status_code == 502
+    for _ in range(2):
+        assert requests.post(f"{front.base}/v2/models/fast/infer", json=row, timeout=10).status_code == 200
+    assert requests.post(f"{front.base}/v2/models/slow/infer", json=row, timeout=10).status_code == 504
+    text = scrape(front)
+    after = parse(text)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    attempts = "switchyard_upstream_attempts_total"
+    assert delta(attempts, upstream="app", via="proxy", outcome="ok") == 3
+    assert delta(attempts, upstream="app", via="proxy", outcome="server_error") == 1
+    assert delta(attempts, upstream="nowhere", via="proxy", outcome="connect_error") == 1
+    assert delta(attempts, upstream="fast", via="v2", outcome="ok") == 2
+    assert delta(attempts, upstream="slow", via="v2", outcome="timeout") == 1
+    assert delta(attempts) == 8, "nothing else was attempted"
+    duration = "switchyard_upstream_attempt_duration_seconds"
+    assert delta(f"{duration}_count", upstream="app", via="proxy") == 4
+    assert delta(f"{duration}_count", upstream="slow", via="v2") == 1
+    # The timed-out attempt waited for (most of) the 200 ms budget.
+    assert delta(f"{duration}_sum", upstream="slow", via="v2") >= 0.1
+    assert delta(f"{duration}_bucket", upstream="slow", via="v2", le="0.05") == 0
+
+    # Prefix-route requests count under their route, endpoint `proxy`.
+    reqs = "switchyard_requests_total"
+    assert delta(reqs, route="app", endpoint="proxy", status="200") == 3
+    assert delta(reqs, route="app", endpoint="proxy", status="500") == 1
+    assert delta(reqs, route="nowhere", endpoint="proxy", status="502") == 1
+    assert delta(reqs, route="fast", endpoint="infer", status="200") == 2
+    assert delta(reqs, route="slow", endpoint="infer", status="504") == 1
+    assert delta("switchyard_request_duration_seconds_count", route="app", endpoint="proxy") == 4
+    assert delta(reqs, route="_other") == 0
+
+    # Low cardinality: no paths, queries or addresses in label values.
+    for leaked in ["/apps/", "echo", "i=2", "code=500", *(a.addr for a in upstreams.values())]:
+        assert leaked not in text, leaked
+    out = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "", f"promtool: {out.stdout}{out.stderr}"

@@ -3,8 +3,10 @@
 `traceparent` honoured (parent and sampling flag), spans flushed when the
 server stops, and request ids in JSON logs.
 
-Propagation of `traceparent` to an upstream server is unit-tested
-(`telemetry::propagation`); its end-to-end test needs proxied routes."""
+Upstreams: a prefix route to a real HTTP app (which echoes the headers it
+received) and a route member on a real V2 upstream (a second, traced
+Switchyard): each attempt is an `upstream_call` span whose id is the
+parent in the `traceparent` the upstream received, in the client's trace."""
 
 import json
 import secrets
@@ -14,7 +16,8 @@ import pytest
 import requests
 
 from conftest import MODELS, Gateway
-from otlp_receiver import INTERNAL, SERVER, OtlpReceiver
+from otlp_receiver import CLIENT, INTERNAL, SERVER, OtlpReceiver
+from proxy_util import upstream_app
 
 
 def config_text(endpoint, batch_delay_ms=50):
@@ -216,3 +219,181 @@ def test_json_logs_carry_the_request_id(tmp_path, receiver, monkeypatch, traced)
     assert all(l.get("request_id") == "json-1" for l in inside), inside
     outside = [l for l in lines if l["target"] == "switchyard::serve"]
     assert outside and all("request_id" not in l for l in outside), "lines outside requests have no id"
+
+
+def telemetry_section(receiver, service):
+    return (f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\nservice_name = "{service}"\n'
+            'batch_delay_ms = 50\n')
+
+
+@pytest.fixture(scope="module")
+def echo_app():
+    app = upstream_app("app")
+    yield app
+    app.stop()
+
+
+@pytest.fixture(scope="module")
+def inner(tmp_path_factory, receiver):
+    """A second Switchyard, traced to the same receiver: the V2 upstream."""
+    path = tmp_path_factory.mktemp("tracing-inner") / "inner.toml"
+    path.write_text(f"""
+{telemetry_section(receiver, "switchyard-inner")}
+[[models]]
+name = "digits-heavy"
+path = "{MODELS}/digits-heavy.onnx"
+""")
+    gw = Gateway(config=path)
+    yield gw
+    gw.stop()
+
+
+def front_config(app, inner, telemetry=""):
+    return f"""
+{telemetry}
+[[upstreams]]
+name = "app"
+addrs = ["{app.addr}"]
+health = {{ path = "/health" }}
+
+[[prefix_routes]]
+name = "app"
+prefix = "/apps/app/"
+upstream = "app"
+
+[[upstreams]]
+name = "inner"
+kind = "v2"
+addrs = ["{inner.url}"]
+models = [{{ name = "heavy-remote", model = "digits-heavy" }}]
+
+[[routes]]
+name = "remote"
+models = ["heavy-remote"]
+"""
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory, receiver, echo_app, inner):
+    path = tmp_path_factory.mktemp("tracing-front") / "front.toml"
+    path.write_text(front_config(echo_app, inner, telemetry_section(receiver, "switchyard-front")))
+    gw = Gateway(config=path)
+    yield gw
+    gw.stop()
+
+
+def spans_until(receiver, trace_id, done, timeout=20.0):
+    """The trace's spans once `done(spans)` holds (or the timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        spans = receiver.spans_of(trace_id, timeout=0)
+        if done(spans) or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.05)
+
+
+def parse_traceparent(value):
+    version, trace_id, parent_id, flags = value.split("-")
+    assert (version, len(trace_id), len(parent_id)) == ("00", 32, 16), value
+    return trace_id, parent_id, flags
+
+
+def test_a_proxied_request_carries_its_upstream_call_span(front, receiver, echo_app):
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    headers = {**traceparent(trace_id, caller), "tracestate": "vendor=client"}
+    r = requests.get(f"{front.base}/apps/app/echo?x=1", headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    received = r.json()["headers"]
+    got_trace, parent_id, flags = parse_traceparent(received["traceparent"])
+    assert (got_trace, flags) == (trace_id, "01"), "the client's trace, sampled"
+    assert parent_id != caller, "the gateway's own span is the upstream's parent"
+    assert received["tracestate"] == "vendor=client", "the caller's tracestate travels with its trace"
+
+    spans = spans_until(receiver, trace_id, lambda s: {"request", "upstream_call"} <= {x.name for x in s})
+    assert sorted(s.name for s in spans) == ["request", "upstream_call"], [s.name for s in spans]
+    root = next(s for s in spans if s.name == "request")
+    call = next(s for s in spans if s.name == "upstream_call")
+    assert root.parent_span_id == caller
+    assert root.attributes["url.path"] == "/apps/app/echo"
+    assert call.span_id == parent_id, "the upstream's traceparent names the exported upstream_call span"
+    assert call.parent_span_id == root.span_id and call.kind == CLIENT
+    assert call.attributes["switchyard.via"] == "proxy"
+    assert call.attributes["switchyard.route"] == "app"
+    assert call.attributes["switchyard.upstream"] == "app"
+    assert call.attributes["server.address"] == "127.0.0.1"
+    assert call.attributes["server.port"] == echo_app.port
+    assert call.attributes["http.response.status_code"] == 200
+    assert call.attributes["switchyard.outcome"] == "ok"
+    assert root.start_ns <= call.start_ns and call.end_ns <= root.end_ns
+
+    # An error answer (500: the app's, not counted against the address):
+    # the attempt's span says so.
+    trace_id = secrets.token_hex(16)
+    r = requests.get(f"{front.base}/apps/app/status?code=500", headers=traceparent(trace_id, caller), timeout=10)
+    assert r.status_code == 500
+    spans = spans_until(receiver, trace_id, lambda s: {"request", "upstream_call"} <= {x.name for x in s})
+    call = next(s for s in spans if s.name == "upstream_call")
+    assert call.attributes["http.response.status_code"] == 500
+    assert call.attributes["switchyard.outcome"] == "server_error"
+    assert call.status_code == 2, "status error"
+
+
+def test_an_unsampled_proxied_request_passes_the_callers_traceparent(front, receiver):
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    sent = traceparent(trace_id, caller, sampled=False)
+    r = requests.get(f"{front.base}/apps/app/echo", headers=sent, timeout=10)
+    assert r.status_code == 200
+    assert r.json()["headers"]["traceparent"] == sent["traceparent"], "not traced: passed through as sent"
+    marker = secrets.token_hex(16)
+    requests.get(f"{front.base}/apps/app/echo", headers=traceparent(marker, caller), timeout=10)
+    assert spans_until(receiver, marker, lambda s: len(s) >= 2)
+    assert receiver.spans_of(trace_id, timeout=0) == []
+
+
+def test_a_v2_upstream_joins_the_trace_under_the_upstream_call(front, inner, receiver):
+    trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+    r = infer(front, "remote", seed=60, headers=traceparent(trace_id, caller))
+    assert r.headers["x-switchyard-device"] == "upstream"
+
+    def complete(spans):
+        return sum(s.name == "request" for s in spans) == 2 and any(s.name == "inference" for s in spans)
+
+    spans = spans_until(receiver, trace_id, complete)
+    front_spans = [s for s in spans if s.resource["service.name"] == "switchyard-front"]
+    inner_spans = [s for s in spans if s.resource["service.name"] == "switchyard-inner"]
+    front_root = next(s for s in front_spans if s.name == "request")
+    calls = [s for s in front_spans if s.name == "upstream_call"]
+    assert len(calls) == 1, [s.name for s in front_spans]
+    call = calls[0]
+    assert front_root.parent_span_id == caller
+    assert call.parent_span_id == front_root.span_id and call.kind == CLIENT
+    assert call.attributes["switchyard.via"] == "v2"
+    assert call.attributes["switchyard.model"] == "heavy-remote"
+    assert call.attributes["switchyard.upstream"] == "inner"
+    assert call.attributes["server.port"] == inner.port
+    assert call.attributes["http.response.status_code"] == 200
+    assert call.attributes["switchyard.outcome"] == "ok"
+    assert "inference" not in {s.name for s in front_spans}, "the model ran upstream"
+    assert front_root.start_ns <= call.start_ns and call.end_ns <= front_root.end_ns
+
+    # The upstream decoded the traceparent it received: its request span is
+    # the upstream_call's child, in the client's trace.
+    inner_root = next(s for s in inner_spans if s.name == "request")
+    assert inner_root.parent_span_id == call.span_id
+    assert inner_root.attributes["url.path"] == "/v2/models/digits-heavy/infer"
+    assert {s.name for s in inner_spans} >= {"request", "parse", "decide", "queue_wait", "inference"}
+    assert all(s.parent_span_id == inner_root.span_id for s in inner_spans if s is not inner_root)
+
+
+def test_with_tracing_off_the_callers_traceparent_reaches_the_upstream(tmp_path, echo_app, inner):
+    path = tmp_path / "untraced.toml"
+    path.write_text(front_config(echo_app, inner))
+    gw = Gateway(config=path)
+    try:
+        sent = {**traceparent(secrets.token_hex(16), secrets.token_hex(8)), "tracestate": "vendor=client"}
+        r = requests.get(f"{gw.base}/apps/app/echo", headers=sent, timeout=10)
+        assert r.status_code == 200
+        received = r.json()["headers"]
+        assert (received["traceparent"], received["tracestate"]) == (sent["traceparent"], "vendor=client")
+    finally:
+        gw.stop()
