@@ -24,9 +24,9 @@ from benchlib import servers  # noqa: E402
 from benchlib.report import SECTIONS, main, reasons  # noqa: E402
 
 
-def run_stage(script: str, out: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, BENCH_OUT=str(out), PYTHONPATH=str(BENCH))
-    return subprocess.run([sys.executable, str(BENCH / "stages" / script), "quick", *args], cwd=REPO, env=env,
+def run_stage(script: str, out: Path, **env_extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, BENCH_OUT=str(out), PYTHONPATH=str(BENCH), **env_extra)
+    return subprocess.run([sys.executable, str(BENCH / "stages" / script), "quick"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -51,17 +51,17 @@ def test_empty_results_give_a_not_run_line_per_section(tmp_path):
     assert not list((tmp_path / "plots").glob("*.png"))
 
 
-def test_slot_stage_exits_3_and_the_report_says_not_run(tmp_path):
+def test_a_stage_missing_its_tool_exits_3_and_the_report_says_not_run(tmp_path):
     out = tmp_path / "out"
-    r = run_stage("80-draft-final.py", out)
+    r = run_stage("85-proxy.py", out, PATH=str(tmp_path / "empty"))
     assert r.returncode == 3, r.stderr
-    doc = json.loads((out / "draft-final.json").read_text())
+    doc = json.loads((out / "proxy.json").read_text())
     assert doc["status"] == "not-run"
-    assert "sse branch" in doc["reason"]
+    assert "nginx is missing" in doc["reason"]
     assert doc["mode"] == "quick" and doc["pinning"]["description"]
     text = report(out, tmp_path)
-    section = text.split("## Draft vs final latency (SSE)")[1].split("\n## ")[0]
-    assert "_Not run: not run yet: the SSE draft/final timing benchmark" in section
+    section = text.split("## Proxy overhead vs nginx plain proxy")[1].split("\n## ")[0]
+    assert "_Not run: nginx is missing" in section
 
 
 def test_a_stage_that_raises_writes_failed_with_the_error(tmp_path):

@@ -1,6 +1,7 @@
 """Report sections from the `cache`, `overload`, `cascade` and `runtime`
 stages, and the generic section for stages without their own renderer
-(the draft/final, proxy and text slots until their stages land)."""
+(the draft/final, proxy and text stages describe their own tables, plots
+and findings in their JSON)."""
 
 from __future__ import annotations
 

@@ -85,6 +85,23 @@ REASONS = {
     "open-loop.knee": (
         "no known reason: a peer kept up with a higher offered rate than Switchyard here. Check the noise (load "
         "average) and the generator's send lag before trusting it."),
+    "draft-final.draft": (
+        "a stream's draft is a V2 JSON document framed as an SSE event and written as one HTTP chunk, and in "
+        "parallel mode the heavy model's run starts beside the cheap one on the same two CPUs (shared with the "
+        "load generator): the cheap model alone has the CPU to itself. On a ~0.4 ms model that fixed cost is a "
+        "large share; see benchmarks/NOTES.md (draft then final)."),
+    "draft-final.final": (
+        "in parallel mode the cheap and the heavy model of one stream compete for the same CPUs; at 1 stream the "
+        "heavy model alone has a core to itself, so the final pays part of the cheap run. With more streams the "
+        "CPUs are saturated either way and the final comes within a few percent of the heavy model alone."),
+    "proxy.cpu": (
+        "per proxied request Pingora makes 3 `sendto` (the request head and body to the upstream are flushed "
+        "separately, then the response) where nginx makes 2 `writev`; on loopback each send also runs the "
+        "receiver's TCP processing. Profiles are dominated by the kernel send path and Pingora's proxy loop, not "
+        "by Switchyard's route code; closing the gap needs one vectored write of head and body in Pingora."),
+    "text": (
+        "no known reason: on quiet runs Switchyard's tokenisation, batching and HTTP in Rust beat the baseline; a "
+        "loss here usually means outside load hit one side's runs (the two servers run one after the other)."),
     "perf.fastapi": (
         "no known reason: perf_analyzer measured the FastAPI baseline faster here; check the noise and re-run."),
 }
