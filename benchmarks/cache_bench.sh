@@ -43,8 +43,9 @@ LG=./target/release/loadgen
 LG_TIMEOUT=120 # seconds; hard bound of any single load run
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ROOT/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 
-say() { printf '\033[1m[cache-bench]\033[0m %s\n' "$*" >&2; }
-die() { printf '\033[1;31m[cache-bench] FAILED:\033[0m %s\n' "$*" >&2; exit 1; }
+TAG=cache-bench
+# shellcheck source=benchmarks/common.sh
+. benchmarks/common.sh
 
 for f in "$SY" "$LG" "$PY" "$ORT_DYLIB_PATH" benchmarks/nginx/proxy-cache.conf.template models/digits-cheap.onnx; do
     [ -e "$f" ] || die "missing $f (build: cargo build --release -p switchyard -p switchyard-benchmarks)"
@@ -53,38 +54,13 @@ for c in nginx redis-server redis-cli curl taskset timeout; do
     command -v "$c" >/dev/null || die "missing command $c (apt-get install -y nginx redis-server curl)"
 done
 
-SERVER_CPU=(taskset -c 1); CLIENT_CPU=(taskset -c 0)
-PINNING="servers (Switchyard, nginx, FastAPI, redis-server) on CPU 1, load generator on CPU 0 (taskset)"
-if [ "$(nproc)" -lt 2 ]; then SERVER_CPU=(); CLIENT_CPU=(); PINNING="none (fewer than 2 CPUs)"; fi
+if [ ${#SERVER_CPU[@]} -gt 0 ]; then PINNING="servers (Switchyard, nginx, FastAPI, redis-server) on CPU 1, load generator on CPU 0 (taskset)"; fi
 
 mkdir -p "$OUT"
 rm -f "$OUT"/cache-*.json "$OUT"/cache-*.log "$OUT"/cache-commands.txt
 # nginx's cache files and the generated configs live on tmpfs when there is one.
 WORK=$(mktemp -d "$( [ -d /dev/shm ] && echo /dev/shm || echo /tmp )/switchyard-cache-bench.XXXXXX")
 
-PIDS=()
-cleanup() {
-    local rc=$?
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do
-        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { # URL [tries of 0.1 s]
-    for _ in $(seq 1 "${2:-300}"); do
-        curl -sf --max-time 1 "$1" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    die "$1 did not answer"
-}
 # Value of response header $2 for POSTing body file $3 to URL $1.
 post_header() {
     curl -s --max-time 5 -o /dev/null -D - -H 'content-type: application/json' --data-binary "@$3" "$1" |

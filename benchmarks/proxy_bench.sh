@@ -37,8 +37,9 @@ LG=./target/release/loadgen
 LG_TIMEOUT=120
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ROOT/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
 
-say() { printf '\033[1m[proxy-bench]\033[0m %s\n' "$*" >&2; }
-die() { printf '\033[1;31m[proxy-bench] FAILED:\033[0m %s\n' "$*" >&2; exit 1; }
+TAG=proxy-bench
+# shellcheck source=benchmarks/common.sh
+. benchmarks/common.sh
 
 for f in "$SY" "$LG" "$PY" benchmarks/nginx/plain-proxy.conf.template models/digits-cheap.onnx; do
     [ -e "$f" ] || die "missing $f (build: cargo build --release -p switchyard -p switchyard-benchmarks)"
@@ -47,36 +48,11 @@ for c in nginx curl taskset timeout; do
     command -v "$c" >/dev/null || die "missing command $c (apt-get install -y nginx curl)"
 done
 
-SERVER_CPU=(taskset -c 1); CLIENT_CPU=(taskset -c 0)
-PINNING="servers (FastAPI, Switchyard, nginx) on CPU 1, load generator on CPU 0 (taskset)"
-if [ "$(nproc)" -lt 2 ]; then SERVER_CPU=(); CLIENT_CPU=(); PINNING="none (fewer than 2 CPUs)"; fi
+if [ ${#SERVER_CPU[@]} -gt 0 ]; then PINNING="servers (FastAPI, Switchyard, nginx) on CPU 1, load generator on CPU 0 (taskset)"; fi
 
 mkdir -p "$OUT"
 rm -f "$OUT"/proxy-*.json "$OUT"/proxy-*.log "$OUT"/proxy-commands.txt
 WORK=$(mktemp -d "$( [ -d /dev/shm ] && echo /dev/shm || echo /tmp )/switchyard-proxy-bench.XXXXXX")
-PIDS=()
-cleanup() {
-    local rc=$?
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do
-        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -9 "$p" 2>/dev/null || true
-    done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {
-    for _ in $(seq 1 "${2:-300}"); do
-        curl -sf --max-time 1 "$1" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    die "$1 did not answer"
-}
 
 # ---------------------------------------------------------------- servers
 FA_PORT=$(free_port); NG_PORT=$(free_port); NG_STATUS=$(free_port); SY_PORT=$(free_port); SY_ADMIN=$(free_port)

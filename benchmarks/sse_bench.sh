@@ -12,21 +12,19 @@ REQUESTS="${1:-600}"
 OUT=benchmarks/out
 mkdir -p "$OUT"
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$PWD/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
-say() { printf '\033[1m[sse-bench]\033[0m %s\n' "$*" >&2; }
+PY=.venv/bin/python
+TAG=sse-bench
+# shellcheck source=benchmarks/common.sh
+. benchmarks/common.sh
 
 say "building release binaries"
 cargo build --release -q -p switchyard -p switchyard-benchmarks
 
-free_port() { .venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 ./target/release/switchyard serve --config benchmarks/sse_bench.toml --listen "127.0.0.1:$PORT" \
     --admin-listen "127.0.0.1:$(free_port)" > "$OUT/sse-switchyard.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+PIDS+=($!)
+wait_http "http://127.0.0.1:$PORT/v2/health/ready"
 
 for route in draft draft-seq; do
     say "route $route ($REQUESTS calls per phase and level)"

@@ -23,28 +23,16 @@ export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$PWD/.cache/onnxruntime/libonnxruntime.
 if [ "$MODE" = full ]; then DUR=20s; WARM=4s; else DUR=8s; WARM=3s; fi
 # The route runs twice per concurrency, with these budgets in x-latency-budget-ms.
 ROUTE_BUDGETS="${ROUTE_BUDGETS:-25 2000}"
-say() { printf '\033[1m[text-bench]\033[0m %s\n' "$*" >&2; }
+TAG=text-bench
+# shellcheck source=benchmarks/common.sh
+. benchmarks/common.sh
 
 for f in models/minilm-l3.onnx models/minilm-l6.onnx models/minilm-tokenizer.json; do
     [ -f "$f" ] || { say "$f missing: run scripts/setup.sh test"; exit 1; }
 done
-SERVER_CPU="taskset -c 1"; CLIENT_CPU="taskset -c 0"
-if [ "$(nproc)" -lt 2 ]; then SERVER_CPU=""; CLIENT_CPU=""; fi
 
 say "building release binaries"
 cargo build --release -q -p switchyard -p switchyard-benchmarks
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ready() {
-    for _ in $(seq 1 300); do
-        curl -sf "http://127.0.0.1:$1/v2/health/ready" >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    say "server on port $1 did not become ready"; return 1
-}
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
 
 CONFIG="$OUT/switchyard-text.toml"
 {
@@ -71,19 +59,19 @@ TOML
 } > "$CONFIG"
 
 SY_PORT=$(free_port); SY_ADMIN=$(free_port); FA_PORT=$(free_port)
-$SERVER_CPU ./target/release/switchyard serve --config "$CONFIG" --listen "127.0.0.1:$SY_PORT" \
+"${SERVER_CPU[@]}" ./target/release/switchyard serve --config "$CONFIG" --listen "127.0.0.1:$SY_PORT" \
     --admin-listen "127.0.0.1:$SY_ADMIN" > "$OUT/switchyard.log" 2>&1 &
 PIDS+=($!)
-$SERVER_CPU "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --models minilm-l3,minilm-l6 \
+"${SERVER_CPU[@]}" "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --models minilm-l3,minilm-l6 \
     --host 127.0.0.1 --port "$FA_PORT" --workers 1 --intra-op-threads 1 > "$OUT/fastapi.log" 2>&1 &
 PIDS+=($!)
-wait_ready "$SY_PORT"; wait_ready "$FA_PORT"
+wait_http "http://127.0.0.1:$SY_PORT/v2/health/ready"; wait_http "http://127.0.0.1:$FA_PORT/v2/health/ready" 600
 
 load() { # name port model conc [budget ms]
     local label="$1/$3/c$4" extra=()
     if [ -n "${5:-}" ]; then label="$1/$3@$5/c$4"; extra=(--header "x-latency-budget-ms: $5"); fi
     say "$label"
-    $CLIENT_CPU ./target/release/loadgen --url "http://127.0.0.1:$2/v2/models/$3/infer" \
+    "${CLIENT_CPU[@]}" ./target/release/loadgen --url "http://127.0.0.1:$2/v2/models/$3/infer" \
         --mode closed --concurrency "$4" --duration "$DUR" --warmup "$WARM" \
         --text-file benchmarks/data/sentences.txt --label "$label" "${extra[@]}" \
         --json-out "$OUT/${label//\//_}.json" --quiet > /dev/null

@@ -30,8 +30,15 @@ INTERVAL_MS = {"quick": 1000, "full": 5000}
 # Stability: perf_analyzer repeats a window until 3 in a row agree within this
 # many percent (its default, 10, rarely converges on a shared 2-CPU machine).
 STABILITY = {"quick": 50, "full": 25}
-
-
+# Asynchronous calls from one client thread. In its synchronous mode
+# perf_analyzer runs one thread per outstanding request; at concurrency 40 on
+# the one client CPU, against a server answering ~15k infer/s, those threads
+# starved its main thread, which summarises each window (gdb: in
+# `InferenceProfiler::ValidLatencyMeasurement`), and a run did not finish in
+# 2 minutes. One thread keeping 40 requests outstanding finishes in seconds.
+CLIENT_MODE = ["--async", "--max-threads", "1"]
+# A run normally ends in well under a minute.
+TIMEOUT_S = {"quick": 60, "full": 240}
 CONCURRENCY = [4, 40]
 
 
@@ -40,8 +47,8 @@ def perf_cmd(st: Stage, port: int, model: str, conc: int, csv_path: Path) -> lis
     `--concurrency-range 4:40:36` run was seen to hang at its second level)."""
     return env.client_prefix() + [
         "benchmarks/perf_analyzer.sh", str(port), model, "--concurrency-range", f"{conc}:{conc}",
-        "--measurement-interval", str(INTERVAL_MS[st.mode]), "--stability-percentage", str(STABILITY[st.mode]),
-        "--max-trials", "8", "-f", env.rel(csv_path)]
+        *CLIENT_MODE, "--measurement-interval", str(INTERVAL_MS[st.mode]),
+        "--stability-percentage", str(STABILITY[st.mode]), "--max-trials", "8", "-f", env.rel(csv_path)]
 
 
 def bounded(cmd: list[str], timeout: float) -> tuple[int, str]:
@@ -102,6 +109,7 @@ def body(st: Stage) -> None:
         st.not_run("perf_analyzer is missing (.venv-perf: run scripts/setup.sh bench)")
     env.pin_self_to_client()
     st.data.update(results=[], settings_note="perf_analyzer -i http, binary tensors, shape from /config, "
+                   "asynchronous calls from one client thread (`--async --max-threads 1`), "
                    f"concurrency 4 and 40, measurement interval {INTERVAL_MS[st.mode]} ms, stability "
                    f"{STABILITY[st.mode]}%, at most 8 windows; pinned to the client CPU")
     makers = [("switchyard", lambda: servers.switchyard(st.dir)),
@@ -112,7 +120,7 @@ def body(st: Stage) -> None:
             s.wait_ready()
             s.warm(MODELS[st.mode])
             for model in MODELS[st.mode]:
-                st.data["results"].append(run_perf(st, name, s.port, model, timeout=120))
+                st.data["results"].append(run_perf(st, name, s.port, model, timeout=TIMEOUT_S[st.mode]))
     if env.MLSERVER_PY.exists():
         with servers.Servers() as group:
             s = group.add(servers.mlserver(st.dir))

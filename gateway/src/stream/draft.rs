@@ -19,7 +19,8 @@
 //!    - Heavy answers first: it is the final and the cheap leg is dropped
 //!      (the draft never delays the final).
 //! 5. Sequential: the cheap leg runs; its answer is the draft. Confident:
-//!    the final repeats it and the heavy model is never queued. Otherwise
+//!    the final repeats it and the heavy model is never queued. Otherwise,
+//!    once the stream has had the chance to write the draft (one yield),
 //!    [`CascadePolicy::after_cheap`] places the heavy model; with no usable
 //!    pool the final repeats the draft (`cascade_unavailable`), else the
 //!    heavy leg runs. A stream's final is not cut short by the latency
@@ -308,6 +309,9 @@ async fn sequential<B: Backend>(
     if draft.confidence >= run.pair.threshold {
         return Ok(repeat(draft, Reason::CascadeConfident, ran));
     }
+    // Let the stream write the draft before the heavy run is queued: a
+    // heavy run started first would take CPU from writing it.
+    tokio::task::yield_now().await;
     let fleet = backend.fleet(run.routing.models);
     let step =
         run.pair.after_cheap(draft.confidence, run.routing.budget_now(), &fleet, run.routing.estimator);

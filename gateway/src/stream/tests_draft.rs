@@ -29,6 +29,8 @@ struct Fake {
     fleet: FleetView,
     scripts: HashMap<String, Script>,
     log: Arc<Mutex<Vec<String>>>,
+    /// The log as the stream's writer saw it when it took each draft.
+    log_at_draft_written: Mutex<Vec<Vec<String>>>,
 }
 
 /// Logs `dropped M` when a run is dropped before it answered.
@@ -50,7 +52,12 @@ impl Fake {
     fn new(heavy_queue: usize) -> Fake {
         let fleet =
             FleetView { candidates: vec![model("cheap", 0, true, 0), model("heavy", 1, true, heavy_queue)] };
-        Fake { fleet, scripts: HashMap::new(), log: Arc::new(Mutex::new(Vec::new())) }
+        Fake {
+            fleet,
+            scripts: HashMap::new(),
+            log: Arc::new(Mutex::new(Vec::new())),
+            log_at_draft_written: Mutex::new(Vec::new()),
+        }
     }
 
     fn on(mut self, model: &str, outcome: Result<Vec<f32>, RuntimeError>, gate: Option<Arc<Notify>>) -> Fake {
@@ -181,19 +188,33 @@ async fn run_pair(
     let cascade = pair();
     let run = PairRun { routing: &routing, pair: &cascade, mode, parallel_queue_limit: limit };
     let drafts = Mutex::new(Vec::new());
+    let (written_tx, mut written_rx) = tokio::sync::mpsc::unbounded_channel();
     let sink = |answer: &Answer, confidence: Option<f32>| {
         assert!(answer.outputs.iter().all(|(n, _)| n == "label"), "the added output is removed");
         drafts.lock().push((answer.model.clone(), confidence));
+        let _ = written_tx.send(());
         if let Some(n) = &on_each_draft {
             n.notify_one();
         }
     };
     let x = Tensor::from_f32(vec![1, 2], &[0.0, 1.0]).unwrap();
     let request = InferenceRequest { inputs: vec![("X".into(), x)], outputs: Some(vec!["label".into()]) };
-    let outcome = tokio::time::timeout(Duration::from_secs(5), draft_then_final(fake, &run, request, &sink))
-        .await
-        .expect("the pair never finished");
-    (outcome, drafts.into_inner())
+    // Driven as `respond` drives it: the producer first, then the writer
+    // taking what it emitted, which notes the log when it takes a draft.
+    let mut producer = pin!(draft_then_final(fake, &run, request, &sink));
+    let driven = async {
+        loop {
+            tokio::select! {
+                biased;
+                outcome = &mut producer => return outcome,
+                Some(()) = written_rx.recv() => fake.log_at_draft_written.lock().push(fake.log()),
+            }
+        }
+    };
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(5), driven).await.expect("the pair never finished");
+    let seen = drafts.lock().clone();
+    (outcome, seen)
 }
 
 #[tokio::test]
@@ -261,6 +282,12 @@ async fn sequential_unconfident_draft_runs_heavy_after_it() {
     assert_eq!(outcome.unwrap().answer.model, "heavy");
     assert_eq!(drafts.len(), 1);
     assert_eq!(fake.log(), ["start cheap", "done cheap", "start heavy", "done heavy"]);
+    let at_draft = fake.log_at_draft_written.lock().clone();
+    assert_eq!(
+        at_draft,
+        [["start cheap", "done cheap"]],
+        "the draft is written before the heavy run is queued"
+    );
 }
 
 #[tokio::test]
