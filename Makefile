@@ -60,7 +60,7 @@ bench-selftest:
 bench-quick: setup-bench
 	@benchmarks/run.sh quick
 
-## bench: the whole benchmark suite (about half an hour); writes benchmarks/RESULTS.md and plots
+## bench: the whole benchmark suite (about 35 minutes on 2 CPUs); writes benchmarks/RESULTS.md and plots
 bench: setup-bench
 	@benchmarks/run.sh full
 
