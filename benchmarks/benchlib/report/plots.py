@@ -190,16 +190,21 @@ def generic(ctx: Ctx, spec: dict) -> str | None:
     if not name.endswith(".png") or not spec.get("series"):
         return None
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    bars = spec.get("kind") == "bar"
+    width = 0.8 / len(spec["series"])
     for i, s in enumerate(spec["series"]):
-        if spec.get("kind") == "bar":
-            width = 0.8 / len(spec["series"])
+        if bars:
             ax.bar([j + i * width for j in range(len(s["y"]))], s["y"], width, label=s.get("label"))
-            ax.set_xticks([j + width * (len(spec["series"]) - 1) / 2 for j in range(len(s["x"]))],
-                          [str(v) for v in s["x"]])
         else:
             ax.plot(s["x"], s["y"], marker="o", label=s.get("label"))
-    ax.set_xscale("log" if spec.get("logx") else "linear")
     ax.set_yscale("log" if spec.get("logy") else "linear")
+    if bars:
+        # One group of bars per x value, labelled with it (set after the
+        # scales: setting a scale resets the ticks).
+        xs = spec["series"][0]["x"]
+        ax.set_xticks([j + width * (len(spec["series"]) - 1) / 2 for j in range(len(xs))], [str(v) for v in xs])
+    else:
+        ax.set_xscale("log" if spec.get("logx") else "linear")
     ax.set_title(spec.get("title", ""))
     ax.set_xlabel(spec.get("xlabel", ""))
     ax.set_ylabel(spec.get("ylabel", ""))
