@@ -105,7 +105,7 @@ def body(st: Stage) -> None:
         })
     for route in ROUTES:
         for key, what in (("draft", "draft"), ("last", "final")):
-            series.append({"label": f"{route} {what} p50", "x": [lv["concurrency"] for lv in routes[route]],
+            series.append({"label": f"{ROUTES[route]}: {what} p50", "x": [lv["concurrency"] for lv in routes[route]],
                            "y": [lv[key]["p50_ms"] for lv in routes[route]]})
     par = routes["draft"]
     for key, what in (("cheap", "cheap alone"), ("heavy", "heavy alone")):
