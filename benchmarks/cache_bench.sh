@@ -107,13 +107,8 @@ PIDS+=($NG_PID)
 
 # Switchyard config: one route over digits-cheap, L1 + Redis L2, one HTTP thread.
 sy_config() { # PORT ADMIN_PORT
+    sy_server_toml "$1" "$2"
     cat <<EOF
-[server]
-listen = "127.0.0.1:$1"
-admin_listen = "127.0.0.1:$2"
-threads = 1
-shutdown_grace_s = 1
-
 [repository]
 path = "$ROOT/models"
 
@@ -140,7 +135,6 @@ cp "$WORK/switchyard-a.toml" "$OUT/cache-switchyard-a.toml"
 cp "$WORK/nginx.conf" "$OUT/cache-nginx.conf"
 # Instance A: no access log (as nginx's main port). Instance B: the default
 # logging, one access-log line per request (to tmpfs, as nginx's log port).
-NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"
 RUST_LOG=$NO_ACCESS_LOG "${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard-a.toml" \
     > "$OUT/cache-switchyard-a.log" 2>&1 &
 A_PID=$!

@@ -13,6 +13,9 @@
 #                            a folder, is removed with them
 #   free_port                a free TCP port on loopback
 #   wait_http URL [TRIES]    waits (0.1 s a try, 300 by default) for a 2xx
+#   sy_server_toml PORT ADMIN the `[server]` section of a benchmarked
+#                            Switchyard: one HTTP thread, a 1 s shutdown grace
+#   NO_ACCESS_LOG            RUST_LOG with the access log off (as nginx runs)
 
 say() { printf '\033[1m[%s]\033[0m %s\n' "$TAG" "$*" >&2; }
 die() { printf '\033[1;31m[%s] FAILED:\033[0m %s\n' "$TAG" "$*" >&2; exit 1; }
@@ -46,3 +49,16 @@ wait_http() { # URL [tries of 0.1 s]
     done
     die "$1 did not answer"
 }
+
+sy_server_toml() { # PORT ADMIN_PORT
+    cat <<EOF
+[server]
+listen = "127.0.0.1:$1"
+admin_listen = "127.0.0.1:$2"
+threads = 1
+shutdown_grace_s = 1
+
+EOF
+}
+
+NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"

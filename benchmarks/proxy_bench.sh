@@ -68,13 +68,7 @@ chmod 755 "$WORK"
 NG_PID=$!
 PIDS+=($NG_PID)
 
-cat > "$WORK/switchyard.toml" <<EOF
-[server]
-listen = "127.0.0.1:$SY_PORT"
-admin_listen = "127.0.0.1:$SY_ADMIN"
-threads = 1
-shutdown_grace_s = 1
-
+{ sy_server_toml "$SY_PORT" "$SY_ADMIN"; cat <<EOF; } > "$WORK/switchyard.toml"
 [[upstreams]]
 name = "fastapi"
 addrs = ["127.0.0.1:$FA_PORT"]
@@ -87,7 +81,6 @@ upstream = "fastapi"
 EOF
 cp "$WORK/switchyard.toml" "$OUT/proxy-switchyard.toml"
 cp "$WORK/nginx.conf" "$OUT/proxy-nginx.conf"
-NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"
 RUST_LOG=$NO_ACCESS_LOG "${SERVER_CPU[@]}" "$SY" serve --config "$WORK/switchyard.toml" > "$OUT/proxy-switchyard.log" 2>&1 &
 SY_PID=$!
 PIDS+=($SY_PID)

@@ -32,13 +32,8 @@ for f in "$A_BIN" "$B_BIN" "$LG" "$PY" models/digits-cheap.onnx; do [ -e "$f" ] 
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 config() { # PORT ADMIN
+    sy_server_toml "$1" "$2"
     cat <<EOF
-[server]
-listen = "127.0.0.1:$1"
-admin_listen = "127.0.0.1:$2"
-threads = 1
-shutdown_grace_s = 1
-
 [repository]
 path = "$ROOT/models"
 
@@ -59,7 +54,6 @@ for side in a b; do
     PORT[$side]=$(free_port)
     config "${PORT[$side]}" "$(free_port)" > "$OUT/$side.toml"
 done
-NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"
 RUST_LOG=$NO_ACCESS_LOG "${SERVER_CPU[@]}" "$A_BIN" serve --config "$OUT/a.toml" > "$OUT/a.log" 2>&1 &
 PID[a]=$!; PIDS+=($!)
 RUST_LOG=$NO_ACCESS_LOG "${SERVER_CPU[@]}" "$B_BIN" serve --config "$OUT/b.toml" > "$OUT/b.log" 2>&1 &
