@@ -7,6 +7,10 @@
 //! [`ModelRepository::start_idle_reaper`]. Serving:
 //! [`ModelRepository::infer`]. Observing: [`ModelRepository::stats`].
 //!
+//! Models kept in object storage or in a Triton-layout repository:
+//! [`store`] lists and pulls them into a local cache and turns
+//! `config.pbtxt` files into [`ModelSpec`]s.
+//!
 //! Inside, each pool is a bounded queue feeding worker threads that each
 //! own one ONNX Runtime session: `repository` (-> [`text`], a text
 //! model's tokenizer) -> `dispatch` (pick a pool) -> `queue` (collect a
@@ -32,6 +36,7 @@ pub mod session;
 pub mod signature;
 pub mod spec;
 pub mod stats;
+pub mod store;
 pub mod tensor;
 pub mod text;
 mod validate;
