@@ -5,7 +5,8 @@
 #                           library, the model generator's Python packages,
 #                           the example models
 #   scripts/setup.sh test   the above plus redis-server, promtool, the Python
-#                           test clients, the text models, and for the browser
+#                           test clients, moto[server] and boto3 (the model
+#                           store's S3 tests), the text models, and for the browser
 #                           test Debian's chromium and playwright-core (npm,
 #                           no browser download) in gateway/tests/browser
 #   scripts/setup.sh text   what `make run` needs plus the text models
@@ -101,6 +102,7 @@ pip_install models/requirements.txt
 if [ "$MODE" = test ]; then
     pip_install benchmarks/baseline/requirements.txt
     pip_install gateway/tests/python/requirements.txt
+    pip_install runtime/tests/requirements.txt
     # playwright-core only (never Playwright's own browsers): the test drives /usr/bin/chromium.
     need_cmd npm "install Node.js (>= 20) with npm for the browser test"
     BROWSER_DIR=gateway/tests/browser

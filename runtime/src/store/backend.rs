@@ -125,21 +125,46 @@ fn virtual_host(endpoint: &str, bucket: &str) -> String {
     }
 }
 
-/// Translates a client error about `what` (a key or a prefix).
+/// Translates a client error about `what` (a key or a prefix). Some
+/// requests (listings) report HTTP failures as generic errors; their
+/// status is then read from the error's text.
 pub(crate) fn map_error(backend: &Backend, what: &str, error: object_store::Error) -> StoreError {
     use object_store::Error as E;
     let store = backend.name.clone();
-    match error {
-        E::NotFound { .. } => StoreError::NotFound { store, what: what.to_string() },
-        E::PermissionDenied { source, .. } | E::Unauthenticated { source, .. } => StoreError::Credentials {
-            store,
-            source_of: backend.credential_source.clone(),
-            reason: short_reason(source.as_ref()),
-        },
-        E::Precondition { .. } => StoreError::Changed { key: what.to_string() },
-        other if transport_failure(&other) => StoreError::Unreachable { store, reason: short_reason(&other) },
-        other => StoreError::Backend { store, reason: short_reason(&other) },
+    let status = match &error {
+        E::NotFound { .. } => Some(404),
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => Some(403),
+        E::Precondition { .. } => Some(412),
+        other => status_in_chain(other),
+    };
+    let reason = short_reason(&error);
+    match status {
+        Some(404) => StoreError::NotFound { store, what: what.to_string() },
+        Some(401 | 403) => {
+            StoreError::Credentials { store, source_of: backend.credential_source.clone(), reason }
+        }
+        Some(412) => StoreError::Changed { key: what.to_string() },
+        Some(s) if s >= 500 => StoreError::Unreachable { store, reason },
+        None if transport_failure(&error) => StoreError::Unreachable { store, reason },
+        _ => StoreError::Backend { store, reason },
     }
+}
+
+/// The HTTP status named in the error chain (`status code: 403`), if any.
+fn status_in_chain(error: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    const NEEDLE: &str = "status code: ";
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if let Some(at) = text.find(NEEDLE) {
+            let digits: String = text[at + NEEDLE.len()..].chars().take_while(char::is_ascii_digit).collect();
+            if let Ok(status) = digits.parse() {
+                return Some(status);
+            }
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// True when the error chain holds a connection-level failure (refused,
@@ -149,9 +174,6 @@ fn transport_failure(error: &(dyn std::error::Error + 'static)) -> bool {
     while let Some(e) = next {
         if let Some(http) = e.downcast_ref::<HttpError>() {
             return !matches!(http.kind(), HttpErrorKind::Decode);
-        }
-        if e.to_string().contains("status code: 5") {
-            return true;
         }
         next = e.source();
     }
@@ -204,6 +226,15 @@ mod tests {
             short_reason(&err),
             "SignatureDoesNotMatch: The request signature we calculated does not match"
         );
+    }
+
+    #[test]
+    fn statuses_are_found_in_generic_errors() {
+        let err = std::io::Error::other(
+            "Error performing GET in 3ms - Server returned non-2xx status code: 403 Forbidden: <Error>",
+        );
+        assert_eq!(status_in_chain(&err), Some(403));
+        assert_eq!(status_in_chain(&std::io::Error::other("connection refused")), None);
     }
 
     #[test]

@@ -325,8 +325,22 @@ impl ModelStore {
             Err(e) => return Err(e),
         };
         if cache.lookup(model, version).is_some_and(|m| m.matches(&listing)) {
-            self.counters.count_cache_hit();
-            return Ok((cache.lease(model, version), VersionSource::Cached));
+            // A listing the cache itself gave (store unreachable) also matches.
+            let source = if self.is_offline() {
+                self.counters.count_offline_hit();
+                VersionSource::CachedOffline
+            } else {
+                self.counters.count_cache_hit();
+                VersionSource::Cached
+            };
+            return Ok((cache.lease(model, version), source));
+        }
+        if self.is_offline() {
+            return Err(StoreError::NotCached {
+                model: model.into(),
+                version,
+                reason: format!("model store {} is unreachable", self.backend.name),
+            });
         }
         let ctx =
             PullContext { backend: &self.backend, cache, settings: &self.settings, counters: &self.counters };

@@ -159,8 +159,13 @@ impl TritonConfig {
             platform: string(msg, "platform"),
             backend: string(msg, "backend"),
             max_batch_size,
-            inputs: tensors(msg, "input", &["name", "data_type", "dims", "format"], &mut warnings)?,
-            outputs: tensors(msg, "output", &["name", "data_type", "dims"], &mut warnings)?,
+            inputs: tensors(
+                msg,
+                "input",
+                &["name", "data_type", "dims", "format", "reshape"],
+                &mut warnings,
+            )?,
+            outputs: tensors(msg, "output", &["name", "data_type", "dims", "reshape"], &mut warnings)?,
             dynamic_batching: message(msg, "dynamic_batching").map(|m| dynamic_batching(&m, &mut warnings)),
             instance_groups: instance_groups(msg, &mut warnings)?,
             version_policy: version_policy(msg)?,
@@ -230,7 +235,17 @@ fn tensors(
         let dtype_number = int(t, "data_type");
         let dtype =
             data_type(dtype_number).ok_or_else(|| format!("{path}.data_type: TYPE_INVALID or unknown"))?;
-        let dims = list(t, "dims").iter().filter_map(|d| d.as_i64()).collect();
+        let mut dims: Vec<i64> = list(t, "dims").iter().filter_map(|d| d.as_i64()).collect();
+        if let Some(reshape) = message(t, "reshape") {
+            // `dims: [1] reshape: { shape: [] }` is Triton's spelling of one
+            // scalar per batch row (a graph shape of `[batch]`); other
+            // reshapes would need a tensor reshape Switchyard does not do.
+            if dims == [1] && list(&reshape, "shape").is_empty() {
+                dims.clear();
+            } else {
+                warnings.push(format!("{path}.reshape: not supported by Switchyard; ignored"));
+            }
+        }
         out.push(TensorDecl { name: string(t, "name"), dtype, dims });
     }
     Ok(out)
