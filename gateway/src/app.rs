@@ -13,9 +13,10 @@
 //! The request's span and id ([`RequestObs`]) cover the phases from
 //! admission on.
 
+use crate::connections::client_gone::client_gone;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
-use crate::http_io::{read_body, write_reply};
+use crate::http_io::{check_head, read_body, write_reply};
 use crate::lifecycle::InFlight;
 use crate::proxy::{ProxyCtx, Start};
 use crate::reply::Reply;
@@ -54,8 +55,9 @@ pub struct RequestCtx {
     error_label: Option<&'static str>,
     body_bytes: usize,
     /// Counts the request as in flight (graceful shutdown waits on it)
-    /// from the moment its head was parsed until the context is dropped.
-    _in_flight: InFlight,
+    /// from the moment its head was parsed until the context is dropped;
+    /// finished in `logging`, so a request dropped before counts as cut off.
+    in_flight: InFlight,
     /// The request's span and id.
     obs: RequestObs,
     /// Set for a request proxied through a prefix route.
@@ -93,32 +95,50 @@ impl ProxyHttp for GatewayApp {
             status: 0,
             error_label: None,
             body_bytes: 0,
-            _in_flight: self.state.lifecycle.enter(),
+            in_flight: self.state.lifecycle.enter(),
             proxy: None,
             obs: RequestObs::default(),
         }
     }
 
+    /// Runs first, as soon as the request head is parsed: the connection
+    /// is now serving a request (its head deadline no longer applies), and
+    /// requests pipelined behind this one are kept and answered in order.
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        crate::connections::request_started(session);
+        session.as_downstream_mut().set_pipelining_enabled(true);
+        Ok(())
+    }
+
     /// Runs for every request: answers it in-process and returns
     /// `Ok(true)`, or, for a prefix route, returns `Ok(false)` to proxy it
-    /// (the permit is then held until the proxied exchange ends).
+    /// (the permit is then held until the proxied exchange ends). A client
+    /// that leaves while its request is computed cancels the computation
+    /// (logged as 499, `client_gone`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
         let header = session.req_header();
         ctx.obs = RequestObs::start(&header.method, header.uri.path(), &header.headers);
         let snap = self.state.snapshot.load_full();
-        let response = match self.state.limiter.clone().try_acquire_owned() {
-            Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
-            Ok(permit) => {
+        let response = match (check_head(header), self.state.limiter.clone().try_acquire_owned()) {
+            (Err(e), _) => Response::Full(Reply::error(&e)),
+            (Ok(()), Err(_)) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
+            (Ok(()), Ok(permit)) => {
                 ctx.permit = Some(permit);
                 match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
-                    None => {
-                        let scope = ctx.obs.scope();
-                        // Pinned in place and wrapped by reference: the (large)
-                        // handling future is never copied into the wrapper.
-                        let answer = std::pin::pin!(self.answer(session, &snap, ctx));
-                        scope.run(answer).await
-                    }
+                    None => match self.answer_while_connected(session, &snap, ctx).await {
+                        Some(response) => response,
+                        None => {
+                            ctx.status = CLIENT_GONE_STATUS;
+                            ctx.error_label = Some("client_gone");
+                            ctx.permit = None;
+                            return Ok(true);
+                        }
+                    },
                     Some(route) => {
                         let limits = &snap.config.server.limits;
                         match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
@@ -263,8 +283,10 @@ impl ProxyHttp for GatewayApp {
     }
 
     /// Once per request: request metrics, the span's status, and one
-    /// access-log line.
+    /// access-log line; the request is finished and its connection idle.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        ctx.in_flight.finish();
+        crate::connections::request_finished(session);
         if let Some(proxy) = &ctx.proxy {
             ctx.body_bytes = usize::try_from(proxy.request_bytes).unwrap_or(usize::MAX);
             if let Some(written) = session.response_written() {
@@ -296,7 +318,33 @@ impl ProxyHttp for GatewayApp {
     }
 }
 
+/// The status logged for a request whose client left before its answer
+/// (nginx's convention; never sent).
+pub const CLIENT_GONE_STATUS: u16 = 499;
+
 impl GatewayApp {
+    /// [`GatewayApp::answer`], dropped (which cancels its queued work) as
+    /// soon as the client closes its connection; `None` then.
+    async fn answer_while_connected<'a>(
+        &'a self,
+        session: &mut Session,
+        snap: &'a Snapshot,
+        ctx: &mut RequestCtx,
+    ) -> Option<Response<'a>> {
+        let fd = crate::connections::socket_fd(session);
+        let scope = ctx.obs.scope();
+        // Pinned in place and wrapped by reference: the (large) handling
+        // future is never copied into the wrapper.
+        let handling = std::pin::pin!(self.answer(session, snap, ctx));
+        let answer = scope.run(handling);
+        let Some(fd) = fd else { return Some(answer.await) };
+        tokio::select! {
+            biased;
+            response = answer => Some(response),
+            () = client_gone(fd) => None,
+        }
+    }
+
     async fn answer<'a>(
         &'a self,
         session: &mut Session,

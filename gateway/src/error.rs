@@ -65,6 +65,10 @@ pub enum GatewayError {
         /// What is missing and how to send it (never the expected secret).
         message: String,
     },
+    /// The request's `Expect` asks for something other than
+    /// `100-continue` (417).
+    #[error("unsupported expectation {0:?}: only \"100-continue\" is supported")]
+    ExpectationFailed(String),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -95,6 +99,7 @@ impl GatewayError {
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
+            GatewayError::ExpectationFailed(_) => 417,
             GatewayError::Unauthorized { .. } => 401,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
@@ -115,6 +120,7 @@ impl GatewayError {
             GatewayError::TooManyRequests => "too_many_requests",
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::Budget(e) => e.label(),
             GatewayError::Shed { reason, .. } => reason,
         }

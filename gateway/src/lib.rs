@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod handlers;
 pub mod http_io;

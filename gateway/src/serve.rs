@@ -5,17 +5,21 @@
 use crate::admin::AdminApp;
 use crate::app::GatewayApp;
 use crate::cache::service::CacheService;
+use crate::config::connections_section::ConnectionLimits;
 use crate::config::{Config, ConfigIssue};
+use crate::connections::{rlimit, ConnTable, GuardedApp};
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
 use crate::upstream::health::HealthService;
 use crate::upstream::Upstreams;
 use anyhow::Context;
-use pingora::prelude::{http_proxy_service, Server};
+use pingora::prelude::{ProxyHttp, Server};
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::RunArgs;
 use pingora::services::background::background_service;
+use pingora::services::listening::Service;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use switchyard_runtime::{init_onnxruntime, ModelRepository, ModelSignature};
@@ -80,6 +84,7 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let repo = open_repository(&config)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::new(config, repo));
+    fit_connection_limit(&state.connections);
     {
         let snap = state.snapshot.load();
         check_upstreams(&state.upstreams, &snap.config, &snap.repo)?;
@@ -97,10 +102,58 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
         .context("start the server thread")?;
     // Every sender gone (the server thread died) also ends the wait.
     let why = stopped_rx.recv().unwrap_or(Stopped::ServerExited);
-    tracing::info!(?why, "server stopped");
+    // Requests dropped unfinished, and any the stopped runtime never dropped.
+    let cut_off = state.lifecycle.cut() + state.lifecycle.in_flight();
+    if cut_off > 0 {
+        tracing::warn!(
+            ?why,
+            cut_off,
+            "server stopped; requests were cut off before their response was complete"
+        );
+    } else {
+        tracing::info!(?why, "server stopped");
+    }
     state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);
     crate::telemetry::shutdown();
     Ok(())
+}
+
+/// Most open connections on the admin listener (its clients are
+/// operators and scrapers, not traffic).
+const ADMIN_MAX_CONNECTIONS: usize = 256;
+
+/// Raises the open-file limit and fits the V2 listener's connection limit
+/// under it.
+fn fit_connection_limit(table: &ConnTable) {
+    let configured = table.max_connections();
+    let soft = rlimit::raise_open_file_limit();
+    let (max, lowered) = rlimit::fit_connection_limit(configured, soft, 1);
+    if lowered {
+        table.set_max_connections(max);
+        tracing::warn!(
+            configured,
+            max_connections = max,
+            open_file_limit = soft,
+            "server.max_connections lowered to fit the open-file limit (raise `ulimit -n` to allow more)"
+        );
+    }
+}
+
+/// A listening service for the Pingora app `app` whose connections
+/// `table` admits ([`crate::connections`]).
+fn guarded_service<A>(
+    server: &Server,
+    name: &str,
+    app: A,
+    table: Arc<ConnTable>,
+) -> Service<GuardedApp<HttpProxy<A, ()>>>
+where
+    A: ProxyHttp + Send + Sync + 'static,
+    A::CTX: Send + Sync,
+{
+    let mut proxy = HttpProxy::new(app, server.configuration.clone());
+    proxy.handle_init_modules();
+    Service::new(name.to_string(), GuardedApp::new(proxy, table))
 }
 
 /// Builds the Pingora server (V2 listener, admin listener, cache
@@ -116,10 +169,16 @@ fn serve_until_stopped(state: Arc<AppState>, reloader: Arc<Reloader>, stopped: S
     let (listen, admin_listen) = (server_config.listen, server_config.admin_listen);
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
-    let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state.clone()));
+    let admin_table = ConnTable::new(ConnectionLimits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        ..server_config.connections
+    });
+    let v2_table = state.connections.clone();
+    let mut service = guarded_service(&server, "switchyard", GatewayApp::new(state.clone()), v2_table);
     service.add_tcp(&listen.to_string());
     server.add_service(service);
-    let mut admin = http_proxy_service(&server.configuration, AdminApp::new(state.clone(), reloader));
+    let admin_app = AdminApp::new(state.clone(), reloader);
+    let mut admin = guarded_service(&server, "switchyard admin", admin_app, admin_table);
     admin.add_tcp(&admin_listen.to_string());
     server.add_service(admin);
     // L2 connection and writer run inside Pingora's runtimes.

@@ -3,6 +3,7 @@
 
 use crate::cache::ResponseCache;
 use crate::config::Config;
+use crate::connections::ConnTable;
 use crate::lifecycle::Lifecycle;
 use crate::proxy::PrefixRoutes;
 use crate::routing::decisions::DecisionCounters;
@@ -36,12 +37,16 @@ pub struct AppState {
     pub upstreams: Arc<Upstreams>,
     /// Path-prefix routes proxied to upstreams (`[[prefix_routes]]`).
     pub prefix_routes: PrefixRoutes,
+    /// The V2 listener's open connections (`server.max_connections`, idle
+    /// and head timeouts), sized at start-up.
+    pub connections: Arc<ConnTable>,
 }
 
 impl AppState {
     /// Builds the state for `config` over `repo` (generation 1).
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
+        let config_connections = config.server.connections;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
         let upstreams = Arc::new(Upstreams::new(&config.proxy));
         let prefix_routes = PrefixRoutes::new(&config.proxy, &upstreams);
@@ -54,6 +59,7 @@ impl AppState {
             streams: Default::default(),
             prefix_routes,
             upstreams,
+            connections: ConnTable::new(config_connections),
         }
     }
 

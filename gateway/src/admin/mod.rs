@@ -28,7 +28,7 @@ pub mod stats;
 use crate::auth::bearer_token;
 use crate::config::AdminConfig;
 use crate::error::GatewayError;
-use crate::http_io::write_reply;
+use crate::http_io::{check_head, write_reply};
 use crate::reload::Reloader;
 use crate::reply::Reply;
 use crate::state::AppState;
@@ -178,12 +178,27 @@ impl ProxyHttp for AdminApp {
 
     fn new_ctx(&self) {}
 
+    /// The connection now serves a request; pipelined ones are kept.
+    async fn early_request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<()> {
+        crate::connections::request_started(session);
+        session.as_downstream_mut().set_pipelining_enabled(true);
+        Ok(())
+    }
+
     /// Answers every admin request in-process.
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
         let header = session.req_header();
-        let reply = self.answer(&header.method, header.uri.path(), &header.headers).await;
+        let reply = match check_head(header) {
+            Ok(()) => self.answer(&header.method, header.uri.path(), &header.headers).await,
+            Err(e) => Reply::error(&e),
+        };
         write_reply(session, reply, false).await?;
         Ok(true)
+    }
+
+    /// The request is done; its connection is idle.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, _ctx: &mut ()) {
+        crate::connections::request_finished(session);
     }
 
     /// Never reached: the admin app proxies nothing.

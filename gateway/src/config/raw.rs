@@ -63,6 +63,12 @@ pub struct RawServer {
     /// After SIGTERM, keep accepting for this long while readiness says
     /// 503, so load balancers stop sending first; default 0.
     pub shutdown_notice_ms: Option<u64>,
+    /// Most open client connections (see [`super::connections_section`]).
+    pub max_connections: Option<usize>,
+    /// Idle keep-alive connections are closed after this, default 60 s.
+    pub keepalive_timeout_s: Option<u64>,
+    /// Time from a request's first byte to the end of its head, default 10000 ms.
+    pub header_timeout_ms: Option<u64>,
 }
 
 /// `[onnxruntime]`

@@ -64,6 +64,8 @@ pub struct ServerConfig {
     /// Time between SIGTERM and closing the listeners, while readiness
     /// answers 503.
     pub shutdown_notice: Duration,
+    /// Client connection limits and timeouts.
+    pub connections: super::connections_section::ConnectionLimits,
 }
 
 /// Limits that protect the server from oversized or slow requests.

@@ -2,6 +2,7 @@
 //! problem with the field path it concerns (`models[2].pools[0].device`),
 //! so an operator sees all mistakes at once.
 
+use super::connections_section::{connection_limits, RawConnections};
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
 use router_policies::{FixedPolicy, PolicyConfig};
@@ -150,6 +151,14 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     };
     let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
     let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(0));
+    let connections = connection_limits(
+        RawConnections {
+            max_connections: raw.max_connections,
+            keepalive_timeout_s: raw.keepalive_timeout_s,
+            header_timeout_ms: raw.header_timeout_ms,
+        },
+        &mut issues.0,
+    );
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin?,
@@ -157,6 +166,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         limits,
         shutdown_grace,
         shutdown_notice,
+        connections,
     })
 }
 

@@ -17,6 +17,7 @@
 //! tiers and states from closed sets. Never request ids or tenants. Every
 //! metric is listed in the README's Metrics section.
 
+pub mod connections;
 pub mod family;
 pub mod requests;
 pub mod scrape;
@@ -41,6 +42,7 @@ pub fn gather(state: &AppState) -> Vec<prometheus::proto::MetricFamily> {
     let limit = snap.config.server.limits.max_concurrent_requests;
     let in_flight = limit.saturating_sub(state.limiter.available_permits());
     families.extend(scrape::admission_families(in_flight, limit));
+    families.extend(connections::connection_families(&state.connections.snapshot(), state.lifecycle.cut()));
     families
 }
 
