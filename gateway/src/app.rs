@@ -111,15 +111,17 @@ impl ProxyHttp for GatewayApp {
             Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
             Ok(permit) => {
                 ctx.permit = Some(permit);
-                match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
-                    None => {
+                // A path with dot-segments is refused before any routing.
+                match self.state.prefix_routes.route(session.req_header().uri.path()).map(|r| r.cloned()) {
+                    Err(reply) => Response::Full(reply),
+                    Ok(None) => {
                         let scope = ctx.obs.scope();
                         // Pinned in place and wrapped by reference: the (large)
                         // handling future is never copied into the wrapper.
                         let answer = std::pin::pin!(self.answer(session, &snap, ctx));
                         scope.run(answer).await
                     }
-                    Some(route) => {
+                    Ok(Some(route)) => {
                         let limits = &snap.config.server.limits;
                         match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
                             Start::Refused(reply) => Response::Full(reply),
