@@ -176,15 +176,33 @@ impl ProxyHttp for GatewayApp {
         ctx.proxy.as_ref().map_or(Ok(()), |p| p.forward(upstream_request))
     }
 
-    /// Counts streamed request bytes against the route's limit.
+    /// Counts streamed request bytes against the route's limit; the end
+    /// of the body starts the first-byte deadline.
     async fn request_body_filter(
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body))
+        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body, end_of_stream))
+    }
+
+    /// A connection to the upstream is made or reused: the response-head
+    /// deadline starts watching it.
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        _reused: bool,
+        _peer: &HttpPeer,
+        fd: std::os::unix::io::RawFd,
+        _digest: Option<&pingora::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let Some(proxy) = ctx.proxy.as_mut() {
+            proxy.connected(fd);
+        }
+        Ok(())
     }
 
     /// The upstream's response head: statistics, limits, hop-by-hop fields.
@@ -252,6 +270,8 @@ impl ProxyHttp for GatewayApp {
     /// the response has not started, else the connection is closed.
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
         if let Some(written) = session.response_written() {
+            // The client got a cut response: the log says why.
+            ctx.error_label = Some(crate::proxy::phases::error_label(e));
             return FailToProxy { error_code: written.status.as_u16(), can_reuse_downstream: false };
         }
         let reply = crate::proxy::phases::error_reply(e, ctx.proxy.as_deref());
