@@ -296,7 +296,7 @@ impl ProxyHttp for GatewayApp {
         let req = session.req_header();
         let took = ctx.started.elapsed();
         let snap = self.state.snapshot.load();
-        let labels = match self.state.prefix_routes.find(req.uri.path()) {
+        let labels = match self.state.prefix_routes.route(req.uri.path()).ok().flatten() {
             Some(route) => crate::metrics::RequestLabels::prefix_route(&route.config.name),
             None => crate::metrics::RequestLabels::classify(&snap.config, req.uri.path()),
         };
