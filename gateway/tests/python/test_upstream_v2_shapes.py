@@ -64,7 +64,7 @@ def test_a_correct_answer_is_served_and_cached(gw):
     ("rows", r"output 'label' has 3 row\(s\), the request has 1"),
     ("dims", r"output 'probabilities' has shape \[1, 9\], the model's signature says \[-1, 10\]"),
     ("rank", r"output 'label' has shape \[1, 1, 1\], the model's signature says \[-1\]"),
-])
+], ids=["rows", "dims", "rank"])
 def test_a_wrong_shape_is_a_502_counted_against_the_upstream_and_never_cached(gw, route, why):
     for attempt in range(2):
         before = bad_answers(gw)
