@@ -129,8 +129,10 @@ impl ProxyHttp for GatewayApp {
             (Ok(()), Err(_)) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
             (Ok(()), Ok(permit)) => {
                 ctx.permit = Some(permit);
-                match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
-                    None => match self.answer_while_connected(session, &snap, ctx).await {
+                // A path with dot-segments is refused before any routing.
+                match self.state.prefix_routes.route(session.req_header().uri.path()).map(|r| r.cloned()) {
+                    Err(reply) => Response::Full(reply),
+                    Ok(None) => match self.answer_while_connected(session, &snap, ctx).await {
                         Some(response) => response,
                         None => {
                             ctx.status = CLIENT_GONE_STATUS;
@@ -139,7 +141,7 @@ impl ProxyHttp for GatewayApp {
                             return Ok(true);
                         }
                     },
-                    Some(route) => {
+                    Ok(Some(route)) => {
                         let limits = &snap.config.server.limits;
                         match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
                             Start::Refused(reply) => Response::Full(reply),
@@ -194,15 +196,33 @@ impl ProxyHttp for GatewayApp {
         ctx.proxy.as_ref().map_or(Ok(()), |p| p.forward(upstream_request))
     }
 
-    /// Counts streamed request bytes against the route's limit.
+    /// Counts streamed request bytes against the route's limit; the end
+    /// of the body starts the first-byte deadline.
     async fn request_body_filter(
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body))
+        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body, end_of_stream))
+    }
+
+    /// A connection to the upstream is made or reused: the response-head
+    /// deadline starts watching it.
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        _reused: bool,
+        _peer: &HttpPeer,
+        fd: std::os::unix::io::RawFd,
+        _digest: Option<&pingora::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let Some(proxy) = ctx.proxy.as_mut() {
+            proxy.connected(fd);
+        }
+        Ok(())
     }
 
     /// The upstream's response head: statistics, limits, hop-by-hop fields.
@@ -270,6 +290,8 @@ impl ProxyHttp for GatewayApp {
     /// the response has not started, else the connection is closed.
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
         if let Some(written) = session.response_written() {
+            // The client got a cut response: the log says why.
+            ctx.error_label = Some(crate::proxy::phases::error_label(e));
             return FailToProxy { error_code: written.status.as_u16(), can_reuse_downstream: false };
         }
         let reply = crate::proxy::phases::error_reply(e, ctx.proxy.as_deref());
@@ -296,7 +318,7 @@ impl ProxyHttp for GatewayApp {
         let req = session.req_header();
         let took = ctx.started.elapsed();
         let snap = self.state.snapshot.load();
-        let labels = match self.state.prefix_routes.find(req.uri.path()) {
+        let labels = match self.state.prefix_routes.route(req.uri.path()).ok().flatten() {
             Some(route) => crate::metrics::RequestLabels::prefix_route(&route.config.name),
             None => crate::metrics::RequestLabels::classify(&snap.config, req.uri.path()),
         };

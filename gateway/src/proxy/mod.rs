@@ -4,15 +4,22 @@
 //! for an opt-in cache lookup), with retries on other addresses, size
 //! limits, `X-Forwarded-*` headers and an optional exact-match cache.
 //!
-//! - [`routes`]: the route table (longest prefix) and upstream paths.
+//! - [`routes`]: the route table (longest prefix, dot-segments refused)
+//!   and upstream paths.
 //! - [`phases`]: what each Pingora hook does for these requests.
+//! - [`watchdog`]: the response-head deadline Pingora cannot enforce.
 //! - [`headers`]: forwarding and hop-by-hop rules.
-//! - [`cache`]: the opt-in body-keyed response cache.
+//! - [`cache`], [`cache_policy`], [`cache_step`]: the opt-in body-keyed
+//!   response cache, what it may store and serve (shared-cache rules),
+//!   and its part in a request.
 
 pub mod cache;
+pub mod cache_policy;
+pub mod cache_step;
 pub mod headers;
 pub mod phases;
 pub mod routes;
+pub mod watchdog;
 
 pub use phases::{ProxyCtx, Start};
 pub use routes::{PrefixRoute, PrefixRoutes};

@@ -6,8 +6,9 @@
 //! - [`address`], [`ewma`], [`select`]: per-address health, breaker and
 //!   peak-EWMA latency; power-of-two-choices address selection.
 //! - [`health`]: active health checks (`pingora-load-balancing`).
-//! - [`client`], [`v2_codec`], [`v2_call`], [`metadata`]: the gateway's
-//!   own V2 calls (binary tensors over a pooled HTTP/1.1 client), with
+//! - [`client`], [`v2_codec`], [`v2_check`], [`v2_call`], [`metadata`]:
+//!   the gateway's own V2 calls (binary tensors over a pooled HTTP/1.1
+//!   client; answers checked against the request and the signature), with
 //!   retries on other addresses inside the request's budget.
 //! - [`backend`]: the routing backend over local and upstream models, so
 //!   that policies, fallbacks and the cache work unchanged.
@@ -28,6 +29,7 @@ pub mod select;
 pub mod startup;
 pub mod stats;
 pub mod v2_call;
+pub mod v2_check;
 pub mod v2_codec;
 
 pub use backend::MixedBackend;
