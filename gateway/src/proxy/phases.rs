@@ -66,8 +66,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Span;
 
-/// How long an idle pooled upstream connection is kept.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an idle pooled upstream connection is kept (see
+/// [`crate::upstream::client::POOL_IDLE`] for why it is short).
+const IDLE_TIMEOUT: Duration = crate::upstream::client::POOL_IDLE;
 
 /// Per-request state of a proxied request.
 #[derive(Debug)]
