@@ -404,3 +404,51 @@ impl ResponseCache {
         snap
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_runtime::RuntimeError;
+
+    fn shared(outcome: Result<bool, GatewayError>) -> Shared {
+        let outcome = outcome.map(|degraded| {
+            let answer = Answer {
+                model: "m".into(),
+                version: 1,
+                device: "cpu".into(),
+                pool: "cpu".into(),
+                reason: "cascade_no_budget".into(),
+                batch_size: 1,
+                outputs: Vec::new(),
+                budget_ms: 10,
+                degraded,
+            };
+            (Arc::new(answer), CacheStatus::Miss)
+        });
+        Shared { outcome, budget: Duration::from_millis(10) }
+    }
+
+    #[test]
+    fn budget_dependent_outcomes_reach_only_followers_with_no_larger_budget() {
+        let (tighter, same, roomier) =
+            (Duration::from_millis(5), Duration::from_millis(10), Duration::from_secs(1));
+        let shed = GatewayError::Shed { route: "r".into(), reason: "shed", retry_after: Duration::ZERO };
+        let overload = GatewayError::Runtime(RuntimeError::Overloaded {
+            model: "m".into(),
+            pool: "cpu".into(),
+            retry_after: Duration::ZERO,
+        });
+        for own in [shared(Ok(true)), shared(Err(shed)), shared(Err(overload))] {
+            assert!(own.serves(tighter) && own.serves(same));
+            assert!(!own.serves(roomier), "a roomier budget computes its own");
+        }
+        let bad_input = GatewayError::Runtime(RuntimeError::UnknownOutput {
+            model: "m".into(),
+            output: "o".into(),
+            expected: "label".into(),
+        });
+        for common in [shared(Ok(false)), shared(Err(bad_input))] {
+            assert!(common.serves(tighter) && common.serves(roomier));
+        }
+    }
+}
