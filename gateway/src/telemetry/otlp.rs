@@ -4,6 +4,7 @@
 //! The batch processor (not the simple one) keeps exports off the request
 //! threads; [`shutdown`] exports what is left when the server stops.
 
+use crate::config::redact::redact_url;
 use crate::config::telemetry_section::TelemetryConfig;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
@@ -28,7 +29,12 @@ pub fn provider(config: &TelemetryConfig) -> anyhow::Result<SdkTracerProvider> {
         .with_endpoint(config.otlp_endpoint.clone())
         .with_timeout(config.export_timeout)
         .build()
-        .map_err(|e| anyhow::anyhow!("OTLP exporter for {}: {e}", config.otlp_endpoint))?;
+        // The exporter's own message repeats the endpoint: not shown, it
+        // may carry a password.
+        .map_err(|e| {
+            let why = e.to_string().replace(&config.otlp_endpoint, &redact_url(&config.otlp_endpoint));
+            anyhow::anyhow!("OTLP exporter for {}: {why}", redact_url(&config.otlp_endpoint))
+        })?;
     let batch = BatchConfigBuilder::default().with_scheduled_delay(config.batch_delay).build();
     let processor = BatchSpanProcessor::builder(exporter).with_batch_config(batch).build();
     // A request with a `traceparent` follows its caller's sampling flag;
