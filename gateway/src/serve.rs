@@ -72,7 +72,7 @@ pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepos
 /// Every check `serve` makes on a parsed config before it starts serving,
 /// and `check-config` with it, so that the two never disagree:
 /// 1. the admin listener is on a loopback address or has a token
-///    ([`crate::admin::check_exposure`], path `server.admin_listen`);
+///    ([`crate::admin::check_exposure`], named `server.admin_listen`);
 /// 2. ONNX Runtime loads, every model loads, and each route's models share
 ///    one signature ([`open_repository`]);
 /// 3. upstream models match their routes ([`check_upstreams`]; this reads
@@ -82,9 +82,9 @@ pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepos
 /// listeners can be bound, and the trace exporter, which is built when
 /// logging starts (`check-config` builds it too).
 pub fn prepare(config: &Config, upstreams: &Upstreams) -> anyhow::Result<Arc<ModelRepository>> {
-    crate::admin::check_exposure(config.server.admin_listen, &config.admin).map_err(|message| {
-        anyhow::anyhow!("invalid config:\n  {}", ConfigIssue { path: "server.admin_listen".into(), message })
-    })?;
+    // The message starts with the field path (`server.admin_listen ...`).
+    crate::admin::check_exposure(config.server.admin_listen, &config.admin)
+        .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
     let repo = open_repository(config)?;
     check_upstreams(upstreams, config, &repo)?;
     Ok(repo)
