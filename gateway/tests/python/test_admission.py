@@ -43,7 +43,7 @@ policy = {{ type = "latency_budget", shed_margin = 0.0 }}
 
 
 def start(tmp_path, name, redis=None, queue_delay_us=200):
-    l2 = f'redis = {{ url = "{redis}", timeout_ms = 500, breaker_failures = 100 }}' if redis else ""
+    l2 = f'redis = {{ url = "{redis}", timeout_ms = 1000, breaker_failures = 100 }}' if redis else ""
     path = tmp_path / f"{name}.toml"
     path.write_text(CONFIG.replace("REDIS", l2).replace("QUEUE_DELAY", str(queue_delay_us)))
     return Gateway(config=path)
@@ -95,7 +95,7 @@ def test_an_invalid_budget_is_refused_on_a_cached_body(cached):
         assert "timeout" in r.json()["error"]
 
 
-def run_together(first, others, delay=0.15):
+def run_together(first, others, delay=0.3):
     """Starts `first`, then after `delay` each of `others` (name -> call);
     returns name -> response."""
     results = {}
@@ -131,7 +131,7 @@ def test_an_invalid_request_does_not_join_a_valid_computation(tmp_path):
 
 
 def test_an_invalid_leader_does_not_fail_identical_valid_requests(tmp_path, redis_server):
-    """A stalled Redis holds whoever leads in its L2 lookup (500 ms), so the
+    """A stalled Redis holds whoever leads in its L2 lookup (1 s), so the
     valid requests sent after the invalid one would wait for it."""
     gw = start(tmp_path, "leader", redis=redis_server.url)
     redis_server.proc.send_signal(signal.SIGSTOP)

@@ -160,12 +160,12 @@ def test_degraded_answers_are_not_written_to_redis(tmp_path, redis_server, unsur
 
 
 def test_coalesced_requests_with_roomier_budgets_do_not_take_a_degraded_answer(tmp_path, redis_server, unsure_rows):
-    """A stalled Redis holds the leader in its L2 lookup (500 ms) while the
+    """A stalled Redis holds the leader in its L2 lookup (1 s) while the
     others join it; the leader's 1 ms budget is then spent and its answer is
     the cheap model's (`cascade_no_budget`). Requests that asked for 10 s
     compute their own answer; one that asked for as little shares it."""
     gw, _ = start(tmp_path, "coalesce", redis=redis_server.url,
-                  l2="timeout_ms = 500, breaker_failures = 100")
+                  l2="timeout_ms = 1000, breaker_failures = 100")
     row = unsure_rows[5:6]
     results = {}
 
@@ -176,7 +176,7 @@ def test_coalesced_requests_with_roomier_budgets_do_not_take_a_degraded_answer(t
     try:
         leader = threading.Thread(target=call, args=("leader", TIGHT))
         leader.start()
-        time.sleep(0.15)
+        time.sleep(0.3)
         others = [threading.Thread(target=call, args=(f"roomy{i}", ROOMY)) for i in range(3)]
         others.append(threading.Thread(target=call, args=("tight", TIGHT)))
         for t in others:
