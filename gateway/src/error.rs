@@ -126,6 +126,32 @@ impl GatewayError {
         }
     }
 
+    /// True when a request with a larger latency budget might not have
+    /// failed this way: a shed (the policy weighs the remaining budget),
+    /// and the runtime errors routing falls back from (overload, an
+    /// unavailable device, an execution or upstream failure, a timeout),
+    /// since fallbacks are tried only while budget remains and upstream
+    /// calls are cut to it. Errors about the request's content (bad
+    /// input, unknown output) are the same under any budget.
+    ///
+    /// Identical coalesced requests share such an error only when their
+    /// budget is no larger than the one it happened under
+    /// ([`crate::cache`]).
+    pub fn budget_bound(&self) -> bool {
+        match self {
+            GatewayError::Shed { .. } => true,
+            GatewayError::Runtime(e) => matches!(
+                e.class(),
+                ErrorClass::Overloaded
+                    | ErrorClass::Unavailable
+                    | ErrorClass::Internal
+                    | ErrorClass::BadUpstream
+                    | ErrorClass::TimedOut
+            ),
+            _ => false,
+        }
+    }
+
     /// Seconds a client should wait before retrying, for 429/503 answers.
     pub fn retry_after(&self) -> Option<u64> {
         if let GatewayError::Shed { retry_after, .. } = self {

@@ -73,6 +73,27 @@ pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepos
     Ok(())
 }
 
+/// Every check `serve` makes on a parsed config before it starts serving,
+/// and `check-config` with it, so that the two never disagree:
+/// 1. the admin listener is on a loopback address or has a token
+///    ([`crate::admin::check_exposure`], named `server.admin_listen`);
+/// 2. ONNX Runtime loads, every model loads, and each route's models share
+///    one signature ([`open_repository`]);
+/// 3. upstream models match their routes ([`check_upstreams`]; this reads
+///    their metadata into `upstreams`, which serving then uses).
+///
+/// What it cannot check is the machine `serve` will run on: whether the
+/// listeners can be bound, and the trace exporter, which is built when
+/// logging starts (`check-config` builds it too).
+pub fn prepare(config: &Config, upstreams: &Upstreams) -> anyhow::Result<Arc<ModelRepository>> {
+    // The message starts with the field path (`server.admin_listen ...`).
+    crate::admin::check_exposure(config.server.admin_listen, &config.admin)
+        .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
+    let repo = open_repository(config)?;
+    check_upstreams(upstreams, config, &repo)?;
+    Ok(repo)
+}
+
 /// How long pending L2 cache writes may take to flush at shutdown.
 const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -80,15 +101,11 @@ const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// [`crate::shutdown`]; SIGINT at once), then flushes pending L2 writes.
 /// `source` says which file hot reload rereads ([`crate::reload`]).
 pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
-    crate::admin::check_exposure(config.server.admin_listen, &config.admin).map_err(anyhow::Error::msg)?;
-    let repo = open_repository(&config)?;
+    let upstreams = Arc::new(Upstreams::new(&config.proxy));
+    let repo = prepare(&config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
-    let state = Arc::new(AppState::new(config, repo));
+    let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
     fit_connection_limit(&state.connections);
-    {
-        let snap = state.snapshot.load();
-        check_upstreams(&state.upstreams, &snap.config, &snap.repo)?;
-    }
     let reloader = Arc::new(Reloader::new(state.clone(), source));
     crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();

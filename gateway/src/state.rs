@@ -45,10 +45,16 @@ pub struct AppState {
 impl AppState {
     /// Builds the state for `config` over `repo` (generation 1).
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
+        let upstreams = Arc::new(Upstreams::new(&config.proxy));
+        AppState::with_upstreams(config, repo, upstreams)
+    }
+
+    /// As [`AppState::new`], with the upstream registry built (and its
+    /// models' metadata read) beforehand, as `serve::prepare` does.
+    pub fn with_upstreams(config: Config, repo: Arc<ModelRepository>, upstreams: Arc<Upstreams>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
         let config_connections = config.server.connections;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
-        let upstreams = Arc::new(Upstreams::new(&config.proxy));
         let prefix_routes = PrefixRoutes::new(&config.proxy, &upstreams);
         AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::new(1, config, repo)),

@@ -15,6 +15,7 @@
 use super::breaker::{Breaker, BreakerState};
 use super::key::CacheKey;
 use super::stats::CacheStats;
+use crate::config::redact::redact_urls;
 use crate::config::RedisConfig;
 use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -121,7 +122,7 @@ impl L2 {
         )
         .await;
         match result {
-            Ok(Ok(_)) => tracing::info!(urls = ?self.config.urls, "Redis L2 connected"),
+            Ok(Ok(_)) => tracing::info!(urls = ?redact_urls(&self.config.urls), "Redis L2 connected"),
             Ok(Err(e)) => tracing::warn!(error = %e, "Redis L2 not reachable at start-up; will retry"),
             Err(_) => tracing::warn!("Redis L2 connection timed out at start-up; will retry"),
         }

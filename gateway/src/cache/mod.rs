@@ -11,18 +11,35 @@
 //!    Otherwise the request's [`key`] is computed.
 //! 2. L1 lookup -> `hit-l1`.
 //! 3. Concurrent identical misses [`coalesce`]: one leader, the others
-//!    wait for its outcome.
+//!    wait for its outcome (see "Sharing" below).
 //! 4. The leader looks up L2 (skipped while its breaker is open) ->
 //!    `hit-l2` (also stored in L1).
 //! 5. Otherwise the model runs -> `miss`; a final answer is stored in L1
 //!    at once and queued for L2 (written in the background, never
 //!    delaying the response). Errors are never stored.
 //!
+//! Requests reach the cache fully validated: the handler resolves the
+//! latency budget (400 for an invalid one) before the plan, so a hit never
+//! hides a request's own error.
+//!
 //! What is keyed, and what is not, is documented in [`key`]. The latency
 //! budget (header or `timeout` parameter) is not keyed: a cached answer
-//! is a final answer of one of the route's models, served faster than any
-//! budget. Routing policies that return degraded answers under a tight
-//! budget should mark them not cacheable (see [`cacheable`]).
+//! is one the route's policy gives without pressure, served faster than
+//! any budget. A degraded answer (the policy answered with another model
+//! because of a tight budget, a busy or unavailable model:
+//! [`Answer::degraded`]) is never stored ([`cacheable`]): a budget chooses
+//! how fast, not what.
+//!
+//! Sharing among coalesced requests: a follower takes the leader's
+//! outcome unless it depends on the leader's budget and the follower asked
+//! for more. A degraded answer, or an error a larger budget might have
+//! avoided ([`GatewayError::budget_bound`]: a shed, an overload, a failed
+//! fallback chain, a timeout), is shared only with followers whose budget
+//! is no larger than the leader's (they would have been served the same or
+//! worse); the others compute their own answer, leading a new computation
+//! or joining one. Everything else (answers without pressure, errors about
+//! the request's content, which every identical request shares) is
+//! shared with all.
 //!
 //! Sizes and TTLs: L1 holds at most `[cache] l1_max_bytes` (weighed by
 //! encoded size); each route has `ttl_s` (L1) and `l2_ttl_s` (Redis).
@@ -102,13 +119,35 @@ pub enum Plan {
 }
 
 /// Whether an answer may be stored. Only final answers reach the cache
-/// (drafts are streamed by the handler, errors are `Err`); this is the one
-/// place to refuse more, e.g. answers a policy marks as degraded.
-pub fn cacheable(_answer: &Answer) -> bool {
-    true
+/// (drafts are streamed by the handler, errors are `Err`), and of those
+/// only the ones the policy gives without pressure: not
+/// [`Answer::degraded`] ones.
+pub fn cacheable(answer: &Answer) -> bool {
+    !answer.degraded
 }
 
-type Shared = Result<(Arc<Answer>, CacheStatus), GatewayError>;
+/// What one request gets from the cache: the answer and how it was served.
+type Outcome = Result<(Arc<Answer>, CacheStatus), GatewayError>;
+
+/// What a coalesced computation publishes: its outcome and the budget of
+/// the request that led it.
+#[derive(Clone)]
+struct Shared {
+    outcome: Outcome,
+    budget: Duration,
+}
+
+impl Shared {
+    /// Whether a follower whose budget is `budget` takes this outcome (the
+    /// rule is in the module docs).
+    fn serves(&self, budget: Duration) -> bool {
+        let leaders_own = match &self.outcome {
+            Ok((answer, _)) => answer.degraded,
+            Err(e) => e.budget_bound(),
+        };
+        !leaders_own || budget <= self.budget
+    }
+}
 
 struct Tiers {
     l1: L1,
@@ -191,8 +230,10 @@ impl ResponseCache {
     }
 
     /// Answers per `plan`, running `compute` (the model) only when needed.
-    /// `compute` is not polled on a hit.
-    pub async fn answer<F>(&self, plan: &Plan, compute: F) -> Result<(Arc<Answer>, CacheStatus), GatewayError>
+    /// `compute` is not polled on a hit. `budget` is the request's resolved
+    /// latency budget: it decides which outcomes of an identical in-flight
+    /// request this one shares (module docs).
+    pub async fn answer<F>(&self, plan: &Plan, budget: Duration, compute: F) -> Outcome
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
@@ -218,15 +259,16 @@ impl ResponseCache {
             return Ok((answer, CacheStatus::HitL1));
         }
         CacheStats::bump(&self.stats.l1_misses);
-        let joined = tiers.coalescer.run(*key, self.lead(tiers, key, policy, compute)).await;
+        let lead = async { Shared { outcome: self.lead(tiers, key, policy, compute).await, budget } };
+        let joined = tiers.coalescer.run(*key, lead, |shared| shared.serves(budget)).await;
         if joined.coalesced {
             CacheStats::bump(&self.stats.coalesced);
         }
-        joined.outcome
+        joined.outcome.outcome
     }
 
     /// The coalescing leader's work: L2, then the model.
-    async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Shared
+    async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Outcome
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
@@ -322,6 +364,9 @@ impl ResponseCache {
         request_id: Option<String>,
     ) {
         let (Some(tiers), Plan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
+        if !cacheable(answer) {
+            return;
+        }
         let entry = ReplayEntry::new(*canonical, answer.clone(), reply.clone(), request_id, policy.ttl);
         tiers.replay.insert(key, entry).await;
     }
@@ -357,5 +402,53 @@ impl ResponseCache {
             snap.l2_breaker = "none";
         }
         snap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_runtime::RuntimeError;
+
+    fn shared(outcome: Result<bool, GatewayError>) -> Shared {
+        let outcome = outcome.map(|degraded| {
+            let answer = Answer {
+                model: "m".into(),
+                version: 1,
+                device: "cpu".into(),
+                pool: "cpu".into(),
+                reason: "cascade_no_budget".into(),
+                batch_size: 1,
+                outputs: Vec::new(),
+                budget_ms: 10,
+                degraded,
+            };
+            (Arc::new(answer), CacheStatus::Miss)
+        });
+        Shared { outcome, budget: Duration::from_millis(10) }
+    }
+
+    #[test]
+    fn budget_dependent_outcomes_reach_only_followers_with_no_larger_budget() {
+        let (tighter, same, roomier) =
+            (Duration::from_millis(5), Duration::from_millis(10), Duration::from_secs(1));
+        let shed = GatewayError::Shed { route: "r".into(), reason: "shed", retry_after: Duration::ZERO };
+        let overload = GatewayError::Runtime(RuntimeError::Overloaded {
+            model: "m".into(),
+            pool: "cpu".into(),
+            retry_after: Duration::ZERO,
+        });
+        for own in [shared(Ok(true)), shared(Err(shed)), shared(Err(overload))] {
+            assert!(own.serves(tighter) && own.serves(same));
+            assert!(!own.serves(roomier), "a roomier budget computes its own");
+        }
+        let bad_input = GatewayError::Runtime(RuntimeError::UnknownOutput {
+            model: "m".into(),
+            output: "o".into(),
+            expected: "label".into(),
+        });
+        for common in [shared(Ok(false)), shared(Err(bad_input))] {
+            assert!(common.serves(tighter) && common.serves(roomier));
+        }
     }
 }

@@ -204,6 +204,7 @@ mod tests {
             reason: "fixed".into(),
             batch_size: 1,
             budget_ms: 50,
+            degraded: false,
             outputs: Vec::new(),
         });
         let reply = Reply::json(200, "{}").with_header("x-cache", "miss").with_header("x-other", "kept");

@@ -66,7 +66,7 @@ fn redis_config(raw: &RawRedis, issues: &mut Vec<ConfigIssue>) -> Option<RedisCo
             } else {
                 format!("cache.redis.urls[{i}]")
             };
-            issue(issues, &path, format!("{url:?} is not a Redis URL: {e}"));
+            issue(issues, &path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
         }
     }
     let namespace = raw.namespace.clone().unwrap_or_else(|| "switchyard".to_string());
@@ -170,5 +170,12 @@ mod tests {
         let text = format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ ttl_s = 0 }}\n");
         let issues = parse(&text, Path::new("/")).unwrap_err();
         assert_eq!(issues[0].path, "routes[0].cache.ttl_s", "{issues:?}");
+    }
+
+    #[test]
+    fn a_bad_url_is_reported_without_its_password() {
+        let issues = parse("[cache.redis]\nurl = \"http://:s3cret@h:1\"\n", Path::new("/")).unwrap_err();
+        let text = format!("{issues:?}");
+        assert!(text.contains("cache.redis.url") && !text.contains("s3cret"), "{text}");
     }
 }

@@ -15,6 +15,7 @@ pub mod draft_section;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
+pub mod redact;
 pub mod size;
 pub mod telemetry_section;
 pub mod text_section;

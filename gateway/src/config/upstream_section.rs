@@ -138,7 +138,10 @@ fn addresses(raw: &[String], path: &str, issues: &mut Vec<ConfigIssue>) -> Vec<S
             Err(_) => issue(
                 issues,
                 format!("{path}.addrs[{k}]"),
-                format!("{text:?} is not an address like \"127.0.0.1:8100\" (IP and port)"),
+                format!(
+                    "{:?} is not an address like \"127.0.0.1:8100\" (IP and port)",
+                    super::redact::redact_url(text)
+                ),
             ),
         }
     }

@@ -5,7 +5,7 @@ use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
 use crate::reply::Reply;
-use crate::routing::{self, Answer, RouteRequest};
+use crate::routing::{self, budget, Answer, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, Response};
@@ -34,6 +34,12 @@ pub async fn infer<'a>(
     let catalog = state.catalog(snap);
     let target = resolve(config, &catalog, name, version)?;
     let header_len = header_length(headers)?;
+    // Every check that can fail this request alone comes before the cache
+    // and coalescing, so no cached or shared answer hides it and it never
+    // reaches an identical request. Replay answers from the raw body,
+    // which does not cover the budget header: that is checked first.
+    let route_budget = budget::route_budget(target.route(config));
+    budget::check_header(route_budget, headers)?;
     let replay_key = state.cache.replay_key(
         config,
         &target,
@@ -68,6 +74,7 @@ pub async fn infer<'a>(
     if let Some(id) = &decoded.id {
         telemetry::adopt_request_id(id);
     }
+    let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
     let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
@@ -76,16 +83,11 @@ pub async fn infer<'a>(
     };
     let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
     if stream::wants_stream(headers, &decoded.parameters)? {
-        let headers = headers.clone();
-        let job = Job { target, decoded, request, plan, headers, received, batched };
+        let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Response::Events(stream::start(state, snap, job)));
     }
-    let compute = routing::execute(
-        state,
-        snap,
-        RouteRequest { target: &target, request, headers, parameters: &decoded.parameters, received },
-    );
-    let (answer, cache_status) = state.cache.answer(&plan, compute).await?;
+    let compute = routing::execute(state, snap, RouteRequest { target: &target, request, budget, received });
+    let (answer, cache_status) = state.cache.answer(&plan, budget.total, compute).await?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),

@@ -3,10 +3,11 @@
 //! decodes and encodes) and everything that chooses and runs models; the
 //! cache wraps it.
 //!
-//! Per request: resolve the budget ([`budget`]), build the fleet view
-//! ([`fleet`]), let the route's policy (`router-policies`) decide, execute
-//! the plan with fallbacks ([`run`], [`cascade`]), and count the decision
-//! ([`decisions`]).
+//! Per request: the handler resolves the budget ([`budget`]) before the
+//! cache is consulted; then build the fleet view ([`fleet`]), let the
+//! route's policy (`router-policies`) decide, execute the plan with
+//! fallbacks ([`run`], [`cascade`]), mark a degraded answer ([`judge`]),
+//! and count the decision ([`decisions`]).
 
 pub mod backend;
 pub mod budget;
@@ -25,8 +26,8 @@ use crate::handlers::target::Target;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::upstream::MixedBackend;
-use http::HeaderMap;
-use router_policies::{Estimator, FixedPolicy, PolicyConfig};
+use backend::Backend;
+use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
 use run::Routing;
 use std::borrow::Cow;
 use std::time::Instant;
@@ -38,16 +39,16 @@ use std::time::Instant;
 pub const SAFETY_MARGIN: f64 = 0.3;
 use switchyard_runtime::{InferenceRequest, Tensor};
 
-/// What the handler hands to [`execute`].
+/// What the handler hands to [`execute`]: a request validated completely
+/// (its budget too), so that nothing [`execute`] fails with is specific
+/// to this request's headers.
 pub struct RouteRequest<'a> {
     /// The route or model the client addressed.
     pub target: &'a Target,
     /// Inputs and requested outputs, checked against the signature.
     pub request: InferenceRequest,
-    /// Request headers (budget, cache control).
-    pub headers: &'a HeaderMap,
-    /// The V2 request-level `parameters` (e.g. `timeout`).
-    pub parameters: &'a serde_json::Map<String, serde_json::Value>,
+    /// The request's budget, resolved by the handler ([`budget::resolve`]).
+    pub budget: Budget,
     /// When the gateway received the request; budgets count from here.
     pub received: Instant,
 }
@@ -73,6 +74,12 @@ pub struct Answer {
     /// The request's latency budget in ms (route default or the client's
     /// ask, clamped to the route maximum).
     pub budget_ms: u64,
+    /// True when the policy chose this answer under pressure and would
+    /// have answered with another model without it (a tight budget, a
+    /// busy or unavailable model; [`PolicyConfig::is_degraded`]). Such an
+    /// answer is never cached and is shared only with identical in-flight
+    /// requests whose budget is no larger ([`crate::cache`]).
+    pub degraded: bool,
 }
 
 /// Chooses a model and pool for the request with the route's policy and
@@ -86,8 +93,7 @@ pub async fn execute(
     req: RouteRequest<'_>,
 ) -> Result<Answer, GatewayError> {
     let config = &snap.config;
-    let route = req.target.is_route.then(|| config.route(&req.target.public_name)).flatten();
-    let resolved = budget::resolve(budget::route_budget(route), req.headers, req.parameters)?;
+    let route = req.target.route(config);
     let policy = match route {
         Some(r) => Cow::Borrowed(&r.policy),
         None => {
@@ -100,11 +106,14 @@ pub async fn execute(
         models: &req.target.models,
         policy: &policy,
         estimator: &estimator,
-        budget: resolved.budget,
+        budget: req.budget,
         received: req.received,
     };
-    let backend = MixedBackend::new(state, snap, req.received + resolved.budget.total);
-    let outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
+    let backend = MixedBackend::new(state, snap, req.received + req.budget.total);
+    let mut outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
+    if let Ok(answer) = &mut outcome {
+        judge(answer, &policy, &backend.fleet(routing.models));
+    }
     match &outcome {
         Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),
         Err(GatewayError::Shed { reason, .. }) => {
@@ -113,4 +122,15 @@ pub async fn execute(
         Err(_) => {}
     }
     outcome
+}
+
+/// Sets [`Answer::degraded`]: whether `policy` gives another model's answer
+/// without pressure ([`PolicyConfig::is_degraded`]). Call once on the
+/// final answer, after every step that may have rewritten its reason.
+pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: &FleetView) {
+    answer.degraded = match Reason::from_label(&answer.reason) {
+        Some(reason) => policy.is_degraded(fleet, &answer.model, reason),
+        // Not a policy's reason: nothing says the answer is the usual one.
+        None => true,
+    };
 }

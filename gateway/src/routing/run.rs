@@ -150,5 +150,6 @@ pub fn answer(response: InferenceResponse, reason: Reason, routing: &Routing<'_>
         batch_size: response.batch_size,
         outputs: response.outputs,
         budget_ms: routing.budget_ms(),
+        degraded: false,
     }
 }

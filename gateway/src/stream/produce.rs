@@ -20,7 +20,7 @@ use crate::config::RouteConfig;
 use crate::error::GatewayError;
 use crate::handlers::infer::{explain, shape_outputs};
 use crate::handlers::target::Target;
-use crate::routing::budget;
+use crate::routing::backend::Backend;
 use crate::routing::run::Routing;
 use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
@@ -28,9 +28,8 @@ use crate::state::AppState;
 use crate::upstream::MixedBackend;
 use crate::v2::{self, DecodedRequest, InferResponseParts};
 use bytes::Bytes;
-use http::HeaderMap;
 use parking_lot::Mutex;
-use router_policies::{CascadePolicy, Estimator, PolicyConfig};
+use router_policies::{Budget, CascadePolicy, Estimator, PolicyConfig};
 use serde_json::Value;
 use std::time::Instant;
 use switchyard_runtime::InferenceRequest;
@@ -46,8 +45,8 @@ pub struct Job {
     pub request: InferenceRequest,
     /// What the cache does.
     pub plan: Plan,
-    /// A copy of the request headers (budget).
-    pub headers: HeaderMap,
+    /// The request's budget, resolved by the handler.
+    pub budget: Budget,
     /// When the request arrived.
     pub received: Instant,
     /// Whether the answering model batches (classification needs it).
@@ -103,7 +102,7 @@ struct EventInfo {
 /// Runs `job` and emits its events on `tx` (steps in the module docs).
 pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedSender<Emitted>) {
     let config = &snap.config;
-    let Job { target, decoded, request, plan, headers, received, batched } = job;
+    let Job { target, decoded, request, plan, budget, received, batched } = job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
     let pair = route.and_then(|r| r.draft.pair.as_ref().map(|pair| (r, pair)));
@@ -123,17 +122,11 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let compute = async {
         let finished = match pair {
             Some((route, pair)) => {
-                let request = PairRequest { target: &target, route, headers: &headers, received, request };
-                run_pair(state, snap, pair, &decoded.parameters, request, &on_draft).await?
+                let request = PairRequest { target: &target, route, budget, received, request };
+                run_pair(state, snap, pair, request, &on_draft).await?
             }
             None => {
-                let req = RouteRequest {
-                    target: &target,
-                    request,
-                    headers: &headers,
-                    parameters: &decoded.parameters,
-                    received,
-                };
+                let req = RouteRequest { target: &target, request, budget, received };
                 let answer = routing::execute(state, snap, req).await?;
                 Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
             }
@@ -142,7 +135,7 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
         *note.lock() = Some(finished);
         Ok(answer)
     };
-    let outcome = state.cache.answer(&plan, compute).await;
+    let outcome = state.cache.answer(&plan, budget.total, compute).await;
     let note = note.into_inner();
     let emitted = outcome.and_then(|(answer, cache)| {
         count_final(counters, note.as_ref(), cache);
@@ -195,7 +188,7 @@ fn stated_confidence(route: Option<&RouteConfig>, answer: &Answer) -> Option<f32
 struct PairRequest<'a> {
     target: &'a Target,
     route: &'a RouteConfig,
-    headers: &'a HeaderMap,
+    budget: Budget,
     received: Instant,
     request: InferenceRequest,
 }
@@ -205,11 +198,9 @@ async fn run_pair(
     state: &AppState,
     snap: &Snapshot,
     pair: &CascadePolicy,
-    parameters: &serde_json::Map<String, Value>,
     req: PairRequest<'_>,
     on_draft: &(dyn Fn(&Answer, Option<f32>) + Sync),
 ) -> Result<Finished, GatewayError> {
-    let resolved = budget::resolve(budget::route_budget(Some(req.route)), req.headers, parameters)?;
     let policy = PolicyConfig::Cascade(pair.clone());
     let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
     let routing = Routing {
@@ -217,7 +208,7 @@ async fn run_pair(
         models: &req.target.models,
         policy: &policy,
         estimator: &estimator,
-        budget: resolved.budget,
+        budget: req.budget,
         received: req.received,
     };
     // A stream's final is not cut short by the budget (the client asked to
@@ -229,7 +220,10 @@ async fn run_pair(
         mode: req.route.draft.mode,
         parallel_queue_limit: req.route.draft.parallel_queue_limit,
     };
-    let outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
+    let mut outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
+    if let Ok(finished) = &mut outcome {
+        routing::judge(&mut finished.answer, &policy, &backend.fleet(routing.models));
+    }
     match &outcome {
         Ok(f) => state.decisions.record(routing.route, &f.answer.model, &f.answer.device, &f.answer.reason),
         Err(GatewayError::Shed { reason, .. }) => {

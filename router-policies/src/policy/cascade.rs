@@ -106,7 +106,10 @@ impl CascadePolicy {
 
     /// Step 1 of [`CascadePolicy::decide`]: the cheap and heavy candidates,
     /// if present in the fleet.
-    fn resolve<'a>(&self, fleet: &'a FleetView) -> (Option<&'a CandidateModel>, Option<&'a CandidateModel>) {
+    pub(super) fn resolve<'a>(
+        &self,
+        fleet: &'a FleetView,
+    ) -> (Option<&'a CandidateModel>, Option<&'a CandidateModel>) {
         let cheap = match &self.cheap {
             Some(name) => fleet.find(name),
             None => fleet.candidates.iter().enumerate().min_by(|(ia, a), (ib, b)| {

@@ -8,5 +8,6 @@ mod fixed;
 mod fixtures;
 mod latency_budget;
 mod predict;
+mod pressure;
 mod simulation;
 mod weighted;
