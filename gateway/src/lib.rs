@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod connections;
+pub mod endpoint;
 pub mod error;
 pub mod handlers;
 pub mod http_io;

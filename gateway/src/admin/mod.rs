@@ -210,7 +210,7 @@ impl ProxyHttp for AdminApp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::secret::SecretDigest;
+    use crate::config::secret::SecretDigest;
     use crate::config::TokenSource;
 
     #[test]

@@ -328,7 +328,7 @@ impl ResponseCache {
     ) -> Option<ReplayKey> {
         self.tiers.as_ref()?;
         config.route(&target.public_name).filter(|r| target.is_route && r.cache.enabled)?;
-        if Control::from_headers(headers) != Control::Normal || crate::stream::accepts_event_stream(headers) {
+        if Control::from_headers(headers) != Control::Normal || crate::endpoint::accepts_event_stream(headers) {
             return None;
         }
         Some(ReplayKey::of(&parts))

@@ -3,10 +3,109 @@
 //! cache settings have one home; problems are reported with field paths
 //! like every other config error.
 
-use super::raw::{RawCache, RawRedis, RawRouteCache};
-use super::types::{CacheConfig, RedisConfig, RouteCache};
-use super::validate::ConfigIssue;
+use super::size::ByteSize;
+use serde::Deserialize;
+use super::issue::ConfigIssue;
 use std::time::Duration;
+
+/// `[cache]`: the response cache (L1 in process, optional Redis L2).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// L1 size bound in bytes, default 256MiB.
+    pub l1_max_bytes: Option<ByteSize>,
+    /// Shared L2 in Redis; absent = in-process only.
+    pub redis: Option<RawRedis>,
+}
+
+/// `[cache.redis]`: one node (`url`) or a Redis Cluster (`urls`, or
+/// `cluster = true`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    /// One server, e.g. `redis://127.0.0.1:6379`.
+    pub url: Option<String>,
+    /// Cluster seed nodes; implies `cluster = true`.
+    pub urls: Option<Vec<String>>,
+    /// Talk Redis Cluster protocol, default false (true with `urls`).
+    pub cluster: Option<bool>,
+    /// Key prefix, default `switchyard` (keys are `{namespace}:v1:{hex}`).
+    pub namespace: Option<String>,
+    /// Lookup timeout, default 5 ms.
+    pub timeout_ms: Option<u64>,
+    /// Background write timeout, default 100 ms.
+    pub write_timeout_ms: Option<u64>,
+    /// Connection timeout, default 1000 ms.
+    pub connect_timeout_ms: Option<u64>,
+    /// Consecutive failures that open the breaker, default 3.
+    pub breaker_failures: Option<u32>,
+    /// How long L2 is skipped once the breaker opens, default 1000 ms.
+    pub breaker_cool_down_ms: Option<u64>,
+    /// Pending background writes before new ones are dropped, default 4096.
+    pub write_queue: Option<usize>,
+}
+
+/// A route's `cache = { enabled, ttl_s, l2_ttl_s }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteCache {
+    /// Cache this route's answers, default true.
+    pub enabled: Option<bool>,
+    /// L1 time to live, default 300 s.
+    pub ttl_s: Option<u64>,
+    /// L2 time to live, default `ttl_s`.
+    pub l2_ttl_s: Option<u64>,
+}
+
+/// `[cache]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// L1 bound in bytes.
+    pub l1_max_bytes: u64,
+    /// Redis L2, if configured.
+    pub redis: Option<RedisConfig>,
+}
+
+/// `[cache.redis]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// One URL (single node) or the cluster's seed nodes.
+    pub urls: Vec<String>,
+    /// Use the Redis Cluster protocol.
+    pub cluster: bool,
+    /// Key prefix; keys are `{namespace}:v1:{hex key}`.
+    pub namespace: String,
+    /// Timeout of a lookup on the request path.
+    pub timeout: Duration,
+    /// Timeout of a background write.
+    pub write_timeout: Duration,
+    /// Timeout of establishing a connection.
+    pub connect_timeout: Duration,
+    /// Consecutive failures that open the breaker.
+    pub breaker_failures: u32,
+    /// How long L2 is skipped once the breaker opens.
+    pub breaker_cool_down: Duration,
+    /// Pending background writes before new ones are dropped.
+    pub write_queue: usize,
+}
+
+/// A route's cache settings, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteCache {
+    /// Whether answers of this route are cached.
+    pub enabled: bool,
+    /// L1 time to live.
+    pub ttl: Duration,
+    /// L2 time to live.
+    pub l2_ttl: Duration,
+}
+
+impl Default for RouteCache {
+    /// On, 300 s in both tiers.
+    fn default() -> Self {
+        RouteCache { enabled: true, ttl: Duration::from_secs(300), l2_ttl: Duration::from_secs(300) }
+    }
+}
 
 /// Default L1 bound: 256 MiB.
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;

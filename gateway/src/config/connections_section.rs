@@ -5,7 +5,7 @@
 //! would otherwise hold file descriptors for ever. Read at start-up (a
 //! reload reports a change as needing a restart).
 
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use std::time::Duration;
 
 /// Default most open client connections on the V2 listener.

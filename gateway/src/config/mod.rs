@@ -12,10 +12,12 @@ pub mod cache_section;
 pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
+pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
 pub mod redact;
+pub mod secret;
 pub mod size;
 pub mod telemetry_section;
 pub mod text_section;
@@ -28,7 +30,7 @@ pub use types::{
     AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
     RouteConfig, ServerConfig, TokenSource,
 };
-pub use validate::ConfigIssue;
+pub use issue::ConfigIssue;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! Read once at start-up (a reload does not change it). See
 //! [`crate::telemetry`] for what is traced.
 
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use serde::Deserialize;
 use std::time::Duration;
 

@@ -17,7 +17,7 @@ use super::proxy_types::{
     UpstreamKind, UpstreamModelConfig,
 };
 use super::types::RouteConfig;
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use http::{HeaderName, Method};
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -3,6 +3,7 @@
 //! so an operator sees all mistakes at once.
 
 use super::connections_section::{connection_limits, RawConnections};
+use super::issue::ConfigIssue;
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
 use router_policies::{FixedPolicy, PolicyConfig};
@@ -11,21 +12,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
-
-/// One problem in a config file, with the path of the field it concerns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigIssue {
-    /// Dotted field path, e.g. `routes[0].models[1]`.
-    pub path: String,
-    /// What is wrong and what is expected.
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigIssue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
 
 #[derive(Default)]
 struct Issues(Vec<ConfigIssue>);

@@ -18,7 +18,7 @@ use switchyard_runtime::{InferenceRequest, Tensor};
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
 /// Runs one inference request and encodes the answer; a request asking
-/// for a stream ([`stream::wants_stream`]) gets an event stream instead.
+/// for a stream ([`crate::endpoint::wants_stream`]) gets an event stream instead.
 /// `tenant` is the authenticated caller's ([`crate::auth`]); it scopes the
 /// cache.
 pub async fn infer<'a>(
@@ -82,7 +82,7 @@ pub async fn infer<'a>(
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
-    if stream::wants_stream(headers, &decoded.parameters)? {
+    if crate::endpoint::wants_stream(headers, &decoded.parameters)? {
         let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Response::Events(stream::start(state, snap, job)));
     }
