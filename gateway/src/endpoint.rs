@@ -122,7 +122,6 @@ mod tests {
         h
     }
 
-
     #[test]
     fn parses_v2_paths() {
         assert_eq!(parse_path("/v2"), Some(Endpoint::ServerMetadata));
@@ -138,7 +137,6 @@ mod tests {
         assert_eq!(parse_path("/v3/models/m"), None);
         assert_eq!(parse_path("/v2/models/m/versions/1/infer/x"), None);
     }
-
 
     #[test]
     fn accept_header_or_parameter_asks_for_a_stream() {

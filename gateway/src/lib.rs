@@ -6,11 +6,14 @@
 //! -> [`v2`] (decode/encode) and the runtime.
 
 pub mod admin;
+pub mod answer;
 pub mod app;
 pub mod auth;
+pub mod breaker;
 pub mod cache;
 pub mod config;
 pub mod connections;
+pub mod draw;
 pub mod endpoint;
 pub mod error;
 pub mod handlers;
@@ -26,6 +29,7 @@ pub mod shutdown;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod target;
 pub mod telemetry;
 pub mod upstream;
 pub mod v2;

@@ -16,8 +16,6 @@
 //! keyed by the keys' digests: a lookup hashes the presented key and
 //! looks the digest up, so no comparison ever runs on the secret itself.
 
-
-
 use crate::config::secret::SecretDigest;
 use crate::config::{Config, RouteAuth};
 use crate::error::GatewayError;

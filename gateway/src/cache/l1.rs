@@ -7,7 +7,7 @@
 
 use super::key::CacheKey;
 use super::stats::CacheStats;
-use crate::routing::Answer;
+use crate::answer::Answer;
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use moka::Expiry;

@@ -12,9 +12,9 @@
 //! Keys are `{namespace}:v1:{hex key}`; values are
 //! [`super::value_codec`] bytes, stored with `SET .. PX ttl`.
 
-use super::breaker::{Breaker, BreakerState};
 use super::key::CacheKey;
 use super::stats::CacheStats;
+use crate::breaker::{Breaker, BreakerState};
 use crate::config::redact::redact_urls;
 use crate::config::RedisConfig;
 use bytes::Bytes;

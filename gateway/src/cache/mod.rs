@@ -45,7 +45,6 @@
 //! encoded size); each route has `ttl_s` (L1) and `l2_ttl_s` (Redis).
 //! The L1 bound is fixed when the process starts.
 
-pub mod breaker;
 pub mod coalesce;
 pub mod control;
 pub mod key;
@@ -57,11 +56,11 @@ pub mod stats;
 pub mod value_codec;
 pub mod writer;
 
+use crate::answer::Answer;
 use crate::config::{CacheConfig, Config, RouteCache};
 use crate::error::GatewayError;
-use crate::handlers::target::Target;
 use crate::reply::Reply;
-use crate::routing::Answer;
+use crate::target::Target;
 use crate::telemetry;
 use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
@@ -328,7 +327,8 @@ impl ResponseCache {
     ) -> Option<ReplayKey> {
         self.tiers.as_ref()?;
         config.route(&target.public_name).filter(|r| target.is_route && r.cache.enabled)?;
-        if Control::from_headers(headers) != Control::Normal || crate::endpoint::accepts_event_stream(headers) {
+        if Control::from_headers(headers) != Control::Normal || crate::endpoint::accepts_event_stream(headers)
+        {
             return None;
         }
         Some(ReplayKey::of(&parts))

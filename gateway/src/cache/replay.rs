@@ -25,8 +25,8 @@
 //! `l1_max_bytes`) and live at most the route's `ttl_s`.
 
 use super::key::CacheKey;
+use crate::answer::Answer;
 use crate::reply::Reply;
-use crate::routing::Answer;
 use moka::future::Cache;
 use moka::Expiry;
 use std::sync::Arc;

@@ -16,7 +16,7 @@
 //! as a miss), never a panic. A new format version makes old values
 //! unreadable, which the cache treats as misses.
 
-use crate::routing::Answer;
+use crate::answer::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
 use switchyard_runtime::{DataType, Tensor, TensorData};
 use thiserror::Error;

@@ -3,9 +3,9 @@
 //! cache settings have one home; problems are reported with field paths
 //! like every other config error.
 
+use super::issue::ConfigIssue;
 use super::size::ByteSize;
 use serde::Deserialize;
-use super::issue::ConfigIssue;
 use std::time::Duration;
 
 /// `[cache]`: the response cache (L1 in process, optional Redis L2).

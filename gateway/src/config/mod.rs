@@ -25,12 +25,12 @@ pub mod types;
 pub mod upstream_section;
 pub mod validate;
 
+pub use issue::ConfigIssue;
 pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
 pub use types::{
     AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
     RouteConfig, ServerConfig, TokenSource,
 };
-pub use issue::ConfigIssue;
 
 use std::path::Path;
 

@@ -11,13 +11,13 @@
 //! | `timeouts.total_ms` | 60000 | none (streams) |
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
 
+use super::issue::ConfigIssue;
 use super::proxy_raw::{RawBreaker, RawHealth, RawPrefixCache, RawPrefixRoute, RawTimeouts, RawUpstream};
 use super::proxy_types::{
     BreakerConfig, HealthConfig, PrefixCacheConfig, PrefixRouteConfig, ProxyConfig, Timeouts, UpstreamConfig,
     UpstreamKind, UpstreamModelConfig,
 };
 use super::types::RouteConfig;
-use super::issue::ConfigIssue;
 use http::{HeaderName, Method};
 use std::collections::HashSet;
 use std::net::SocketAddr;

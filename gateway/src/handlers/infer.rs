@@ -1,6 +1,5 @@
 //! `POST /v2/models/{m}[/versions/{v}]/infer`: decode, run, encode.
 
-use super::target::resolve;
 use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
@@ -9,6 +8,7 @@ use crate::routing::{self, budget, Answer, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, Response};
+use crate::target::resolve;
 use crate::telemetry;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use http::HeaderMap;

@@ -13,15 +13,14 @@
 
 pub mod infer;
 pub mod metadata;
-pub mod target;
 
+use crate::endpoint::{parse_path, Endpoint};
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::Response;
 use bytes::Bytes;
-use crate::endpoint::{parse_path, Endpoint};
 use http::{HeaderMap, Method};
 
 /// The parts of a request a handler needs.

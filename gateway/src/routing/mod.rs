@@ -14,7 +14,6 @@ pub mod budget;
 pub mod cascade;
 pub mod confidence;
 pub mod decisions;
-pub mod draw;
 pub mod fleet;
 pub mod run;
 
@@ -22,9 +21,9 @@ pub mod run;
 mod tests_run;
 
 use crate::error::GatewayError;
-use crate::handlers::target::Target;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::target::Target;
 use crate::upstream::MixedBackend;
 use backend::Backend;
 use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
@@ -37,7 +36,7 @@ use std::time::Instant;
 /// budget spare, which absorbs the error of the latency estimates (pools
 /// sharing cores slow each other down between two statistics updates).
 pub const SAFETY_MARGIN: f64 = 0.3;
-use switchyard_runtime::{InferenceRequest, Tensor};
+use switchyard_runtime::InferenceRequest;
 
 /// What the handler hands to [`execute`]: a request validated completely
 /// (its budget too), so that nothing [`execute`] fails with is specific
@@ -53,34 +52,7 @@ pub struct RouteRequest<'a> {
     pub received: Instant,
 }
 
-/// The final answer to an inference request, and how it was reached.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    /// The model that produced the outputs.
-    pub model: String,
-    /// Its version.
-    pub version: u64,
-    /// The device of the pool that ran it (`cpu`, `cuda`).
-    pub device: String,
-    /// The pool that ran it.
-    pub pool: String,
-    /// Why this model and pool were chosen (a low-cardinality label,
-    /// `router_policies::Reason::as_str`).
-    pub reason: String,
-    /// Rows in the batch that executed it.
-    pub batch_size: usize,
-    /// The requested outputs, in order.
-    pub outputs: Vec<(String, Tensor)>,
-    /// The request's latency budget in ms (route default or the client's
-    /// ask, clamped to the route maximum).
-    pub budget_ms: u64,
-    /// True when the policy chose this answer under pressure and would
-    /// have answered with another model without it (a tight budget, a
-    /// busy or unavailable model; [`PolicyConfig::is_degraded`]). Such an
-    /// answer is never cached and is shared only with identical in-flight
-    /// requests whose budget is no larger ([`crate::cache`]).
-    pub degraded: bool,
-}
+pub use crate::answer::Answer;
 
 /// Chooses a model and pool for the request with the route's policy and
 /// runs it; counts the decision in `state.decisions`.
@@ -110,7 +82,7 @@ pub async fn execute(
         received: req.received,
     };
     let backend = MixedBackend::new(state, snap, req.received + req.budget.total);
-    let mut outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
+    let mut outcome = run::route(&backend, &routing, crate::draw::next_draw(), req.request).await;
     if let Ok(answer) = &mut outcome {
         judge(answer, &policy, &backend.fleet(routing.models));
     }

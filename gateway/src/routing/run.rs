@@ -14,7 +14,7 @@
 
 use super::backend::Backend;
 use super::cascade::run_cascade;
-use super::Answer;
+use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{Budget, Draw, Estimator, Plan, PolicyConfig, Reason, Target};
 use std::time::Instant;
