@@ -30,7 +30,7 @@ use http::HeaderMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::config::{parse, Config};
-use switchyard::handlers::target::{resolve, Target};
+use switchyard::target::{resolve, Target};
 use switchyard::routing::{budget, execute, RouteRequest};
 use switchyard::serve::open_repository;
 use switchyard::state::AppState;
