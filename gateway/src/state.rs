@@ -69,6 +69,11 @@ impl AppState {
         }
     }
 
+    /// What routing reads and counts for a request under `snap`.
+    pub fn routing<'a>(&'a self, snap: &'a Snapshot) -> crate::routing::RoutingContext<'a> {
+        crate::routing::RoutingContext { snap, upstreams: &self.upstreams, decisions: &self.decisions }
+    }
+
     /// Model lookups over `snap`'s local repository and the upstream
     /// models.
     pub fn catalog<'a>(&'a self, snap: &'a Snapshot) -> Catalog<'a> {

@@ -30,10 +30,10 @@ use http::HeaderMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::config::{parse, Config};
-use switchyard::target::{resolve, Target};
 use switchyard::routing::{budget, execute, RouteRequest};
 use switchyard::serve::open_repository;
 use switchyard::state::AppState;
+use switchyard::target::{resolve, Target};
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Rows per request.
@@ -93,7 +93,7 @@ async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(D
     let route = budget::route_budget(target.route(&snap.config));
     let budget = budget::resolve(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
     let req = RouteRequest { target, request: request(), budget, received: scheduled };
-    let answer = execute(state, &snap, req).await.ok()?;
+    let answer = execute(state.routing(&snap), req).await.ok()?;
     Some((scheduled.elapsed(), answer.pool))
 }
 

@@ -86,7 +86,8 @@ pub async fn infer<'a>(
         let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Response::Events(stream::start(state, snap, job)));
     }
-    let compute = routing::execute(state, snap, RouteRequest { target: &target, request, budget, received });
+    let compute =
+        routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
     let (answer, cache_status) = state.cache.answer(&plan, budget.total, compute).await?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),

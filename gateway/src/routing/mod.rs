@@ -6,7 +6,7 @@
 //! Per request: the handler resolves the budget ([`budget`]) before the
 //! cache is consulted; then build the fleet view ([`fleet`]), let the
 //! route's policy (`router-policies`) decide, execute the plan with
-//! fallbacks ([`run`], [`cascade`]), mark a degraded answer ([`judge`]),
+//! fallbacks ([`run`], [`targets`], [`cascade`]), mark a degraded answer ([`judge`]),
 //! and count the decision ([`decisions`]).
 
 pub mod backend;
@@ -15,21 +15,24 @@ pub mod cascade;
 pub mod confidence;
 pub mod decisions;
 pub mod fleet;
+pub mod mixed_backend;
 pub mod run;
+pub mod targets;
 
 #[cfg(test)]
 mod tests_run;
 
 use crate::error::GatewayError;
 use crate::snapshot::Snapshot;
-use crate::state::AppState;
 use crate::target::Target;
-use crate::upstream::MixedBackend;
+use crate::upstream::Upstreams;
 use backend::Backend;
+use decisions::DecisionCounters;
+pub use mixed_backend::MixedBackend;
 use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
-use run::Routing;
 use std::borrow::Cow;
 use std::time::Instant;
+use targets::Routing;
 
 /// Share of a request's remaining budget the placement keeps in reserve:
 /// a pool is used only when its predicted completion leaves 30% of the
@@ -54,16 +57,25 @@ pub struct RouteRequest<'a> {
 
 pub use crate::answer::Answer;
 
+/// What routing reads and counts for one request: the config and models
+/// of its snapshot, the running upstreams, and the decision counters.
+#[derive(Clone, Copy)]
+pub struct RoutingContext<'a> {
+    /// The request's config generation and its models.
+    pub snap: &'a Snapshot,
+    /// Upstream servers and their models.
+    pub upstreams: &'a Upstreams,
+    /// Where decisions are counted (admin stats, metrics).
+    pub decisions: &'a DecisionCounters,
+}
+
 /// Chooses a model and pool for the request with the route's policy and
-/// runs it; counts the decision in `state.decisions`.
+/// runs it; counts the decision in `ctx.decisions`.
 ///
 /// A model addressed directly (not through a route) runs under a `fixed`
 /// policy on itself, with the direct-model budget defaults.
-pub async fn execute(
-    state: &AppState,
-    snap: &Snapshot,
-    req: RouteRequest<'_>,
-) -> Result<Answer, GatewayError> {
+pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<Answer, GatewayError> {
+    let RoutingContext { snap, upstreams, decisions: counters } = ctx;
     let config = &snap.config;
     let route = req.target.route(config);
     let policy = match route {
@@ -81,15 +93,15 @@ pub async fn execute(
         budget: req.budget,
         received: req.received,
     };
-    let backend = MixedBackend::new(state, snap, req.received + req.budget.total);
+    let backend = MixedBackend::new(snap, upstreams, req.received + req.budget.total);
     let mut outcome = run::route(&backend, &routing, crate::draw::next_draw(), req.request).await;
     if let Ok(answer) = &mut outcome {
         judge(answer, &policy, &backend.fleet(routing.models));
     }
     match &outcome {
-        Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),
+        Ok(a) => counters.record(routing.route, &a.model, &a.device, &a.reason),
         Err(GatewayError::Shed { reason, .. }) => {
-            state.decisions.record(routing.route, decisions::NONE, decisions::NONE, reason)
+            counters.record(routing.route, decisions::NONE, decisions::NONE, reason)
         }
         Err(_) => {}
     }

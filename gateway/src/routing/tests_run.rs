@@ -3,7 +3,8 @@
 //! (`gateway/tests/python/test_routing.py`).
 
 use super::backend::Backend;
-use super::run::{route, Routing};
+use super::run::route;
+use super::targets::Routing;
 use crate::error::GatewayError;
 use parking_lot::Mutex;
 use router_policies::{

@@ -20,12 +20,12 @@ use crate::config::RouteConfig;
 use crate::error::GatewayError;
 use crate::handlers::infer::{explain, shape_outputs};
 use crate::routing::backend::Backend;
-use crate::routing::run::Routing;
+use crate::routing::targets::Routing;
+use crate::routing::MixedBackend;
 use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::Target;
-use crate::upstream::MixedBackend;
 use crate::v2::{self, DecodedRequest, InferResponseParts};
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -127,7 +127,7 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
             }
             None => {
                 let req = RouteRequest { target: &target, request, budget, received };
-                let answer = routing::execute(state, snap, req).await?;
+                let answer = routing::execute(state.routing(snap), req).await?;
                 Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
             }
         };
@@ -213,7 +213,7 @@ async fn run_pair(
     };
     // A stream's final is not cut short by the budget (the client asked to
     // wait for it); upstream calls still end by the route's maximum budget.
-    let backend = MixedBackend::new(state, snap, req.received + req.route.max_budget);
+    let backend = MixedBackend::new(snap, &state.upstreams, req.received + req.route.max_budget);
     let run = PairRun {
         routing: &routing,
         pair,

@@ -10,14 +10,11 @@
 //!   the gateway's own V2 calls (binary tensors over a pooled HTTP/1.1
 //!   client; answers checked against the request and the signature), with
 //!   retries on other addresses inside the request's budget.
-//! - [`backend`]: the routing backend over local and upstream models, so
-//!   that policies, fallbacks and the cache work unchanged.
 //! - [`catalog`]: model lookups for the V2 handlers.
 //! - [`startup`]: reading upstream signatures at start-up.
 //! - [`observe`]: the one place every upstream attempt is recorded.
 
 pub mod address;
-pub mod backend;
 pub mod catalog;
 pub mod client;
 pub mod ewma;
@@ -32,6 +29,5 @@ pub mod v2_call;
 pub mod v2_check;
 pub mod v2_codec;
 
-pub use backend::MixedBackend;
 pub use catalog::Catalog;
 pub use registry::{RemoteModel, SignatureState, Upstream, Upstreams};
