@@ -33,3 +33,19 @@ pub struct Answer {
     /// requests whose budget is no larger ([`crate::cache`]).
     pub degraded: bool,
 }
+
+impl Answer {
+    /// The V2 response `parameters` saying which model and device answered
+    /// (`switchyard_model`, `_device`, `_pool`, `_reason`, ...).
+    pub fn explain(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("switchyard_model".into(), self.model.clone().into());
+        map.insert("switchyard_model_version".into(), self.version.into());
+        map.insert("switchyard_device".into(), self.device.clone().into());
+        map.insert("switchyard_pool".into(), self.pool.clone().into());
+        map.insert("switchyard_reason".into(), self.reason.clone().into());
+        map.insert("switchyard_batch_size".into(), self.batch_size.into());
+        map.insert("switchyard_budget_ms".into(), self.budget_ms.into());
+        map
+    }
+}

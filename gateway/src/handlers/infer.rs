@@ -4,7 +4,7 @@ use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
 use crate::reply::Reply;
-use crate::routing::{self, budget, Answer, RouteRequest};
+use crate::routing::{self, budget, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, Response};
@@ -12,7 +12,7 @@ use crate::target::resolve;
 use crate::telemetry;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use http::HeaderMap;
-use switchyard_runtime::{InferenceRequest, Tensor};
+use switchyard_runtime::InferenceRequest;
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -93,8 +93,8 @@ pub async fn infer<'a>(
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
-        parameters: explain(&answer),
-        outputs: shape_outputs(&decoded, answer.outputs.clone(), batched)?,
+        parameters: answer.explain(),
+        outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
@@ -114,27 +114,6 @@ pub async fn infer<'a>(
     Ok(reply.into())
 }
 
-/// Applies per-output encoding choices: binary or JSON, and Triton's
-/// classification extension (top-k `"value:index"` strings) when asked.
-pub(crate) fn shape_outputs(
-    decoded: &v2::DecodedRequest,
-    outputs: Vec<(String, Tensor)>,
-    batched: bool,
-) -> Result<Vec<(String, Tensor, bool)>, GatewayError> {
-    outputs
-        .into_iter()
-        .map(|(name, tensor)| {
-            let binary = decoded.output_is_binary(&name);
-            let k = decoded.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
-            let tensor = match k {
-                Some(k) => v2::classify(&name, &tensor, k, batched)?,
-                None => tensor,
-            };
-            Ok((name, tensor, binary))
-        })
-        .collect()
-}
-
 /// Reads `Inference-Header-Content-Length`, if present.
 fn header_length(headers: &HeaderMap) -> Result<Option<usize>, GatewayError> {
     let Some(value) = headers.get(HEADER_LENGTH) else { return Ok(None) };
@@ -144,17 +123,4 @@ fn header_length(headers: &HeaderMap) -> Result<Option<usize>, GatewayError> {
 
 fn bad_length(message: &str) -> GatewayError {
     GatewayError::BadHeader { name: "Inference-Header-Content-Length", message: message.to_string() }
-}
-
-/// The V2 response `parameters` saying which model and device answered.
-pub(crate) fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
-    let mut map = serde_json::Map::new();
-    map.insert("switchyard_model".into(), answer.model.clone().into());
-    map.insert("switchyard_model_version".into(), answer.version.into());
-    map.insert("switchyard_device".into(), answer.device.clone().into());
-    map.insert("switchyard_pool".into(), answer.pool.clone().into());
-    map.insert("switchyard_reason".into(), answer.reason.clone().into());
-    map.insert("switchyard_batch_size".into(), answer.batch_size.into());
-    map.insert("switchyard_budget_ms".into(), answer.budget_ms.into());
-    map
 }

@@ -18,7 +18,6 @@ use super::stats::{StreamCount, StreamCounters};
 use crate::cache::{CacheStatus, Plan};
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
-use crate::handlers::infer::{explain, shape_outputs};
 use crate::routing::backend::Backend;
 use crate::routing::targets::Routing;
 use crate::routing::MixedBackend;
@@ -243,7 +242,7 @@ fn encode_event(
     answer: &Answer,
     info: EventInfo,
 ) -> Result<Bytes, GatewayError> {
-    let mut parameters = explain(answer);
+    let mut parameters = answer.explain();
     parameters.insert("stage".into(), info.stage.as_str().into());
     parameters.insert("model".into(), answer.model.clone().into());
     parameters.insert("device".into(), answer.device.clone().into());
@@ -257,7 +256,7 @@ fn encode_event(
     if let Some(cache) = info.cache {
         parameters.insert("cache".into(), cache.as_str().into());
     }
-    let outputs = shape_outputs(decoded, answer.outputs.clone(), batched)?
+    let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?
         .into_iter()
         .map(|(name, tensor, _binary)| (name, tensor, false))
         .collect();

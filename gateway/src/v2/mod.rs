@@ -34,6 +34,7 @@ mod float16;
 pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
+pub mod outputs;
 pub mod request;
 pub mod response;
 pub mod validate;
@@ -49,6 +50,7 @@ pub use classification::classify;
 pub use error::{error_body, V2Error};
 pub use limits::DecodeLimits;
 pub use metadata::{model_config, model_metadata, server_metadata};
+pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
 pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
