@@ -21,8 +21,10 @@
 
 pub mod config_view;
 pub mod endpoints;
+pub mod metrics_page;
 pub mod models;
 pub mod pause;
+pub mod scrape;
 pub mod stats;
 
 use crate::auth::bearer_token;

@@ -3,8 +3,8 @@
 //! the response cache ([`crate::cache::stats::CacheSnapshot`]) and the
 //! routing decisions ([`crate::routing::decisions::DecisionCounters`]).
 
-use super::family::Family;
 use crate::cache::stats::CacheSnapshot;
+use crate::metrics::family::Family;
 use crate::routing::decisions::DecisionKey;
 use prometheus::proto::MetricFamily;
 use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
