@@ -20,6 +20,7 @@ pub mod handlers;
 pub mod http_io;
 pub mod lifecycle;
 pub mod metrics;
+pub mod prefix;
 pub mod proxy;
 pub mod reload;
 pub mod reply;

@@ -1,10 +1,10 @@
-//! The cache's part in one proxied request ([`super::cache`] keys and
-//! holds entries, [`super::cache_policy`] says what may be stored and
+//! The cache's part in one proxied request ([`crate::prefix::cache`] keys and
+//! holds entries, [`crate::prefix::cache_policy`] says what may be stored and
 //! served): the lookup before proxying, the response collected for the
 //! cache while it streams to the client, and its storage once complete.
 
-use super::cache::{CachedResponse, RequestKey};
-use super::cache_policy::{storable, Credentials};
+use crate::prefix::cache::{CachedResponse, RequestKey};
+use crate::prefix::cache_policy::{storable, Credentials};
 use super::phases::ProxyCtx;
 use crate::cache::control::Control;
 use crate::config::Limits;

@@ -48,7 +48,7 @@
 
 use super::cache_step::{lookup, CacheStep, Filling};
 use super::headers::{forward_request, set_trace_context, strip_hop_by_hop, Forwarding};
-use super::routes::PrefixRoute;
+use crate::prefix::PrefixRoute;
 use super::watchdog::{Deadline, Limit, Watchdog};
 use crate::config::Limits;
 use crate::reply::Reply;

@@ -25,35 +25,11 @@
 //! `s-maxage` / `max-age` (less its `Age`) says so.
 
 use super::cache::PrefixCache;
+pub use super::sharing::{Credentials, Sharing};
 use http::header::{AGE, AUTHORIZATION, CACHE_CONTROL, COOKIE, SET_COOKIE, VARY};
 use http::HeaderMap;
 use pingora::http::ResponseHeader;
 use std::time::Duration;
-
-/// Credentials a request carries that its cache key does not hold.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Credentials {
-    /// An `Authorization` header, not keyed by the route.
-    pub authorization: bool,
-    /// A `Cookie` header, not keyed by the route.
-    pub cookie: bool,
-}
-
-/// Which requests with unkeyed credentials a stored response may answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Sharing {
-    /// Requests with `Authorization` (`public`, `s-maxage`, `must-revalidate`).
-    pub with_authorization: bool,
-    /// Requests with `Cookie` (`public`).
-    pub with_cookie: bool,
-}
-
-impl Sharing {
-    /// Whether a response shared this way may answer a request with `creds`.
-    pub fn serves(self, creds: Credentials) -> bool {
-        (!creds.authorization || self.with_authorization) && (!creds.cookie || self.with_cookie)
-    }
-}
 
 /// A response that may be stored: for how long, and for whom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,7 @@
 //! `private`...): [`super::cache_policy`]. A stored body also fits
 //! `max_entry_bytes`.
 
-use super::cache_policy::Sharing;
+use super::sharing::Sharing;
 use crate::config::proxy_types::PrefixCacheConfig;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
