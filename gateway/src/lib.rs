@@ -21,6 +21,7 @@ pub mod http_io;
 pub mod lifecycle;
 pub mod metrics;
 pub mod prefix;
+pub mod prepare;
 pub mod proxy;
 pub mod reload;
 pub mod reply;

@@ -110,10 +110,10 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
         }
     };
     // What `serve` checks: the trace exporter (built when its logging
-    // starts), then `serve::prepare`, the same function `serve` runs.
+    // starts), then `prepare::prepare`, the same function `serve` runs.
     let exporter = config.telemetry.as_ref().map_or(Ok(()), switchyard::telemetry::otlp::check);
     let checked = exporter.context("logging").and_then(|()| {
-        serve::prepare(&config, &switchyard::upstream::Upstreams::new(&config.proxy)).map(drop)
+        switchyard::prepare::prepare(&config, &switchyard::upstream::Upstreams::new(&config.proxy)).map(drop)
     });
     match checked {
         Ok(()) => {

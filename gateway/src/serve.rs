@@ -6,7 +6,7 @@ use crate::admin::AdminApp;
 use crate::app::GatewayApp;
 use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
-use crate::config::{Config, ConfigIssue};
+use crate::config::Config;
 use crate::connections::{rlimit, ConnTable, GuardedApp};
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
@@ -22,77 +22,6 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use switchyard_runtime::{init_onnxruntime, ModelRepository, ModelSignature};
-
-/// Checks that each route's local models share one signature (same input
-/// and output names, datatypes and shapes), so any of them can answer.
-/// Upstream members are checked by [`check_upstreams`].
-pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
-    let mut issues = Vec::new();
-    for (i, route) in config.routes.iter().enumerate() {
-        let mut reference: Option<(&String, ModelSignature)> = None;
-        let local = route.models.iter().enumerate().filter(|(_, m)| config.proxy.upstream_model(m).is_none());
-        for (j, model) in local {
-            let path = format!("routes[{i}].models[{j}]");
-            match (repo.signature(model), &reference) {
-                (Err(e), _) => issues.push(ConfigIssue { path, message: e.to_string() }),
-                (Ok(sig), None) => reference = Some((model, sig)),
-                (Ok(sig), Some((_, expected))) if sig == *expected => {}
-                (Ok(_), Some((first, _))) => issues.push(ConfigIssue {
-                    path,
-                    message: format!("{model:?} has a different input/output signature than {first:?}"),
-                }),
-            }
-        }
-    }
-    issues
-}
-
-/// Opens ONNX Runtime and the model repository for `config`.
-pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> {
-    let lib = init_onnxruntime(config.onnxruntime_library.as_deref()).context("ONNX Runtime library")?;
-    tracing::info!(library = %lib.display(), "ONNX Runtime loaded");
-    let repo = ModelRepository::new(config.models.clone()).context("model repository")?;
-    let issues = check_routes(config, &repo);
-    if !issues.is_empty() {
-        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
-    }
-    Ok(repo)
-}
-
-/// Reads the upstream models' signatures from their servers and checks
-/// them against their routes (see [`crate::upstream::startup`]); an
-/// unreachable upstream is not an error, a mismatching model is.
-pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) -> anyhow::Result<()> {
-    let issues = crate::upstream::startup::prepare(upstreams, config, repo);
-    if !issues.is_empty() {
-        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
-    }
-    Ok(())
-}
-
-/// Every check `serve` makes on a parsed config before it starts serving,
-/// and `check-config` with it, so that the two never disagree:
-/// 1. the admin listener is on a loopback address or has a token
-///    ([`crate::admin::check_exposure`], named `server.admin_listen`);
-/// 2. ONNX Runtime loads, every model loads, and each route's models share
-///    one signature ([`open_repository`]);
-/// 3. upstream models match their routes ([`check_upstreams`]; this reads
-///    their metadata into `upstreams`, which serving then uses).
-///
-/// What it cannot check is the machine `serve` will run on: whether the
-/// listeners can be bound, and the trace exporter, which is built when
-/// logging starts (`check-config` builds it too).
-pub fn prepare(config: &Config, upstreams: &Upstreams) -> anyhow::Result<Arc<ModelRepository>> {
-    // The message starts with the field path (`server.admin_listen ...`).
-    crate::admin::check_exposure(config.server.admin_listen, &config.admin)
-        .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
-    let repo = open_repository(config)?;
-    check_upstreams(upstreams, config, &repo)?;
-    Ok(repo)
-}
 
 /// How long pending L2 cache writes may take to flush at shutdown.
 const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -102,7 +31,7 @@ const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// `source` says which file hot reload rereads ([`crate::reload`]).
 pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
-    let repo = prepare(&config, &upstreams)?;
+    let repo = crate::prepare::prepare(&config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
     fit_connection_limit(&state.connections);

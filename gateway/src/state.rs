@@ -5,7 +5,7 @@ use crate::cache::ResponseCache;
 use crate::config::Config;
 use crate::connections::ConnTable;
 use crate::lifecycle::Lifecycle;
-use crate::proxy::PrefixRoutes;
+use crate::prefix::PrefixRoutes;
 use crate::routing::decisions::DecisionCounters;
 use crate::snapshot::Snapshot;
 use crate::upstream::{Catalog, Upstreams};
@@ -29,7 +29,7 @@ pub struct AppState {
     /// Requests in flight and whether the server is draining.
     pub lifecycle: Arc<Lifecycle>,
     /// Counters of streamed (SSE) infer calls.
-    pub streams: crate::stream::stats::StreamCounters,
+    pub streams: crate::metrics::streams::StreamCounters,
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics. Built at start-up:
     /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
@@ -50,7 +50,7 @@ impl AppState {
     }
 
     /// As [`AppState::new`], with the upstream registry built (and its
-    /// models' metadata read) beforehand, as `serve::prepare` does.
+    /// models' metadata read) beforehand, as `prepare::prepare` does.
     pub fn with_upstreams(config: Config, repo: Arc<ModelRepository>, upstreams: Arc<Upstreams>) -> AppState {
         let permits = config.server.limits.max_concurrent_requests;
         let config_connections = config.server.connections;

@@ -100,7 +100,7 @@ fn text_model_tokenizer_mistakes_name_the_field() {
 
 /// `check-config` refuses what `serve` refuses (issue 24, item 15): an
 /// admin listener reachable from other hosts without an admin token. Both
-/// run `serve::prepare`; `serve` stops before binding anything.
+/// run `prepare::prepare`; `serve` stops before binding anything.
 #[test]
 fn an_exposed_admin_listener_without_a_token_fails_like_serve() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();

@@ -13,6 +13,8 @@
 //!   scraped from counters other modules already keep (runtime pools and
 //!   models, cache tiers, routing decisions, admission, connections), so
 //!   nothing is counted twice and the request path pays nothing for them.
+//! - [`streams`]: counters of streamed (SSE) calls, shown in
+//!   `GET /admin/stats` under `"streams"`.
 //!
 //! Labels are low-cardinality by construction: routes, models, pools and
 //! upstreams come from the config; devices, endpoints, statuses, reasons,
@@ -22,5 +24,6 @@
 pub mod connections;
 pub mod family;
 pub mod requests;
+pub mod streams;
 
 pub use requests::{record_request, upstream_attempt, RequestLabels};

@@ -3,18 +3,19 @@
 //! served): the lookup before proxying, the response collected for the
 //! cache while it streams to the client, and its storage once complete.
 
-use crate::prefix::cache::{CachedResponse, RequestKey};
-use crate::prefix::cache_policy::{storable, Credentials};
-use super::phases::ProxyCtx;
 use crate::cache::control::Control;
 use crate::config::Limits;
 use crate::http_io::read_body;
+use crate::prefix::cache::{CachedResponse, RequestKey};
+use crate::prefix::cache_policy::{storable, Credentials};
+use crate::prefix::PrefixRoute;
 use crate::reply::Reply;
 use bytes::{Bytes, BytesMut};
 use http::Method;
 use pingora::http::ResponseHeader;
 use pingora::prelude::Session;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A request looked up (or to be stored): its key and its unkeyed credentials.
 #[derive(Debug, Clone, Copy)]
@@ -43,15 +44,32 @@ pub struct Filling {
     body: BytesMut,
 }
 
-/// The lookup of [`super::phases::start`]: `Some(status)` when answered
-/// from the cache.
+/// What the lookup of [`super::phases::start`] found.
+#[derive(Debug)]
+pub struct Looked {
+    /// The cache's part in the rest of the request.
+    pub step: CacheStep,
+    /// Request body bytes read for the key (re-sent upstream on a miss).
+    pub request_bytes: u64,
+    /// The status sent, when answered from the cache.
+    pub answered: Option<u16>,
+}
+
+impl Looked {
+    fn step(step: CacheStep) -> Looked {
+        Looked { step, request_bytes: 0, answered: None }
+    }
+}
+
+/// Looks the request up in `route`'s cache; `host` is the client's `Host`.
 pub async fn lookup(
     session: &mut Session,
-    ctx: &mut ProxyCtx,
+    route: &PrefixRoute,
+    host: Option<&str>,
     declared: Option<u64>,
     limits: &Limits,
-) -> Result<Option<u16>, Reply> {
-    let Some(cache) = &ctx.route.cache else { return Ok(None) };
+) -> Result<Looked, Reply> {
+    let Some(cache) = &route.cache else { return Ok(Looked::step(CacheStep::Off)) };
     let header = session.req_header();
     let method = header.method.clone();
     let chunked = header.headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -59,8 +77,7 @@ pub async fn lookup(
     let body_fits = !chunked && declared.unwrap_or(0) <= cache.config.max_body_bytes as u64;
     if !cache.allows(&method) || !body_fits || control == Control::NoStore {
         cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Bypass(None);
-        return Ok(None);
+        return Ok(Looked::step(CacheStep::Bypass(None)));
     }
     let body = if declared.unwrap_or(0) > 0 {
         // Kept by Pingora (up to 64 KiB) and re-sent upstream on a miss.
@@ -70,33 +87,31 @@ pub async fn lookup(
     } else {
         Bytes::new()
     };
-    ctx.request_bytes = body.len() as u64;
+    let request_bytes = body.len() as u64;
     let header = session.req_header();
     let key = cache.key(&RequestKey {
-        upstream: &ctx.route.upstream.config.name,
+        upstream: &route.upstream.config.name,
         method: &method,
         path_and_query: header.uri.path_and_query().map_or("/", |p| p.as_str()),
-        host: ctx.forwarding.host.as_deref(),
+        host,
         headers: &header.headers,
         body: &body,
     });
     let lookup = Lookup { key, creds: cache.credentials(&header.headers) };
     if control == Control::NoCache {
         cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Bypass(Some(lookup));
-        return Ok(None);
+        return Ok(Looked { step: CacheStep::Bypass(Some(lookup)), request_bytes, answered: None });
     }
     let Some(hit) = cache.get(&key).await.filter(|hit| hit.sharing.serves(lookup.creds)) else {
         cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Miss(lookup);
-        return Ok(None);
+        return Ok(Looked { step: CacheStep::Miss(lookup), request_bytes, answered: None });
     };
     cache.stats.hits.fetch_add(1, Ordering::Relaxed);
     if let Err(e) = write_cached(session, &hit, method == Method::HEAD).await {
         // The client's connection failed; nothing else can be sent on it.
         tracing::debug!(error = %e, "could not write a cached response");
     }
-    Ok(Some(hit.status))
+    Ok(Looked { step: CacheStep::Miss(lookup), request_bytes, answered: Some(hit.status) })
 }
 
 async fn write_cached(session: &mut Session, hit: &CachedResponse, head_only: bool) -> pingora::Result<()> {
@@ -114,15 +129,20 @@ async fn write_cached(session: &mut Session, hit: &CachedResponse, head_only: bo
     Ok(())
 }
 
-impl ProxyCtx {
-    /// Whether this response head will be stored (once its body is
-    /// complete), and for how long and whom.
-    pub(super) fn cache_fill(&self, resp: &ResponseHeader, declared: Option<u64>) -> Option<Filling> {
-        let lookup = match self.cache {
-            CacheStep::Miss(lookup) | CacheStep::Bypass(Some(lookup)) => lookup,
+impl CacheStep {
+    /// Whether this response head of `route` will be stored (once its
+    /// body is complete), and for how long and whom.
+    pub fn filling(
+        &self,
+        route: &PrefixRoute,
+        resp: &ResponseHeader,
+        declared: Option<u64>,
+    ) -> Option<Filling> {
+        let lookup = match self {
+            CacheStep::Miss(lookup) | CacheStep::Bypass(Some(lookup)) => *lookup,
             _ => return None,
         };
-        let cache = self.route.cache.as_ref()?;
+        let cache = route.cache.as_ref()?;
         if declared.is_some_and(|n| n > cache.config.max_entry_bytes as u64) {
             return None;
         }
@@ -144,33 +164,32 @@ impl ProxyCtx {
     }
 
     /// Adds `x-cache` to the response the client gets.
-    pub fn response(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
-        let value = match self.cache {
+    pub fn mark(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
+        let value = match self {
             CacheStep::Off => return Ok(()),
             CacheStep::Bypass(_) => "bypass",
             CacheStep::Miss(_) => "miss",
         };
         resp.insert_header("x-cache", value)
     }
+}
 
-    /// Adds a body chunk to the entry being filled; gives it up past
-    /// `max_entry_bytes`.
-    pub(super) fn fill(&mut self, chunk: &[u8]) {
-        let max_entry = self.route.cache.as_ref().map_or(0, |c| c.config.max_entry_bytes);
-        if let Some(filling) = &mut self.filling {
-            if filling.body.len() + chunk.len() > max_entry {
-                self.filling = None;
-            } else {
-                filling.body.extend_from_slice(chunk);
-            }
+impl Filling {
+    /// Adds a body chunk; `false` once the entry would pass `max_entry`
+    /// bytes (the caller gives it up).
+    pub fn push(&mut self, chunk: &[u8], max_entry: usize) -> bool {
+        if self.body.len() + chunk.len() > max_entry {
+            return false;
         }
+        self.body.extend_from_slice(chunk);
+        true
     }
 
-    /// Stores a complete response in the background (never delays it).
-    pub(super) fn store(&mut self) {
-        let Some(Filling { key, mut stored, body }) = self.filling.take() else { return };
+    /// Stores the complete response in `route`'s cache in the background
+    /// (never delays it).
+    pub fn store(self, route: Arc<PrefixRoute>) {
+        let Filling { key, mut stored, body } = self;
         stored.body = body.freeze();
-        let route = self.route.clone();
         tokio::spawn(async move {
             if let Some(cache) = &route.cache {
                 cache.put(key, stored).await;

@@ -18,5 +18,5 @@ pub mod headers;
 pub mod phases;
 pub mod watchdog;
 
-pub use phases::{ProxyCtx, Start};
 pub use crate::prefix::{PrefixRoute, PrefixRoutes};
+pub use phases::{ProxyCtx, Start};

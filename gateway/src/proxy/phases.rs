@@ -46,11 +46,11 @@
 //!    the response had started, only its access-log label
 //!    ([`error_label`]), e.g. `upstream_truncated`.
 
-use super::cache_step::{lookup, CacheStep, Filling};
+use super::cache_step::{lookup, CacheStep, Filling, Looked};
 use super::headers::{forward_request, set_trace_context, strip_hop_by_hop, Forwarding};
-use crate::prefix::PrefixRoute;
 use super::watchdog::{Deadline, Limit, Watchdog};
 use crate::config::Limits;
+use crate::prefix::PrefixRoute;
 use crate::reply::Reply;
 use crate::telemetry::spans::{self, UpstreamCall};
 use crate::upstream::address::Attempt;
@@ -83,12 +83,12 @@ pub struct ProxyCtx {
     /// The current attempt's `upstream_call` span (disabled when the
     /// request is not traced), kept until its response ends.
     span: Span,
-    pub(super) forwarding: Forwarding,
+    forwarding: Forwarding,
     /// Request body bytes sent upstream.
     pub request_bytes: u64,
     response_bytes: u64,
-    pub(super) cache: CacheStep,
-    pub(super) filling: Option<Filling>,
+    cache: CacheStep,
+    filling: Option<Filling>,
     /// The current attempt's head deadline, while the head is awaited.
     watchdog: Option<Watchdog>,
     /// The current attempt has not had its response head yet.
@@ -149,14 +149,23 @@ pub async fn start(
         awaiting_head: false,
         request_sent: None,
     };
-    match lookup(session, &mut ctx, declared, limits).await {
-        Ok(Some(status)) => Start::Answered(status),
-        Ok(None) => Start::Proxy(Box::new(ctx)),
+    match lookup(session, &route, ctx.forwarding.host.as_deref(), declared, limits).await {
+        Ok(Looked { answered: Some(status), .. }) => Start::Answered(status),
+        Ok(looked) => {
+            ctx.cache = looked.step;
+            ctx.request_bytes = looked.request_bytes;
+            Start::Proxy(Box::new(ctx))
+        }
         Err(reply) => Start::Refused(reply),
     }
 }
 
 impl ProxyCtx {
+    /// Adds `x-cache` to the response the client gets.
+    pub fn response(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
+        self.cache.mark(resp)
+    }
+
     fn time_left(&self) -> Option<Duration> {
         self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
     }
@@ -356,7 +365,7 @@ impl ProxyCtx {
             }
         }
         strip_hop_by_hop(resp);
-        self.filling = self.cache_fill(resp, declared);
+        self.filling = self.cache.filling(&self.route, resp, declared);
         Ok(())
     }
 
@@ -375,10 +384,15 @@ impl ProxyCtx {
             self.filling = None;
             return Err(Error::explain(ErrorType::HTTPStatus(504), self.describe("total timeout reached")));
         }
-        self.fill(chunk);
+        let max_entry = self.route.cache.as_ref().map_or(0, |c| c.config.max_entry_bytes);
+        if self.filling.as_mut().is_some_and(|f| !f.push(chunk, max_entry)) {
+            self.filling = None;
+        }
         if end {
             self.end_span();
-            self.store();
+            if let Some(filling) = self.filling.take() {
+                filling.store(self.route.clone());
+            }
         }
         Ok(())
     }

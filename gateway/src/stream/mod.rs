@@ -30,20 +30,19 @@
 //! - [`draft`]: running the pair (parallel or sequential, cancellation).
 //! - [`produce`]: cache, orchestration and event encoding.
 //! - [`respond`]: the Pingora writer (chunking, heartbeat, disconnects).
-//! - [`sse`]: the wire format. [`stats`]: counters for `/admin/stats`.
+//! - [`sse`]: the wire format. Its counters are [`crate::metrics::streams`].
 
 pub mod draft;
 pub mod produce;
 pub mod respond;
 pub mod sse;
-pub mod stats;
 
+use crate::metrics::streams::StreamCount;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use produce::{produce, Job};
 use respond::EventStream;
-use stats::StreamCount;
 
 /// What a handler answers: a complete reply, or an event stream to write.
 pub enum Response<'a> {

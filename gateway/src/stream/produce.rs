@@ -14,10 +14,10 @@
 //!    emitted; an error is emitted instead of a final.
 
 use super::draft::{draft_then_final, Finished, PairRun, Ran};
-use super::stats::{StreamCount, StreamCounters};
 use crate::cache::{CacheStatus, Plan};
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
+use crate::metrics::streams::{StreamCount, StreamCounters};
 use crate::routing::backend::Backend;
 use crate::routing::targets::Routing;
 use crate::routing::MixedBackend;

@@ -14,8 +14,12 @@
 //! Anything else is a [`BadResponse`]: the gateway answers 502 and counts
 //! it against the address like any garbled answer.
 
-use super::v2_codec::BadResponse;
 use switchyard_runtime::{InferenceRequest, ModelSignature, Tensor, TensorSpec};
+
+/// Why an upstream's answer is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid V2 response: {0}")]
+pub struct BadResponse(pub String);
 
 /// What an answer must fit.
 #[derive(Debug, Clone, Copy, Default)]

@@ -10,7 +10,7 @@
 //! row, the outputs asked for). Anything else is a [`BadResponse`] (the
 //! gateway answers 502).
 
-use super::v2_check::Expected;
+use super::v2_check::{BadResponse, Expected};
 use crate::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
 use crate::v2::json_data::parse_json_data;
 use crate::v2::DecodeLimits;
@@ -61,11 +61,6 @@ pub fn encode_request(request: &InferenceRequest) -> EncodedRequest {
     }
     EncodedRequest { body: Bytes::from(body), header_len }
 }
-
-/// Why an upstream's answer is unusable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid V2 response: {0}")]
-pub struct BadResponse(pub String);
 
 #[derive(Deserialize)]
 struct RawResponse<'a> {
