@@ -149,7 +149,7 @@ pub async fn start(
         awaiting_head: false,
         request_sent: None,
     };
-    match lookup(session, &route, ctx.forwarding.host.as_deref(), declared, limits).await {
+    match lookup(session, route, ctx.forwarding.host.as_deref(), declared, limits).await {
         Ok(Looked { answered: Some(status), .. }) => Start::Answered(status),
         Ok(looked) => {
             ctx.cache = looked.step;
