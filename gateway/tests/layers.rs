@@ -9,6 +9,8 @@
 //! (`crate::cache::key::CacheKey`, `super::run::Routing`), not comments or
 //! doc links, and not test code (`tests*.rs` files, `#[cfg(test)]` items).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
