@@ -165,6 +165,16 @@ pub enum RuntimeError {
         /// Why each pool is unavailable.
         reason: String,
     },
+    /// The request waited in the queue of a paused pool
+    /// ([`crate::ModelRepository::set_paused`]) until its deadline; it was
+    /// not executed (503, retry later).
+    #[error("model '{model}' pool '{pool}' is paused; the request's deadline passed while it waited")]
+    Paused {
+        /// The model.
+        model: String,
+        /// The paused pool.
+        pool: String,
+    },
     /// ONNX Runtime failed while running a batch, or a worker stopped.
     #[error("model '{model}' failed to execute: {reason}")]
     Execution {
@@ -212,6 +222,7 @@ impl RuntimeError {
             E::LibraryUnavailable { .. }
             | E::CorruptModel { .. }
             | E::DeviceUnavailable { .. }
+            | E::Paused { .. }
             | E::ShuttingDown => ErrorClass::Unavailable,
             E::InvalidSpec { .. } | E::Execution { .. } => ErrorClass::Internal,
             E::Upstream { class, .. } => *class,
@@ -236,6 +247,7 @@ impl RuntimeError {
             E::CorruptModel { .. } => "corrupt_model",
             E::Overloaded { .. } => "overloaded",
             E::DeviceUnavailable { .. } => "device_unavailable",
+            E::Paused { .. } => "paused",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
             E::Upstream { label, .. } => label,
@@ -245,7 +257,8 @@ impl RuntimeError {
     /// True when the same request may succeed if retried later (overload,
     /// temporary unavailability), false when it will fail again.
     pub fn is_retryable(&self) -> bool {
-        matches!(self.class(), ErrorClass::Overloaded) || matches!(self, RuntimeError::ShuttingDown)
+        matches!(self.class(), ErrorClass::Overloaded)
+            || matches!(self, RuntimeError::ShuttingDown | RuntimeError::Paused { .. })
     }
 }
 

@@ -35,6 +35,7 @@ pub mod stats;
 pub mod tensor;
 pub mod text;
 mod validate;
+mod wait;
 mod worker;
 
 pub use error::{ErrorClass, RuntimeError};

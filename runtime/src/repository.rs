@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::dispatch::enqueue;
 use crate::error::RuntimeError;
@@ -20,6 +21,7 @@ use crate::spec::ModelSpec;
 use crate::stats::{ModelStats, RuntimeSnapshot};
 use crate::text::encode_request;
 use crate::validate::validate;
+use crate::wait::{wait, WaitOn};
 
 /// All models the runtime serves.
 #[derive(Debug)]
@@ -112,6 +114,22 @@ impl ModelRepository {
         pool: Option<&str>,
         req: InferenceRequest,
     ) -> Result<InferenceResponse, RuntimeError> {
+        self.infer_within(model, pool, req, None).await
+    }
+
+    /// [`Self::infer`] with a deadline (the caller's latency budget): a
+    /// request still queued on a paused pool (see [`Self::set_paused`])
+    /// once the deadline has passed gives up with
+    /// [`RuntimeError::Paused`] instead of waiting for the pool to be
+    /// resumed. On a pool that is not paused the deadline changes nothing:
+    /// a slow queue still answers, late.
+    pub async fn infer_within(
+        &self,
+        model: &str,
+        pool: Option<&str>,
+        req: InferenceRequest,
+        deadline: Option<Instant>,
+    ) -> Result<InferenceResponse, RuntimeError> {
         self.check_open()?;
         let m = self.model(model)?;
         let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
@@ -134,11 +152,14 @@ impl ModelRepository {
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
             validated.group = vec![vec![encoder.bucket(length)]];
         }
-        let pending = enqueue(m, &loaded, pool_index, validated)?;
+        let queued = enqueue(m, &loaded, pool_index, validated)?;
         drop(loaded);
-        let result = pending.await.unwrap_or_else(|_| {
-            Err(RuntimeError::Execution { model: m.spec.name.clone(), reason: "the worker stopped".into() })
-        });
+        let shared = m.pools.get(queued.pool).ok_or_else(|| RuntimeError::Execution {
+            model: m.spec.name.clone(),
+            reason: "queued on a pool the model does not have".into(),
+        })?;
+        let on = WaitOn { model: &m.spec.name, pool: &shared.spec.name, gate: &shared.gate };
+        let result = wait(queued.pending, on, deadline).await;
         m.touch();
         result
     }
@@ -170,9 +191,13 @@ impl ModelRepository {
     }
 
     /// Holds (`true`) or releases a pool's workers between batches; queued
-    /// requests wait (and may be cancelled) meanwhile. A test and
-    /// maintenance hook, for deterministic batching and cancellation tests
-    /// or draining a device; not used in normal serving.
+    /// requests wait (and may be cancelled) meanwhile, those with a
+    /// deadline ([`Self::infer_within`]) at most until it has passed. The
+    /// pool's statistics say `paused`, so routing sends new requests
+    /// elsewhere when it can, and a request without a named pool goes to
+    /// a paused pool only when the model has no other. A maintenance and
+    /// test hook, for taking a device out of service or deterministic
+    /// batching and cancellation tests; not used in normal serving.
     pub fn set_paused(&self, model: &str, pool: &str, paused: bool) -> Result<(), RuntimeError> {
         let m = self.model(model)?;
         let i = m.pool_index(pool)?;

@@ -36,10 +36,11 @@ pub struct MixedBackend<'a> {
 
 impl<'a> MixedBackend<'a> {
     /// The backend for one request under `config`; upstream calls and
-    /// their retries end by `deadline` (arrival + budget).
+    /// their retries end by `deadline` (arrival + budget), and so does a
+    /// local request's wait on a paused pool.
     pub fn new(state: &'a AppState, snap: &'a Snapshot, deadline: Instant) -> MixedBackend<'a> {
         MixedBackend {
-            local: RuntimeBackend { repo: &snap.repo, config: &snap.config },
+            local: RuntimeBackend { repo: &snap.repo, config: &snap.config, deadline: Some(deadline) },
             upstreams: &state.upstreams,
             deadline,
         }
@@ -96,6 +97,7 @@ pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now:
         name: upstream.config.name.clone(),
         device: Device::Upstream,
         available: !usable.is_empty(),
+        paused: false,
         workers: 1,
         queue_depth: 0,
         in_flight: 0,
