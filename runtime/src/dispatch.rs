@@ -50,7 +50,7 @@ pub fn enqueue(
             }
             vec![i]
         }
-        None => candidates(model, loaded, rows),
+        None => order(model, loaded, rows),
     };
     let (tx, rx) = oneshot::channel();
     let mut entry = QueueEntry {
@@ -87,7 +87,9 @@ pub fn enqueue(
     })
 }
 
-fn candidates(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
+/// The model's running pools for a request of `rows` rows, best first:
+/// by predicted wait, spec order breaking ties, paused pools last.
+pub fn order(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
     let mut scored: Vec<(bool, Duration, usize)> = loaded
         .pools
         .iter()

@@ -10,11 +10,14 @@ use thiserror::Error;
 use crate::tensor::DataType;
 
 /// Coarse error category; the gateway maps it to a status code
-/// (400 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
+/// (400 / 413 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// The request itself is wrong (400); retrying it unchanged fails again.
     InvalidInput,
+    /// The request asks for more work than a configured limit allows
+    /// (413); a smaller request (or a raised limit) succeeds.
+    TooLarge,
     /// A named model, pool or output does not exist (404).
     NotFound,
     /// A queue is full (429); retry after the hinted delay.
@@ -125,6 +128,20 @@ pub enum RuntimeError {
         /// What is wrong.
         reason: String,
     },
+    /// The request is over one of the model's per-request limits
+    /// ([`crate::RequestLimits`]): too many rows, or too many tokens for a
+    /// text model (413).
+    #[error("model '{model}': {reason} (limits.{setting})")]
+    TooLarge {
+        /// The model.
+        model: String,
+        /// What is over which limit, e.g. `the request has 4096 rows, more
+        /// than the 128 rows one request may carry`.
+        reason: String,
+        /// The limit's name in [`crate::RequestLimits`] (`max_rows`,
+        /// `max_tokens`).
+        setting: &'static str,
+    },
     /// The request asks for an output the model does not produce.
     #[error("model '{model}' has no output '{output}' (outputs: {expected})")]
     UnknownOutput {
@@ -217,6 +234,7 @@ impl RuntimeError {
             | E::WrongDtype { .. }
             | E::WrongShape { .. }
             | E::InvalidData { .. } => ErrorClass::InvalidInput,
+            E::TooLarge { .. } => ErrorClass::TooLarge,
             E::UnknownModel { .. } | E::UnknownPool { .. } | E::UnknownOutput { .. } => ErrorClass::NotFound,
             E::Overloaded { .. } => ErrorClass::Overloaded,
             E::LibraryUnavailable { .. }
@@ -243,6 +261,7 @@ impl RuntimeError {
             E::WrongDtype { .. } => "wrong_dtype",
             E::WrongShape { .. } => "wrong_shape",
             E::InvalidData { .. } => "invalid_data",
+            E::TooLarge { .. } => "too_large",
             E::UnknownOutput { .. } => "unknown_output",
             E::CorruptModel { .. } => "corrupt_model",
             E::Overloaded { .. } => "overloaded",

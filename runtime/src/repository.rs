@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::dispatch::enqueue;
+use crate::chunk;
 use crate::error::RuntimeError;
+use crate::limits::request_rows;
 use crate::model::{LoadedModel, Model, ModelState};
 use crate::ort_env::environment;
 use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
@@ -21,7 +22,6 @@ use crate::spec::ModelSpec;
 use crate::stats::{ModelStats, RuntimeSnapshot};
 use crate::text::encode_request;
 use crate::validate::validate;
-use crate::wait::{wait, WaitOn};
 
 /// All models the runtime serves.
 #[derive(Debug)]
@@ -101,10 +101,13 @@ impl ModelRepository {
     }
 
     /// Runs one request: loads the model if needed (concurrent first calls
-    /// share one load), tokenises a text model's input (see [`crate::text`]),
-    /// validates the inputs, queues the request on `pool`
-    /// (or, with `None`, the available pool with the lowest predicted wait)
-    /// and waits for the result.
+    /// share one load), checks its rows against the model's limit
+    /// ([`ModelSpec::max_rows`], `TooLarge` beyond), tokenises a text
+    /// model's input (see [`crate::text`]; `TooLarge` past
+    /// [`ModelSpec::max_tokens`]), validates the inputs, queues the
+    /// request on `pool` (or, with `None`, the available pool with the
+    /// lowest predicted wait), in batch-sized chunks when it has more rows
+    /// than one batch, and waits for the result.
     ///
     /// Dropping the returned future cancels the request: if it has not
     /// started executing, it is skipped and counted as cancelled.
@@ -135,9 +138,15 @@ impl ModelRepository {
         let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
         m.touch();
         let loaded = ensure_loaded(m).await?;
-        let req = match (&m.spec.text, m.text_encoder()) {
+        if loaded.batch {
+            // Before anything is allocated per row (e.g. tokenising texts).
+            m.spec.check_rows(request_rows(&req))?;
+        }
+        let req = match (m.spec.max_tokens(), m.text_encoder()) {
             (None, _) => req,
-            (Some(_), Some(encoder)) => encode_request(&encoder, &m.spec.name, req).await?,
+            (Some(max_tokens), Some(encoder)) => {
+                encode_request(&encoder, &m.spec.name, req, max_tokens).await?
+            }
             (Some(_), None) => {
                 return Err(RuntimeError::DeviceUnavailable {
                     model: m.spec.name.clone(),
@@ -152,14 +161,7 @@ impl ModelRepository {
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
             validated.group = vec![vec![encoder.bucket(length)]];
         }
-        let queued = enqueue(m, &loaded, pool_index, validated)?;
-        drop(loaded);
-        let shared = m.pools.get(queued.pool).ok_or_else(|| RuntimeError::Execution {
-            model: m.spec.name.clone(),
-            reason: "queued on a pool the model does not have".into(),
-        })?;
-        let on = WaitOn { model: &m.spec.name, pool: &shared.spec.name, gate: &shared.gate };
-        let result = wait(queued.pending, on, deadline).await;
+        let result = chunk::run(m, loaded, pool_index, validated, deadline).await;
         m.touch();
         result
     }

@@ -19,6 +19,7 @@ use crate::queue::PauseGate;
 use crate::request::InferenceResponse;
 
 /// Where a queued request waits: its model and pool, and the pool's gate.
+#[derive(Clone, Copy)]
 pub struct WaitOn<'a> {
     /// The model's name (for errors).
     pub model: &'a str,

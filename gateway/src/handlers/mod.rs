@@ -12,6 +12,7 @@
 //! | POST | `.../infer` | inference |
 
 pub mod infer;
+pub mod limits;
 pub mod metadata;
 pub mod target;
 

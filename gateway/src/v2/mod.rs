@@ -36,6 +36,7 @@ pub mod limits;
 pub mod metadata;
 pub mod request;
 pub mod response;
+pub mod size;
 pub mod validate;
 
 #[cfg(test)]
@@ -47,7 +48,7 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
-pub use limits::DecodeLimits;
+pub use limits::{DecodeLimits, RowLimit};
 pub use metadata::{model_config, model_metadata, server_metadata};
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
 pub use response::{
