@@ -2,8 +2,8 @@
 """Memory soak: does the gateway give memory back after load?
 
 Starts `switchyard serve` on free loopback ports with the example models
-(digits, synth-heavy and, when fetched, MiniLM-L3), the response cache off
-unless `--cache`, and drives a mixed load from `--concurrency` client
+(digits, synth-heavy and, when fetched, MiniLM-L3, each behind a route),
+the response cache off unless `--cache`, and drives a mixed load from `--concurrency` client
 threads: small and batch-sized dense and text requests, large accepted
 ones (up to each model's row limit), long texts, and requests over the
 limits (413). Phases: warm-up (`--warmup-s` of load, then 5 s idle: the
@@ -58,6 +58,9 @@ warmup = true
 [[routes]]
 name = "digits"
 models = ["digits-cheap"]
+[[routes]]
+name = "synth"
+models = ["synth-heavy"]
 """)
     if text:
         parts.append(f"""
@@ -67,6 +70,9 @@ path = "{MODELS}/minilm-l3.onnx"
 tokenizer = {{ path = "{MODELS}/minilm-tokenizer.json", max_length = 128 }}
 batching = {{ max_batch_size = 16, max_queue_delay_us = 1000 }}
 warmup = true
+[[routes]]
+name = "text"
+models = ["minilm"]
 """)
     return "".join(parts)
 
@@ -93,21 +99,21 @@ def pick(rng, text):
     if roll < 0.30:
         return "small", "digits", dense(rng, 1)
     if roll < 0.45:
-        return "small", "synth-heavy", dense(rng, rng.randint(1, 16))
+        return "small", "synth", dense(rng, rng.randint(1, 16))
     if roll < 0.50:
-        return "large", "synth-heavy", dense(rng, rng.choice([64, 128]))
+        return "large", "synth", dense(rng, rng.choice([64, 128]))
     if roll < 0.55:
-        return "over", "synth-heavy", {"inputs": [{"name": "X", "shape": [4096, 64], "datatype": "FP32",
+        return "over", "synth", {"inputs": [{"name": "X", "shape": [4096, 64], "datatype": "FP32",
                                                    "data": [0.0] * (64 * 4096)}]}
     if not text:
         return "small", "digits", dense(rng, rng.randint(1, 32))
     if roll < 0.80:
-        return "small", "minilm", texts([sentence(rng, rng.randint(3, 30)) for _ in range(rng.randint(1, 16))])
+        return "small", "text", texts([sentence(rng, rng.randint(3, 30)) for _ in range(rng.randint(1, 16))])
     if roll < 0.88:
-        return "large", "minilm", texts([sentence(rng, rng.randint(20, 120)) for _ in range(128)])
+        return "large", "text", texts([sentence(rng, rng.randint(20, 120)) for _ in range(128)])
     if roll < 0.94:
-        return "large", "minilm", texts([sentence(rng, 20_000)])
-    return "over", "minilm", texts([""] * 20_000)
+        return "large", "text", texts([sentence(rng, 20_000)])
+    return "over", "text", texts([""] * 20_000)
 
 
 class Soak:

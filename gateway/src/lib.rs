@@ -14,6 +14,7 @@ pub mod error;
 pub mod handlers;
 pub mod http_io;
 pub mod lifecycle;
+pub mod memory;
 pub mod metrics;
 pub mod proxy;
 pub mod reload;

@@ -3,7 +3,7 @@
 //! 503 and the listeners are about to close). The graceful shutdown
 //! ([`crate::shutdown`]) waits on the in-flight count.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Counters shared by the apps and the shutdown.
@@ -11,6 +11,7 @@ use std::sync::Arc;
 pub struct Lifecycle {
     draining: AtomicBool,
     in_flight: AtomicUsize,
+    entered: AtomicU64,
 }
 
 impl Lifecycle {
@@ -20,7 +21,14 @@ impl Lifecycle {
     /// response is completely written.
     pub fn enter(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.entered.fetch_add(1, Ordering::Relaxed);
         InFlight(Arc::clone(self))
+    }
+
+    /// Requests accepted since start (to tell an idle server from a busy
+    /// one, see [`crate::memory`]).
+    pub fn entered(&self) -> u64 {
+        self.entered.load(Ordering::Relaxed)
     }
 
     /// Requests accepted and not yet completely answered.

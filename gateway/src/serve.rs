@@ -80,6 +80,7 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let repo = open_repository(&config)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::new(config, repo));
+    crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
     {
         let snap = state.snapshot.load();
         check_upstreams(&state.upstreams, &snap.config, &snap.repo)?;
