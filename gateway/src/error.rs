@@ -33,6 +33,17 @@ pub enum GatewayError {
         /// The configured limit.
         limit: usize,
     },
+    /// The response would exceed `server.max_response_bytes` (413): the
+    /// request asks for more output than the server sends in one answer.
+    #[error(
+        "the response would take up to {bytes} bytes, more than server.max_response_bytes ({limit}); ask for fewer rows or outputs, or raise the limit"
+    )]
+    ResponseTooLarge {
+        /// The response's size bound.
+        bytes: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// The body did not arrive within `server.body_read_timeout_ms` (408).
     #[error("request body not received within {0:?}")]
     BodyTimeout(Duration),
@@ -86,6 +97,7 @@ impl GatewayError {
             GatewayError::Protocol(e) => e.status(),
             GatewayError::Runtime(e) => match e.class() {
                 ErrorClass::InvalidInput => 400,
+                ErrorClass::TooLarge => 413,
                 ErrorClass::NotFound => 404,
                 ErrorClass::Overloaded => 429,
                 ErrorClass::Unavailable => 503,
@@ -95,7 +107,7 @@ impl GatewayError {
             },
             GatewayError::NotFound(_) => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
-            GatewayError::BodyTooLarge { .. } => 413,
+            GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
@@ -115,6 +127,7 @@ impl GatewayError {
             GatewayError::NotFound(_) => "not_found",
             GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
             GatewayError::BodyTooLarge { .. } => "body_too_large",
+            GatewayError::ResponseTooLarge { .. } => "response_too_large",
             GatewayError::BodyTimeout(_) => "body_timeout",
             GatewayError::BodyRead(_) => "body_read",
             GatewayError::TooManyRequests => "too_many_requests",

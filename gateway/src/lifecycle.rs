@@ -6,7 +6,7 @@
 //! ([`crate::shutdown`]) waits on the in-flight count and reports the cut
 //! ones.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Counters shared by the apps and the shutdown.
@@ -15,6 +15,7 @@ pub struct Lifecycle {
     draining: AtomicBool,
     in_flight: AtomicUsize,
     cut: AtomicUsize,
+    entered: AtomicU64,
 }
 
 impl Lifecycle {
@@ -24,7 +25,14 @@ impl Lifecycle {
     /// response is completely written.
     pub fn enter(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.entered.fetch_add(1, Ordering::Relaxed);
         InFlight { life: Arc::clone(self), finished: false }
+    }
+
+    /// Requests accepted since start (to tell an idle server from a busy
+    /// one, see [`crate::memory`]).
+    pub fn entered(&self) -> u64 {
+        self.entered.load(Ordering::Relaxed)
     }
 
     /// Requests accepted and not yet completely answered.

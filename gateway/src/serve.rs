@@ -35,6 +35,7 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
     fit_connection_limit(&state.connections);
+    crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
     let reloader = Arc::new(Reloader::new(state.clone(), source));
     crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();

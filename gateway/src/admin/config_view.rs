@@ -94,6 +94,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
         "idle_unload_s": spec.idle_unload.map(|d| d.as_secs()),
         "warmup": spec.warmup,
         "batching": batching(&spec.batching),
+        "limits": json!({ "max_rows": spec.max_rows(), "max_tokens": spec.max_tokens() }),
         "cost": routing.and_then(|r| r.cost),
         "quality": routing.and_then(|r| r.quality),
         "pools": spec.pools.iter().map(|p| json!({

@@ -46,6 +46,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
             ),
             |p| f64::from(u8::from(p.available)),
         ),
+        (
+            Family::gauge(
+                "switchyard_pool_paused",
+                "1 while an operator has paused the pool (admin API), else 0.",
+                POOL,
+            ),
+            |p| f64::from(u8::from(p.paused)),
+        ),
         (Family::counter("switchyard_pool_requests_total", "Requests accepted into the queue.", POOL), |p| {
             p.requests as f64
         }),
@@ -58,7 +66,7 @@ fn pool_scalars() -> Vec<PoolScalar> {
         (
             Family::counter(
                 "switchyard_pool_cancelled_total",
-                "Requests dropped before execution because the client went away.",
+                "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,
             ),
             |p| p.cancelled as f64,

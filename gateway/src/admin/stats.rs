@@ -50,6 +50,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "device": pool.device.to_string(),
         "available": pool.available,
         "unavailable_reason": pool.unavailable_reason,
+        "paused": pool.paused,
         "workers": pool.workers,
         "queue_depth": pool.queue_depth,
         "queue_capacity": pool.queue_capacity,

@@ -59,6 +59,9 @@ pub struct RawServer {
     pub body_read_timeout_ms: Option<u64>,
     /// Most elements one request may declare across its inputs, default 16M.
     pub max_request_elements: Option<usize>,
+    /// Largest response an infer request may produce (413 beyond, checked
+    /// before the models run and before encoding), default 64MiB.
+    pub max_response_bytes: Option<ByteSize>,
     /// Seconds in-flight requests get to finish after SIGTERM, default 10.
     pub shutdown_grace_s: Option<u64>,
     /// After SIGTERM, keep accepting for this long while readiness says
@@ -119,6 +122,9 @@ pub struct RawModel {
     /// Makes this a text model: clients send strings, the runtime tokenises
     /// them (see [`super::text_section`]); absent = the graph's own inputs.
     pub tokenizer: Option<super::text_section::RawTokenizer>,
+    /// Per-request limits `{ max_rows, max_tokens }`; absent fields take
+    /// defaults from the batching (see `switchyard_runtime::limits`).
+    pub limits: Option<switchyard_runtime::RequestLimits>,
 }
 
 /// A model's `batching = { ... }`.

@@ -80,6 +80,9 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Most tensor elements one request may declare.
     pub max_request_elements: usize,
+    /// Largest encoded response of one infer request (an upper bound,
+    /// see `v2::size`); beyond it the answer is 413.
+    pub max_response_bytes: usize,
 }
 
 /// A route: a name clients address as a V2 model.

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
+use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
 
 #[derive(Default)]
 struct Issues(Vec<ConfigIssue>);
@@ -119,6 +119,10 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     if max_body == 0 {
         issues.push("server.max_body_bytes", "must be at least 1 byte");
     }
+    let max_response = raw.max_response_bytes.map_or(64 << 20, |s| s.0);
+    if max_response == 0 {
+        issues.push("server.max_response_bytes", "must be at least 1 byte");
+    }
     let limits = Limits {
         max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
         max_concurrent_requests: positive(
@@ -134,6 +138,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             "server.max_request_elements",
             issues,
         ),
+        max_response_bytes: usize::try_from(max_response).unwrap_or(usize::MAX),
     };
     let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
     let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(0));
@@ -195,7 +200,22 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         idle_unload: raw.idle_unload_s.map(Duration::from_secs),
         warmup: raw.warmup,
         text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, &mut issues.0),
+        limits: request_limits(raw, path, issues),
     }
+}
+
+/// A model's `limits`; a limit of 0 is an error under its own field.
+fn request_limits(raw: &RawModel, path: &str, issues: &mut Issues) -> RequestLimits {
+    let limits = raw.limits.unwrap_or_default();
+    for (field, value) in [("max_rows", limits.max_rows), ("max_tokens", limits.max_tokens)] {
+        if value == Some(0) {
+            issues.push(format!("{path}.limits.{field}"), "must be at least 1");
+        }
+    }
+    if limits.max_tokens.is_some() && raw.tokenizer.is_none() {
+        issues.push(format!("{path}.limits.max_tokens"), "only a text model (with a tokenizer) has tokens");
+    }
+    limits
 }
 
 /// Batching settings; fields left out take `defaults` (the built-in ones

@@ -4,6 +4,7 @@ use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
 use crate::reply::Reply;
+use crate::request_limits as limits;
 use crate::routing::{self, budget, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
@@ -62,13 +63,18 @@ pub async fn infer<'a>(
         }
         return Ok(entry.reply.clone().into());
     }
-    let limits =
-        DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
+    let max_response = config.server.limits.max_response_bytes;
     let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
-        let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
         let signature = catalog.shared_signature(&target.models)?;
+        let limits = DecodeLimits {
+            max_elements: config.server.limits.max_request_elements,
+            max_rows: limits::row_limit(config, &target, &signature),
+            ..DecodeLimits::default()
+        };
+        let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
         v2::check_signature(&decoded, &target.public_name, &signature)?;
         v2::reshape_columns(&mut decoded, &signature)?;
+        limits::check_planned_response(max_response, &signature, &decoded)?;
         Ok(decoded)
     })?;
     if let Some(id) = &decoded.id {
@@ -96,6 +102,7 @@ pub async fn infer<'a>(
         parameters: answer.explain(),
         outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
+    limits::check_response(max_response, &parts.outputs)?;
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;

@@ -36,9 +36,14 @@ pub struct MixedBackend<'a> {
 impl<'a> MixedBackend<'a> {
     /// The backend for one request under `snap`'s config and models and
     /// the running `upstreams`; upstream calls and their retries end by
-    /// `deadline` (arrival + budget).
+    /// `deadline` (arrival + budget), and so does a local request's wait on
+    /// a paused pool.
     pub fn new(snap: &'a Snapshot, upstreams: &'a Upstreams, deadline: Instant) -> MixedBackend<'a> {
-        MixedBackend { local: RuntimeBackend { repo: &snap.repo, config: &snap.config }, upstreams, deadline }
+        MixedBackend {
+            local: RuntimeBackend { repo: &snap.repo, config: &snap.config, deadline: Some(deadline) },
+            upstreams,
+            deadline,
+        }
     }
 }
 
@@ -92,6 +97,7 @@ pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now:
         name: upstream.config.name.clone(),
         device: Device::Upstream,
         available: !usable.is_empty(),
+        paused: false,
         workers: 1,
         queue_depth: 0,
         in_flight: 0,

@@ -94,6 +94,7 @@ fn pool(name: &str, queue_depth: usize, ms: u64) -> PoolView {
         name: name.into(),
         device: Device::Cpu,
         available: true,
+        paused: false,
         workers: 1,
         queue_depth,
         in_flight: 0,

@@ -106,7 +106,10 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
     let pair = route.and_then(|r| r.draft.pair.as_ref().map(|pair| (r, pair)));
     let computing = if matches!(plan, Plan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
-    let encode = |answer: &Answer, info: EventInfo| encode_event(&target, &decoded, batched, answer, info);
+    let max_response = config.server.limits.max_response_bytes;
+    let encode = |answer: &Answer, info: EventInfo| {
+        encode_event(&target, &decoded, (batched, max_response), answer, info)
+    };
     let on_draft = |answer: &Answer, confidence: Option<f32>| {
         let info = EventInfo { stage: Stage::Draft, confidence, ran: None, from_draft: None, cache: None };
         match encode(answer, info) {
@@ -234,11 +237,12 @@ async fn run_pair(
 }
 
 /// One event: the V2 response for `answer` (JSON tensors only: an event
-/// is text) with the stage's `parameters`, framed as SSE.
+/// is text) with the stage's `parameters`, framed as SSE; 413 when it
+/// could exceed `max_response` bytes (`server.max_response_bytes`).
 fn encode_event(
     target: &Target,
     decoded: &DecodedRequest,
-    batched: bool,
+    (batched, max_response): (bool, usize),
     answer: &Answer,
     info: EventInfo,
 ) -> Result<Bytes, GatewayError> {
@@ -259,7 +263,8 @@ fn encode_event(
     let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?
         .into_iter()
         .map(|(name, tensor, _binary)| (name, tensor, false))
-        .collect();
+        .collect::<Vec<_>>();
+    crate::request_limits::check_response(max_response, &outputs)?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),

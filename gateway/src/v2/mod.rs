@@ -37,6 +37,7 @@ pub mod metadata;
 pub mod outputs;
 pub mod request;
 pub mod response;
+pub mod size;
 pub mod validate;
 
 #[cfg(test)]
@@ -48,7 +49,7 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
-pub use limits::DecodeLimits;
+pub use limits::{DecodeLimits, RowLimit};
 pub use metadata::{model_config, model_metadata, server_metadata};
 pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};

@@ -7,6 +7,7 @@ mod device_choice;
 mod fixed;
 mod fixtures;
 mod latency_budget;
+mod paused;
 mod predict;
 mod pressure;
 mod simulation;
