@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Gateway
 from routing_util import infer_body, write_config
-from sse_util import pool_stats, wait_for
+from sse_util import pause, pool_stats, resume, wait_for
 
 ROWS = 64
 CLIENTS = 40
@@ -73,6 +73,26 @@ def test_work_of_clients_that_left_is_not_computed(gw):
     gw.log.flush()
     log = gw.log_path.read_text()
     assert log.count('status=499 error="client_gone"') >= CLIENTS * 3 // 4
+
+
+def test_work_queued_on_a_paused_pool_by_clients_that_left_is_not_computed(gw):
+    """Requests queued while the pool is paused, whose clients hang up: on
+    resume, none of their rows is computed (the README's promise)."""
+    before = pool_stats(gw, "synth-heavy")
+    pause(gw, "synth-heavy")
+    try:
+        sockets = [send_and_leave(gw, 1000 + seed) for seed in range(20)]
+        wait_for(lambda: pool_stats(gw, "synth-heavy")["queue_depth"] >= 20, "the requests to queue")
+        for s in sockets:
+            s.close()
+        time.sleep(0.2)  # several client checks (every 20 ms) while still paused
+    finally:
+        resume(gw, "synth-heavy")
+    after = wait_for(lambda: settled(gw), "the pool to settle", timeout=30)
+    executed = after["executed_rows"] - before["executed_rows"]
+    cancelled = after["cancelled"] - before["cancelled"]
+    assert executed == 0, f"{executed} rows computed for 20 clients that left while the pool was paused"
+    assert cancelled == 20, f"{cancelled} of 20 abandoned requests cancelled"
 
 
 def test_clients_that_stay_still_get_their_answer(gw):
