@@ -55,6 +55,7 @@ cache = { enabled = true, ttl_s = 300 }
 [[routes]]
 name = "cheap-run"
 models = ["digits-cheap"]
+cache = { enabled = false }
 EOF
 }
 declare -A PORT PID
