@@ -77,6 +77,26 @@ fn route_models_with_different_signatures_are_rejected() {
     assert!(out.contains("routes[0].models[1]") && out.contains("signature"), "{out}");
 }
 
+/// The two-tier fleet examples (deploy/examples/edge-tier.toml and
+/// runtime-tier.toml) are valid as shipped (the edge's upstream address
+/// need not answer for the check).
+#[test]
+fn fleet_tier_examples_pass() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let models = workspace.join("models");
+    for (file, summary) in
+        [("runtime-tier.toml", "OK (2 models, 0 routes)"), ("edge-tier.toml", "OK (2 models, 2 routes)")]
+    {
+        let text = std::fs::read_to_string(workspace.join("deploy/examples").join(file))
+            .unwrap()
+            .replace("path = \"../../models\"", &format!("path = {:?}", models.display().to_string()))
+            .replace("10.96.0.20:8000", "127.0.0.1:9");
+        let (ok, out) = check(&text);
+        assert!(ok, "{file}: {out}");
+        assert!(out.contains(summary), "{file}: {out}");
+    }
+}
+
 #[test]
 fn text_example_config_passes() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
