@@ -220,6 +220,16 @@ pub fn cache_families(c: &CacheSnapshot) -> Vec<MetricFamily> {
             "L2 values that could not be decoded.",
             c.l2_decode_errors,
         ),
+        (
+            "switchyard_cache_fleet_waits_total",
+            "Misses that waited for another replica computing the same request (fleet_coalesce).",
+            c.fleet_waits,
+        ),
+        (
+            "switchyard_cache_fleet_served_total",
+            "Fleet waits answered by the other replica (the rest computed their own).",
+            c.fleet_served,
+        ),
     ];
     let mut out = vec![hits, misses];
     let l2 = if c.l2_configured { l2_counters } else { &[] };

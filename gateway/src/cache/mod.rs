@@ -47,6 +47,7 @@
 
 pub mod coalesce;
 pub mod control;
+pub mod fleet;
 pub mod key;
 pub mod l1;
 pub mod l2;
@@ -65,6 +66,7 @@ use crate::telemetry;
 use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
 use control::Control;
+use fleet::Claim;
 use http::HeaderMap;
 use key::{CacheKey, KeyScope, ModelGeneration};
 use l1::{L1Entry, L1};
@@ -241,8 +243,10 @@ impl ResponseCache {
             (Plan::Refresh(key, policy), Some(tiers)) => {
                 CacheStats::bump(&self.stats.bypass);
                 let fresh = compute.await?;
-                let answer =
-                    self.store(tiers, key, policy, fresh).instrument(telemetry::spans::cache_fill()).await;
+                let answer = self
+                    .store(tiers, key, policy, fresh, None)
+                    .instrument(telemetry::spans::cache_fill())
+                    .await;
                 return Ok((answer, CacheStatus::Bypass));
             }
             _ => {
@@ -266,17 +270,45 @@ impl ResponseCache {
         joined.outcome.outcome
     }
 
-    /// The coalescing leader's work: L2, then the model.
+    /// The coalescing leader's work: L2, then (with fleet-wide coalescing)
+    /// the fleet's claim, then the model.
     async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Outcome
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
+        let mut marker = None;
         if let Some(l2) = &tiers.l2 {
             let lookup = telemetry::spans::cache_lookup("l2");
             let read = l2.get(key).instrument(lookup.clone()).await;
             lookup.record("cache.hit", matches!(read, L2Read::Hit(_)));
-            match read {
-                L2Read::Hit(bytes) => match value_codec::decode(&bytes) {
+            let found = match read {
+                L2Read::Hit(bytes) => Some(bytes),
+                L2Read::Miss => {
+                    CacheStats::bump(&self.stats.l2_misses);
+                    match policy.fleet_wait {
+                        Some(wait) => match fleet::claim(l2, key, wait).await {
+                            Claim::Owner(held) => {
+                                marker = Some(held);
+                                None
+                            }
+                            Claim::Answered(bytes) => {
+                                CacheStats::bump(&self.stats.fleet_waits);
+                                CacheStats::bump(&self.stats.fleet_served);
+                                Some(bytes)
+                            }
+                            Claim::GaveUp => {
+                                CacheStats::bump(&self.stats.fleet_waits);
+                                None
+                            }
+                            Claim::Alone => None,
+                        },
+                        None => None,
+                    }
+                }
+                L2Read::Skipped | L2Read::Failed => None,
+            };
+            if let Some(bytes) = found {
+                match value_codec::decode(&bytes) {
                     Ok(answer) => {
                         CacheStats::bump(&self.stats.l2_hits);
                         let answer = Arc::new(answer);
@@ -287,20 +319,34 @@ impl ResponseCache {
                         CacheStats::bump(&self.stats.l2_decode_errors);
                         tracing::debug!(error = %e, "undecodable L2 value; treated as a miss");
                     }
-                },
-                L2Read::Miss => CacheStats::bump(&self.stats.l2_misses),
-                L2Read::Skipped | L2Read::Failed => {}
+                }
             }
         }
-        let answer = compute.await?;
-        let stored = self.store(tiers, key, policy, answer).instrument(telemetry::spans::cache_fill()).await;
+        let answer = match compute.await {
+            Ok(answer) => answer,
+            Err(e) => {
+                release(tiers, marker);
+                return Err(e);
+            }
+        };
+        let stored =
+            self.store(tiers, key, policy, answer, marker).instrument(telemetry::spans::cache_fill()).await;
         Ok((stored, CacheStatus::Miss))
     }
 
-    /// Stores a fresh answer in L1 and queues it for L2; returns the
-    /// compact copy that L1 holds.
-    async fn store(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, answer: Answer) -> Arc<Answer> {
+    /// Stores a fresh answer in L1 and queues it for L2 (then deletes the
+    /// fleet `marker` this replica holds, if any); returns the compact copy
+    /// that L1 holds.
+    async fn store(
+        &self,
+        tiers: &Tiers,
+        key: &CacheKey,
+        policy: &RouteCache,
+        answer: Answer,
+        marker: Option<String>,
+    ) -> Arc<Answer> {
         if !cacheable(&answer) {
+            release(tiers, marker);
             return Arc::new(answer);
         }
         let encoded = value_codec::encode(&answer);
@@ -310,7 +356,13 @@ impl ResponseCache {
         tiers.l1.insert(*key, L1Entry::new(compact.clone(), policy.ttl, encoded.len())).await;
         CacheStats::bump(&self.stats.stores);
         if let (Some(l2), Some(writer)) = (&tiers.l2, &tiers.writer) {
-            writer.enqueue(WriteJob { redis_key: l2.redis_key(key), value: encoded, ttl: policy.l2_ttl });
+            let job = WriteJob {
+                redis_key: l2.redis_key(key),
+                value: encoded,
+                ttl: policy.l2_ttl,
+                release: marker,
+            };
+            writer.enqueue(job);
         }
         compact
     }
@@ -402,6 +454,14 @@ impl ResponseCache {
             snap.l2_breaker = "none";
         }
         snap
+    }
+}
+
+/// Deletes a fleet marker in the background: the replicas waiting on it
+/// then compute their own answer at once instead of at the end of their wait.
+fn release(tiers: &Tiers, marker: Option<String>) {
+    if let (Some(l2), Some(marker)) = (tiers.l2.clone(), marker) {
+        tokio::spawn(async move { l2.release(&marker).await });
     }
 }
 

@@ -55,6 +55,12 @@ pub struct RawRouteCache {
     pub ttl_s: Option<u64>,
     /// L2 time to live, default `ttl_s`.
     pub l2_ttl_s: Option<u64>,
+    /// Coalesce identical misses across every gateway sharing the Redis
+    /// L2, default false.
+    pub fleet_coalesce: Option<bool>,
+    /// With `fleet_coalesce`: how long a replica waits for another one's
+    /// answer before computing its own, default 2000 ms.
+    pub fleet_wait_ms: Option<u64>,
 }
 
 /// `[cache]`, checked.
@@ -98,14 +104,26 @@ pub struct RouteCache {
     pub ttl: Duration,
     /// L2 time to live.
     pub l2_ttl: Duration,
+    /// Fleet-wide coalescing (`fleet_coalesce = true`): how long a replica
+    /// waits for the replica computing an identical miss. `None`: off.
+    pub fleet_wait: Option<Duration>,
 }
 
 impl Default for RouteCache {
-    /// On, 300 s in both tiers.
+    /// On, 300 s in both tiers, no fleet-wide coalescing.
     fn default() -> Self {
-        RouteCache { enabled: true, ttl: Duration::from_secs(300), l2_ttl: Duration::from_secs(300) }
+        RouteCache {
+            enabled: true,
+            ttl: Duration::from_secs(300),
+            l2_ttl: Duration::from_secs(300),
+            fleet_wait: None,
+        }
     }
 }
+
+/// Longest `fleet_wait_ms`: a minute (it is also the life of the marker of
+/// a replica that died while computing).
+pub const MAX_FLEET_WAIT_MS: u64 = 60_000;
 
 /// Default L1 bound: 256 MiB.
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
@@ -204,10 +222,37 @@ pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Vec<Con
             issue(issues, &format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
         }
     }
+    let wait_ms = raw.fleet_wait_ms.unwrap_or(2000);
+    if !(1..=MAX_FLEET_WAIT_MS).contains(&wait_ms) {
+        issue(issues, &format!("{path}.cache.fleet_wait_ms"), format!("must be 1 to {MAX_FLEET_WAIT_MS} ms"));
+    }
+    if raw.fleet_wait_ms.is_some() && raw.fleet_coalesce != Some(true) {
+        issue(issues, &format!("{path}.cache.fleet_wait_ms"), "only applies with fleet_coalesce = true");
+    }
     RouteCache {
         enabled: raw.enabled.unwrap_or(true),
         ttl: Duration::from_secs(ttl_s.max(1)),
         l2_ttl: Duration::from_secs(l2_ttl_s.max(1)),
+        fleet_wait: (raw.fleet_coalesce == Some(true)).then(|| Duration::from_millis(wait_ms)),
+    }
+}
+
+/// Fleet-wide coalescing needs the shared L2: a route (`path`) that asks
+/// for it without `[cache] redis` is an error at
+/// `routes[i].cache.fleet_coalesce`.
+pub fn check_fleet_coalescing(
+    cache: Option<&RawCache>,
+    route: Option<&RawRouteCache>,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let wanted = route.is_some_and(|r| r.fleet_coalesce == Some(true));
+    if wanted && cache.and_then(|c| c.redis.as_ref()).is_none() {
+        issue(
+            issues,
+            &format!("{path}.cache.fleet_coalesce"),
+            "needs the shared L2: add [cache] redis (every replica pointing at the same Redis)",
+        );
     }
 }
 
@@ -269,6 +314,31 @@ mod tests {
         let text = format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ ttl_s = 0 }}\n");
         let issues = parse(&text, Path::new("/")).unwrap_err();
         assert_eq!(issues[0].path, "routes[0].cache.ttl_s", "{issues:?}");
+    }
+
+    #[test]
+    fn fleet_coalescing_needs_redis_and_a_sane_wait() {
+        let route = |cache: &str| {
+            format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ {cache} }}\n")
+        };
+        let redis = "[cache]\nredis = { url = \"redis://127.0.0.1:7000\" }\n";
+        let on = parse(&format!("{redis}{}", route("fleet_coalesce = true")), Path::new("/")).unwrap();
+        assert_eq!(on.route("r").unwrap().cache.fleet_wait, Some(Duration::from_millis(2000)));
+        let off = parse(&format!("{redis}{}", route("ttl_s = 5")), Path::new("/")).unwrap();
+        assert_eq!(off.route("r").unwrap().cache.fleet_wait, None);
+        let cases = [
+            (format!("[cache]\n{}", route("fleet_coalesce = true")), "routes[0].cache.fleet_coalesce"),
+            (route("fleet_coalesce = true"), "routes[0].cache.fleet_coalesce"),
+            (
+                format!("{redis}{}", route("fleet_coalesce = true, fleet_wait_ms = 0")),
+                "routes[0].cache.fleet_wait_ms",
+            ),
+            (format!("{redis}{}", route("fleet_wait_ms = 100")), "routes[0].cache.fleet_wait_ms"),
+        ];
+        for (text, path) in cases {
+            let issues = parse(&text, Path::new("/")).unwrap_err();
+            assert!(issues.iter().any(|i| i.path == path), "{text}: {issues:?}");
+        }
     }
 
     #[test]

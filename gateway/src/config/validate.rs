@@ -49,6 +49,12 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let mut routes = Vec::new();
     for (i, route) in raw.routes.iter().enumerate() {
         let path = format!("routes[{i}]");
+        super::cache_section::check_fleet_coalescing(
+            raw.cache.as_ref(),
+            route.cache.as_ref(),
+            &path,
+            &mut issues.0,
+        );
         if let Some(r) = route_config(route, &names, &path, &mut issues) {
             if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
                 issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
