@@ -15,8 +15,9 @@
 //!    it computes its own answer (so a dead owner costs at most the wait:
 //!    its marker expires, nobody waits for it forever).
 //!
-//! Cost: one more Redis round trip per miss (the `SET NX`), and for the
-//! waiting replicas a read every few milliseconds; hence opt-in per route.
+//! Cost: two more Redis commands per miss (the marker's `SET NX` and
+//! `DEL`), and for the waiting replicas a read every few milliseconds;
+//! hence opt-in per route (`benchmarks/fleet_miss_cost.sh`).
 
 use super::key::CacheKey;
 use super::l2::{L2Read, L2};
