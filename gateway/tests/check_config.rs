@@ -90,7 +90,7 @@ fn fleet_tier_examples_pass() {
         let text = std::fs::read_to_string(workspace.join("deploy/examples").join(file))
             .unwrap()
             .replace("path = \"../../models\"", &format!("path = {:?}", models.display().to_string()))
-            .replace("10.96.0.20:8000", "127.0.0.1:9");
+            .replace("switchyard-runtime:8000", "127.0.0.1:9");
         let (ok, out) = check(&text);
         assert!(ok, "{file}: {out}");
         assert!(out.contains(summary), "{file}: {out}");

@@ -180,7 +180,7 @@ def test_the_two_tier_examples_run_as_a_fleet(tmp_path):
     cluster = RedisCluster(tmp_path / "cluster")
     urls = ", ".join(f'"{u}"' for u in cluster.urls)
     edge_text = example("edge-tier", **{
-        '"10.96.0.20:8000"': f'"{runtime.url}"',
+        '"switchyard-runtime:8000"': f'"{runtime.url}"',
         'urls = ["redis://redis-cluster-0.redis-cluster:6379", "redis://redis-cluster-1.redis-cluster:6379", '
         '"redis://redis-cluster-2.redis-cluster:6379"]': f"urls = [{urls}]",
     })
