@@ -9,7 +9,8 @@
 //! service at start-up, else by the first lookup), never while holding a
 //! request longer than the command timeout.
 //!
-//! Keys are `{namespace}:v1:{hex key}`; values are
+//! Keys are `<namespace>:v2:{<hex key>}` (the hex key in braces is a
+//! cluster hash tag); values are
 //! [`super::value_codec`] bytes, stored with `SET .. PX ttl`.
 
 use super::key::CacheKey;
@@ -96,9 +97,10 @@ impl L2 {
         L2 { config, connection: Arc::new(OnceCell::new()), breaker, stats }
     }
 
-    /// The Redis key for a cache key.
+    /// The Redis key for a cache key. The hex key is a hash tag, so that
+    /// the key and its fleet marker ([`super::fleet`]) share a cluster slot.
     pub fn redis_key(&self, key: &CacheKey) -> String {
-        format!("{}:v1:{}", self.config.namespace, key.to_hex())
+        format!("{}:v2:{{{}}}", self.config.namespace, key.to_hex())
     }
 
     /// The breaker's state, for stats.
@@ -154,37 +156,28 @@ impl L2 {
         self.run::<()>(&cmd, self.config.write_timeout).await.is_some()
     }
 
-    /// `SET marker 1 NX PX ttl`: `Some(true)` when this replica now holds
-    /// `marker`, `Some(false)` when another one does, `None` when Redis
-    /// was skipped or failed ([`super::fleet`]).
-    pub async fn claim(&self, marker: &str, ttl: Duration) -> Option<bool> {
-        if !self.breaker.allow(Instant::now()) {
-            return None;
+    /// Whether the breaker lets a command through now; counts a skip when
+    /// it does not (for commands other than [`L2::get`] and [`L2::set`],
+    /// e.g. [`super::fleet`]'s).
+    pub(super) fn allows(&self) -> bool {
+        let allowed = self.breaker.allow(Instant::now());
+        if !allowed {
+            CacheStats::bump(&self.stats.l2_skipped);
         }
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(marker).arg(1).arg("NX").arg("PX").arg(ttl.as_millis().max(1) as u64);
-        self.run::<Option<String>>(&cmd, self.config.timeout).await.map(|set| set.is_some())
+        allowed
     }
 
-    /// Whether `marker` is still held; `None` when Redis was skipped or failed.
-    pub async fn holds(&self, marker: &str) -> Option<bool> {
-        if !self.breaker.allow(Instant::now()) {
-            return None;
-        }
-        let mut cmd = redis::cmd("EXISTS");
-        cmd.arg(marker);
-        self.run::<u64>(&cmd, self.config.timeout).await.map(|n| n > 0)
-    }
-
-    /// Deletes `marker` (best effort: it also expires on its own).
-    pub async fn release(&self, marker: &str) {
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(marker);
-        let _ = self.run::<u64>(&cmd, self.config.write_timeout).await;
+    /// The lookup timeout (`timeout_ms`) and the write timeout.
+    pub(super) fn timeouts(&self) -> (Duration, Duration) {
+        (self.config.timeout, self.config.write_timeout)
     }
 
     /// Runs `cmd` under `timeout` and feeds the breaker; `None` on failure.
-    async fn run<T: FromRedisValue + Send + 'static>(&self, cmd: &Cmd, timeout: Duration) -> Option<T> {
+    pub(super) async fn run<T: FromRedisValue + Send + 'static>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+    ) -> Option<T> {
         let result = tokio::time::timeout(timeout, async {
             let mut conn = self.connection().await?;
             conn.query::<T>(cmd).await

@@ -66,11 +66,10 @@ use crate::telemetry;
 use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
 use control::Control;
-use fleet::Claim;
 use http::HeaderMap;
 use key::{CacheKey, KeyScope, ModelGeneration};
 use l1::{L1Entry, L1};
-use l2::{L2Read, L2};
+use l2::L2;
 pub use replay::ReplayParts;
 use replay::{ReplayCache, ReplayEntry, ReplayKey};
 use stats::{CacheSnapshot, CacheStats};
@@ -279,34 +278,10 @@ impl ResponseCache {
         let mut marker = None;
         if let Some(l2) = &tiers.l2 {
             let lookup = telemetry::spans::cache_lookup("l2");
-            let read = l2.get(key).instrument(lookup.clone()).await;
-            lookup.record("cache.hit", matches!(read, L2Read::Hit(_)));
-            let found = match read {
-                L2Read::Hit(bytes) => Some(bytes),
-                L2Read::Miss => {
-                    CacheStats::bump(&self.stats.l2_misses);
-                    match policy.fleet_wait {
-                        Some(wait) => match fleet::claim(l2, key, wait).await {
-                            Claim::Owner(held) => {
-                                marker = Some(held);
-                                None
-                            }
-                            Claim::Answered(bytes) => {
-                                CacheStats::bump(&self.stats.fleet_waits);
-                                CacheStats::bump(&self.stats.fleet_served);
-                                Some(bytes)
-                            }
-                            Claim::GaveUp => {
-                                CacheStats::bump(&self.stats.fleet_waits);
-                                None
-                            }
-                            Claim::Alone => None,
-                        },
-                        None => None,
-                    }
-                }
-                L2Read::Skipped | L2Read::Failed => None,
-            };
+            let (found, claimed) =
+                fleet::look_up(l2, key, policy, &self.stats).instrument(lookup.clone()).await;
+            lookup.record("cache.hit", found.is_some());
+            marker = claimed;
             if let Some(bytes) = found {
                 match value_codec::decode(&bytes) {
                     Ok(answer) => {
@@ -461,7 +436,7 @@ impl ResponseCache {
 /// then compute their own answer at once instead of at the end of their wait.
 fn release(tiers: &Tiers, marker: Option<String>) {
     if let (Some(l2), Some(marker)) = (tiers.l2.clone(), marker) {
-        tokio::spawn(async move { l2.release(&marker).await });
+        tokio::spawn(async move { fleet::release(&l2, &marker).await });
     }
 }
 

@@ -60,13 +60,16 @@ impl Writer {
     pub async fn run(&self, l2: &L2) {
         let mut rx = self.rx.lock().await;
         while let Some(job) = rx.recv().await {
-            if l2.set(&job.redis_key, &job.value, job.ttl).await {
+            let written = match &job.release {
+                Some(marker) => {
+                    super::fleet::store_and_release(l2, &job.redis_key, &job.value, job.ttl, marker).await
+                }
+                None => l2.set(&job.redis_key, &job.value, job.ttl).await,
+            };
+            if written {
                 CacheStats::bump(&self.stats.l2_writes);
             } else {
                 CacheStats::bump(&self.stats.l2_writes_dropped);
-            }
-            if let Some(marker) = &job.release {
-                l2.release(marker).await;
             }
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }

@@ -29,7 +29,7 @@ pub struct RawRedis {
     pub urls: Option<Vec<String>>,
     /// Talk Redis Cluster protocol, default false (true with `urls`).
     pub cluster: Option<bool>,
-    /// Key prefix, default `switchyard` (keys are `{namespace}:v1:{hex}`).
+    /// Key prefix, default `switchyard` (keys are `<namespace>:v2:{<hex>}`).
     pub namespace: Option<String>,
     /// Lookup timeout, default 5 ms.
     pub timeout_ms: Option<u64>,
@@ -79,7 +79,7 @@ pub struct RedisConfig {
     pub urls: Vec<String>,
     /// Use the Redis Cluster protocol.
     pub cluster: bool,
-    /// Key prefix; keys are `{namespace}:v1:{hex key}`.
+    /// Key prefix; keys are `<namespace>:v2:{<hex key>}`.
     pub namespace: String,
     /// Timeout of a lookup on the request path.
     pub timeout: Duration,

@@ -11,9 +11,10 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import requests
 
-from conftest import Gateway, RedisServer
+from conftest import Gateway, RedisCluster, RedisServer
 from routing_util import infer_body, write_config
 from sse_util import pause, pool_stats, resume, wait_for
 
@@ -21,7 +22,7 @@ ROWS = 8
 
 CONFIG = """
 [cache]
-redis = {{ url = "{redis}", timeout_ms = 500 }}
+redis = {{ {redis}, timeout_ms = 500 }}
 
 [[models]]
 name = "synth-heavy"
@@ -37,11 +38,17 @@ cache = {{ fleet_coalesce = true, fleet_wait_ms = {wait_ms} }}
 """
 
 
+def redis_setting(redis):
+    if isinstance(redis, RedisCluster):
+        return "urls = [" + ", ".join(f'"{u}"' for u in redis.urls) + "]"
+    return f'url = "{redis.url}"'
+
+
 def replicas(tmp_path, redis, wait_ms):
     gws = []
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        config = CONFIG.format(redis=redis.url, wait_ms=wait_ms, models="{models}")
+        config = CONFIG.format(redis=redis_setting(redis), wait_ms=wait_ms, models="{models}")
         gws.append(Gateway(config=write_config(tmp_path / name, config)))
     return gws
 
@@ -74,9 +81,12 @@ def cache_stats(gw):
     return requests.get(f"{gw.admin}/admin/stats", timeout=5).json()["cache"]
 
 
-def test_identical_misses_across_two_replicas_run_once_in_the_fleet(tmp_path):
+@pytest.mark.parametrize("store", ["redis", "cluster"])
+def test_identical_misses_across_two_replicas_run_once_in_the_fleet(tmp_path, store):
+    """On one redis-server, and on a 3-master Redis Cluster (the value and
+    its marker share a slot, so one script reads and claims)."""
     (tmp_path / "redis").mkdir()
-    redis = RedisServer(tmp_path / "redis")
+    redis = RedisServer(tmp_path / "redis") if store == "redis" else RedisCluster(tmp_path / "redis")
     a, b = replicas(tmp_path, redis, wait_ms=20000)
     try:
         before = [pool_stats(gw, "synth-heavy")["executed_rows"] for gw in (a, b)]
