@@ -12,9 +12,10 @@
 //! Keys are `{namespace}:v1:{hex key}`; values are
 //! [`super::value_codec`] bytes, stored with `SET .. PX ttl`.
 
-use super::breaker::{Breaker, BreakerState};
 use super::key::CacheKey;
 use super::stats::CacheStats;
+use crate::breaker::{Breaker, BreakerState};
+use crate::config::redact::redact_urls;
 use crate::config::RedisConfig;
 use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -121,7 +122,7 @@ impl L2 {
         )
         .await;
         match result {
-            Ok(Ok(_)) => tracing::info!(urls = ?self.config.urls, "Redis L2 connected"),
+            Ok(Ok(_)) => tracing::info!(urls = ?redact_urls(&self.config.urls), "Redis L2 connected"),
             Ok(Err(e)) => tracing::warn!(error = %e, "Redis L2 not reachable at start-up; will retry"),
             Err(_) => tracing::warn!("Redis L2 connection timed out at start-up; will retry"),
         }
@@ -151,6 +152,35 @@ impl L2 {
         }
         let cmd = set_command(redis_key, value, ttl);
         self.run::<()>(&cmd, self.config.write_timeout).await.is_some()
+    }
+
+    /// `SET marker 1 NX PX ttl`: `Some(true)` when this replica now holds
+    /// `marker`, `Some(false)` when another one does, `None` when Redis
+    /// was skipped or failed ([`super::fleet`]).
+    pub async fn claim(&self, marker: &str, ttl: Duration) -> Option<bool> {
+        if !self.breaker.allow(Instant::now()) {
+            return None;
+        }
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(marker).arg(1).arg("NX").arg("PX").arg(ttl.as_millis().max(1) as u64);
+        self.run::<Option<String>>(&cmd, self.config.timeout).await.map(|set| set.is_some())
+    }
+
+    /// Whether `marker` is still held; `None` when Redis was skipped or failed.
+    pub async fn holds(&self, marker: &str) -> Option<bool> {
+        if !self.breaker.allow(Instant::now()) {
+            return None;
+        }
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(marker);
+        self.run::<u64>(&cmd, self.config.timeout).await.map(|n| n > 0)
+    }
+
+    /// Deletes `marker` (best effort: it also expires on its own).
+    pub async fn release(&self, marker: &str) {
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(marker);
+        let _ = self.run::<u64>(&cmd, self.config.write_timeout).await;
     }
 
     /// Runs `cmd` under `timeout` and feeds the breaker; `None` on failure.

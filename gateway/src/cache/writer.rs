@@ -25,6 +25,9 @@ pub struct WriteJob {
     pub value: Bytes,
     /// The route's `l2_ttl_s`.
     pub ttl: Duration,
+    /// A fleet-coalescing marker to delete once the value is written (the
+    /// replicas waiting on it then read the value, see [`super::fleet`]).
+    pub release: Option<String>,
 }
 
 /// The queue between requests and the writer task.
@@ -61,6 +64,9 @@ impl Writer {
                 CacheStats::bump(&self.stats.l2_writes);
             } else {
                 CacheStats::bump(&self.stats.l2_writes_dropped);
+            }
+            if let Some(marker) = &job.release {
+                l2.release(marker).await;
             }
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }

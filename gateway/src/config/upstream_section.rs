@@ -11,13 +11,13 @@
 //! | `timeouts.total_ms` | 60000 | none (streams) |
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
 
+use super::issue::ConfigIssue;
 use super::proxy_raw::{RawBreaker, RawHealth, RawPrefixCache, RawPrefixRoute, RawTimeouts, RawUpstream};
 use super::proxy_types::{
     BreakerConfig, HealthConfig, PrefixCacheConfig, PrefixRouteConfig, ProxyConfig, Timeouts, UpstreamConfig,
     UpstreamKind, UpstreamModelConfig,
 };
 use super::types::RouteConfig;
-use super::validate::ConfigIssue;
 use http::{HeaderName, Method};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -138,7 +138,10 @@ fn addresses(raw: &[String], path: &str, issues: &mut Vec<ConfigIssue>) -> Vec<S
             Err(_) => issue(
                 issues,
                 format!("{path}.addrs[{k}]"),
-                format!("{text:?} is not an address like \"127.0.0.1:8100\" (IP and port)"),
+                format!(
+                    "{:?} is not an address like \"127.0.0.1:8100\" (IP and port)",
+                    super::redact::redact_url(text)
+                ),
             ),
         }
     }
