@@ -12,7 +12,11 @@
 #  4. an invalid config mounted at /etc/switchyard: `check-config` (the
 #     pods' init container) and `serve` both exit non-zero with the field
 #     paths of the problems in their output;
-#  5. prints the image size.
+#  5. the gateway pod of deploy/k8s/base under `podman kube play`
+#     (kube-pod.py): it serves with the shipped ConfigMap; with an invalid
+#     one its init container fails with the field path and the server
+#     container never starts;
+#  6. prints the image size.
 # Exits non-zero on the first failed check. The container is stopped and
 # removed by name on exit.
 set -euo pipefail
@@ -47,7 +51,8 @@ chmod 755 "$WORK" "$WORK/models" "$WORK/bad-config"; chmod 644 "$WORK"/models/*
 say "starting $TAG on 127.0.0.1:$PORT (admin $ADMIN)"
 # Without systemd podman cannot schedule the health check's timer and says
 # so on stderr; `podman healthcheck run` below runs the check itself.
-quiet() { grep -v 'systemd connection' >&2 || true; }
+# podman 4.3 also logs an error when it removes a finished init container.
+quiet() { grep -v -e 'systemd connection' -e 'from database: no container' >&2 || true; }
 podman run -d --name "$NAME" --network host -v "$WORK/models:/models:ro" \
     -e SWITCHYARD_HEALTH_PORT="$PORT" "$TAG" \
     serve --config /etc/switchyard/switchyard.toml \
@@ -100,6 +105,44 @@ for cmd in "check-config /etc/switchyard/switchyard.toml" "serve --config /etc/s
     done
     say "invalid config: '${cmd%% *}' exits $rc naming routes[0].models[1] and routes[0].policy.threshold"
 done
+
+# The gateway pod of deploy/k8s/base under `podman kube play` (kube-pod.py
+# says what it changes for a single host): with the shipped ConfigMap the
+# init container passes and the gateway answers; with an invalid one the
+# init container exits 1 with the field path in its log and the server
+# container never starts.
+PY="$CT_ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
+KEY=$(awk '/SWITCHYARD_KEY_TEAM_A:/ {print $2}' deploy/k8s/base/secret.yaml)
+POD=switchyard-gateway
+pod_down() { podman kube down "$1" >/dev/null 2>&1 || true; }
+"$PY" deploy/container/kube-pod.py "$WORK/pod.yaml" "$WORK/models" "$PORT" "$ADMIN" "$TAG"
+trap 'pod_down "$WORK/pod.yaml"; cleanup' EXIT
+podman kube play --network host "$WORK/pod.yaml" >/dev/null 2> >(quiet) || die "FAIL: kube play of the gateway pod"
+for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+code=$(curl -s -o "$WORK/pod-infer.json" -w '%{http_code}' -H 'content-type: application/json' \
+    -H "authorization: Bearer $KEY" -d "$BODY" "http://127.0.0.1:$PORT/v2/models/digits/infer")
+[ "$code" = 200 ] || { podman logs "$POD-switchyard" 2>&1 | tail -20 >&2; die "FAIL: pod: infer on digits: HTTP $code $(cat "$WORK/pod-infer.json")"; }
+# podman starts the server container only after the init container passed.
+say "pod (kube play of base/gateway-deployment.yaml): init check-config passed, V2 infer on route digits: HTTP 200"
+pod_down "$WORK/pod.yaml"
+
+"$PY" deploy/container/kube-pod.py "$WORK/pod-bad.yaml" "$WORK/models" "$PORT" "$ADMIN" "$TAG" broken
+trap 'pod_down "$WORK/pod-bad.yaml"; cleanup' EXIT
+if podman kube play --network host "$WORK/pod-bad.yaml" >/dev/null 2>&1; then
+    die "FAIL: pod with an invalid ConfigMap came up"
+fi
+log=$(podman logs "$POD-check-config" 2>&1)
+grep -qF "routes[0].policy.threshold: must be between 0 and 1" <<<"$log" \
+    || die "FAIL: pod: the init container's log lacks the field path: $log"
+state=$(podman inspect -f '{{.State.Status}}' "$POD-switchyard")
+[ "$state" = created ] || die "FAIL: pod: the server container is '$state', expected never started"
+curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null 2>&1 && die "FAIL: pod with an invalid ConfigMap is ready"
+say "pod with an invalid ConfigMap: init check-config fails ('routes[0].policy.threshold: must be between 0 and 1'), server never started, not ready"
+pod_down "$WORK/pod-bad.yaml"
+trap cleanup EXIT
 
 size=$(podman image inspect --format '{{.Size}}' "$TAG")
 say "image $TAG: $(( size / 1000000 )) MB ($size bytes)"
