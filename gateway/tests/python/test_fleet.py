@@ -6,6 +6,7 @@ request; none may fail."""
 
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -210,3 +211,74 @@ def test_the_two_tier_examples_run_as_a_fleet(tmp_path):
             gw.stop()
         runtime.stop()
         cluster.stop()
+
+
+class Activator:
+    """What Knative's activator does for a revision scaled to zero: it
+    listens in the replica's place, starts the replica when the first
+    connection arrives, waits until it is ready, then relays bytes both
+    ways (that connection and every later one)."""
+
+    def __init__(self, start_replica):
+        self.start_replica, self.replica, self.lock = start_replica, None, threading.Lock()
+        self.started_at = None
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        with self.lock:
+            if self.replica is None:
+                self.started_at = time.monotonic()
+                self.replica = self.start_replica()  # returns once ready
+        upstream = socket.create_connection(("127.0.0.1", self.replica.port))
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=relay, args=(a, b), daemon=True).start()
+
+    def stop(self):
+        self.listener.close()
+        if self.replica:
+            self.replica.stop()
+
+
+def relay(src, dst):
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_a_replica_at_zero_is_started_by_the_first_request(tmp_path):
+    """No runtime process runs until the first infer reaches the activator;
+    that request is answered by the replica it started (the time it takes
+    is measured by benchmarks/scale_from_zero.py, not asserted here)."""
+    (tmp_path / "runtime").mkdir()
+    (tmp_path / "runtime" / "switchyard.toml").write_text(example("runtime-tier"))
+    activator = Activator(lambda: Gateway(config=tmp_path / "runtime" / "switchyard.toml"))
+    try:
+        assert activator.replica is None
+        text = {"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", "data": ["woken from zero"]}]}
+        sent = time.monotonic()
+        r = requests.post(f"http://{activator.url}/v2/models/minilm-l6/infer", json=text, timeout=60)
+        assert r.status_code == 200, r.text
+        assert activator.replica is not None and activator.started_at >= sent
+        assert r.json()["outputs"][0]["shape"] == [1, 384]
+        again = requests.post(f"http://{activator.url}/v2/models/minilm-l6/infer", json=text, timeout=10)
+        assert again.json()["outputs"] == r.json()["outputs"]
+    finally:
+        activator.stop()
