@@ -16,7 +16,7 @@
 use crate::connections::client_gone::client_gone;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
-use crate::http_io::{check_head, read_body, write_reply};
+use crate::http_io::{check_content_encoding, check_head, read_body, write_reply};
 use crate::lifecycle::InFlight;
 use crate::proxy::{ProxyCtx, Start};
 use crate::reply::Reply;
@@ -378,6 +378,10 @@ impl GatewayApp {
         let body = if method == Method::GET || method == Method::HEAD {
             Bytes::new()
         } else {
+            if let Err(err) = check_content_encoding(session.req_header()) {
+                session.set_keepalive(None); // its body is left unread
+                return Reply::error(&err).into();
+            }
             match read_body(session, &config.server.limits).await {
                 Ok(body) => body,
                 Err(err) => return Reply::error(&err).into(),

@@ -76,6 +76,10 @@ pub enum GatewayError {
         /// What is missing and how to send it (never the expected secret).
         message: String,
     },
+    /// The body has a `Content-Encoding` other than `identity` (415): the
+    /// V2 API reads bodies as sent and does not decompress them.
+    #[error("Content-Encoding {0:?} is not supported: send the body uncompressed")]
+    UnsupportedEncoding(String),
     /// The request's `Expect` asks for something other than
     /// `100-continue` (417).
     #[error("unsupported expectation {0:?}: only \"100-continue\" is supported")]
@@ -112,6 +116,7 @@ impl GatewayError {
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
             GatewayError::ExpectationFailed(_) => 417,
+            GatewayError::UnsupportedEncoding(_) => 415,
             GatewayError::Unauthorized { .. } => 401,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
@@ -134,6 +139,7 @@ impl GatewayError {
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
             GatewayError::ExpectationFailed(_) => "expectation_failed",
+            GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::Budget(e) => e.label(),
             GatewayError::Shed { reason, .. } => reason,
         }

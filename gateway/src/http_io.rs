@@ -23,6 +23,20 @@ pub fn check_head(header: &RequestHeader) -> Result<(), GatewayError> {
     }
 }
 
+/// Refuses a compressed body (`Content-Encoding` other than `identity`)
+/// with 415 before it is read: the V2 API would otherwise parse compressed
+/// bytes as JSON or tensors. (Prefix routes forward bodies untouched and
+/// do not call this.)
+pub fn check_content_encoding(header: &RequestHeader) -> Result<(), GatewayError> {
+    for value in header.headers.get_all(http::header::CONTENT_ENCODING) {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        if text.split(',').any(|coding| !coding.trim().eq_ignore_ascii_case("identity")) {
+            return Err(GatewayError::UnsupportedEncoding(text.chars().take(64).collect()));
+        }
+    }
+    Ok(())
+}
+
 /// Whether the client waits for `100 Continue` before sending its body
 /// (`Expect: 100-continue` on HTTP/1.1); any other expectation is a 417.
 fn expects_continue(header: &RequestHeader) -> Result<bool, GatewayError> {
