@@ -5,7 +5,7 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick clean-cache
+.PHONY: image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -49,6 +49,18 @@ python-tests: build
 fmt:
 	$(CARGO) fmt --all
 
+## image: the CPU container image localhost/switchyard:latest (podman; public bases, or bases made from Debian packages when no registry is reachable)
+image:
+	deploy/container/build-image.sh cpu
+
+## image-cuda: the CUDA variant localhost/switchyard:cuda (builds without a GPU; runs only on one)
+image-cuda:
+	deploy/container/build-image.sh cuda
+
+## image-test: runs the CPU image under podman on free loopback ports and checks it serves (builds it first if missing)
+image-test:
+	deploy/container/test-image.sh
+
 setup-bench:
 	@scripts/setup.sh bench
 
@@ -63,6 +75,10 @@ bench-quick: setup-bench
 ## bench: the whole benchmark suite (about 35 minutes on 2 CPUs); writes benchmarks/RESULTS.md and plots
 bench: setup-bench
 	@benchmarks/run.sh full
+
+## memory-soak: 60 s of mixed load then 60 s idle on the release build; fails if RSS stays >20% above its post-warm-up level
+memory-soak: setup-test build-release
+	$(PY) benchmarks/memory_soak.py --bin $(CURDIR)/target/release/switchyard
 
 clean-cache:
 	rm -rf .cache

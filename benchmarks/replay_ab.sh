@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# A/B of two Switchyard builds on L1 cache hits, side by side in one run:
-# the same config (one route over digits-cheap, L1 only, one HTTP thread),
-# both servers pinned to CPU 1 (started together, measured in turns), the
-# load generator on CPU 0; one identical body, so every measured request is
-# a hit. Per run: hits/s, p50/p99 and the server's own CPU time per hit
-# (from /proc). Used to measure exact-repeat replay against the build
-# before it.
+# A/B of two Switchyard builds, side by side in one run: the same config
+# (digits-cheap behind two routes, one HTTP thread), both servers pinned to
+# CPU 1 (started together, measured in turns), the load generator on CPU 0.
+# Two paths per round:
+# - `hit`: route `cheap` with the L1 cache on and one identical body, so
+#   every measured request is a cache hit (the request path without a model);
+# - `run`: route `cheap-run` with no cache and 4,096 distinct bodies, so
+#   every request decodes, routes, runs the model and encodes.
+# Per run: requests/s, p50/p99 and the server's own CPU time per request
+# (from /proc). Used for exact-repeat replay, and for the layering refactor,
+# against the build before each.
 #
 #   benchmarks/replay_ab.sh A_BIN B_BIN [ROUNDS]    default 3 rounds, 5 s per run
 #
@@ -47,6 +51,11 @@ pools = [{ device = "cpu", workers = 1, intra_op_threads = 1 }]
 name = "cheap"
 models = ["digits-cheap"]
 cache = { enabled = true, ttl_s = 300 }
+
+[[routes]]
+name = "cheap-run"
+models = ["digits-cheap"]
+cache = { enabled = false }
 EOF
 }
 declare -A PORT PID
@@ -63,22 +72,28 @@ for side in a b; do wait_http "http://127.0.0.1:${PORT[$side]}/v2/health/ready";
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 CPU_LINES=()
 for round in $(seq 1 "$ROUNDS"); do
-    for side in a b; do
-        url="http://127.0.0.1:${PORT[$side]}/v2/models/cheap/infer"
-        for mode in "closed --concurrency 32" "open --rate 10000 --connections 32"; do
-            kind=${mode%% *}
-            name="$kind-$side-r$round"
-            say "round $round: ${side^^} $kind"
-            # shellcheck disable=SC2086
-            timeout 60 "${CLIENT_CPU[@]}" "$LG" --url "$url" --mode $mode --duration "$WARM" \
-                --input-shape X:1,64 --datatype FP32 --distinct 1 --seed 42 --quiet > /dev/null
-            t0=$(ticks "${PID[$side]}")
-            # shellcheck disable=SC2086
-            timeout 60 "${CLIENT_CPU[@]}" "$LG" --url "$url" --mode $mode --duration "$DUR" \
-                --input-shape X:1,64 --datatype FP32 --distinct 1 --seed 42 --label "$name" \
-                --json-out "$OUT/$name.json" --quiet > /dev/null
-            t1=$(ticks "${PID[$side]}")
-            CPU_LINES+=("\"$name\": $((t1 - t0))")
+    for path in hit run; do
+        case $path in
+            hit) route=cheap; distinct=1 ;;
+            run) route=cheap-run; distinct=4096 ;;
+        esac
+        for side in a b; do
+            url="http://127.0.0.1:${PORT[$side]}/v2/models/$route/infer"
+            for mode in "closed --concurrency 32" "open --rate 10000 --connections 32"; do
+                kind=${mode%% *}
+                name="$path-$kind-$side-r$round"
+                say "round $round: ${side^^} $path $kind"
+                # shellcheck disable=SC2086
+                timeout 60 "${CLIENT_CPU[@]}" "$LG" --url "$url" --mode $mode --duration "$WARM" \
+                    --input-shape X:1,64 --datatype FP32 --distinct "$distinct" --seed 42 --quiet > /dev/null
+                t0=$(ticks "${PID[$side]}")
+                # shellcheck disable=SC2086
+                timeout 60 "${CLIENT_CPU[@]}" "$LG" --url "$url" --mode $mode --duration "$DUR" \
+                    --input-shape X:1,64 --datatype FP32 --distinct "$distinct" --seed 42 --label "$name" \
+                    --json-out "$OUT/$name.json" --quiet > /dev/null
+                t1=$(ticks "${PID[$side]}")
+                CPU_LINES+=("\"$name\": $((t1 - t0))")
+            done
         done
     done
 done
@@ -90,7 +105,7 @@ from pathlib import Path
 out, tck, a_bin, b_bin = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 ticks = json.loads((out / "cpu-ticks.json").read_text())
 print(f"A = `{a_bin}`, B = `{b_bin}`\n")
-print("| run | A hits/s | B hits/s | B / A | A p50 / p99 ms | B p50 / p99 ms | A CPU µs/hit | B CPU µs/hit | B / A CPU |")
+print("| run | A req/s | B req/s | B / A | A p50 / p99 ms | B p50 / p99 ms | A CPU µs/req | B CPU µs/req | B / A CPU |")
 print("|---|---|---|---|---|---|---|---|---|")
 for path in sorted(out.glob("*-a-r*.json")):
     name = path.stem

@@ -113,6 +113,16 @@ if [ "$MODE" = test ]; then
             || die "npm ci in $BROWSER_DIR failed"
         touch "$NPM_STAMP"
     fi
+    # The Kubernetes/Knative/KEDA/Prometheus-operator schemas for the
+    # offline manifest validation (deploy/k8s/validate).
+    K8S_DIR=deploy/k8s/validate
+    K8S_STAMP="$K8S_DIR/node_modules/.stamp-$(sha256sum "$K8S_DIR/package-lock.json" | cut -c1-16)"
+    if [ ! -f "$K8S_STAMP" ]; then
+        say "npm ci in $K8S_DIR (kubernetes-models schemas)"
+        (cd "$K8S_DIR" && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false) \
+            || die "npm ci in $K8S_DIR failed"
+        touch "$K8S_STAMP"
+    fi
     fetch_promtool
 fi
 

@@ -13,9 +13,10 @@
 //! The request's span and id ([`RequestObs`]) cover the phases from
 //! admission on.
 
+use crate::connections::client_gone::client_gone;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
-use crate::http_io::{read_body, write_reply};
+use crate::http_io::{check_content_encoding, check_head, read_body, write_reply};
 use crate::lifecycle::InFlight;
 use crate::proxy::{ProxyCtx, Start};
 use crate::reply::Reply;
@@ -54,8 +55,9 @@ pub struct RequestCtx {
     error_label: Option<&'static str>,
     body_bytes: usize,
     /// Counts the request as in flight (graceful shutdown waits on it)
-    /// from the moment its head was parsed until the context is dropped.
-    _in_flight: InFlight,
+    /// from the moment its head was parsed until the context is dropped;
+    /// finished in `logging`, so a request dropped before counts as cut off.
+    in_flight: InFlight,
     /// The request's span and id.
     obs: RequestObs,
     /// Set for a request proxied through a prefix route.
@@ -93,33 +95,53 @@ impl ProxyHttp for GatewayApp {
             status: 0,
             error_label: None,
             body_bytes: 0,
-            _in_flight: self.state.lifecycle.enter(),
+            in_flight: self.state.lifecycle.enter(),
             proxy: None,
             obs: RequestObs::default(),
         }
     }
 
+    /// Runs first, as soon as the request head is parsed: the connection
+    /// is now serving a request (its head deadline no longer applies), and
+    /// requests pipelined behind this one are kept and answered in order.
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        crate::connections::request_started(session);
+        session.as_downstream_mut().set_pipelining_enabled(true);
+        Ok(())
+    }
+
     /// Runs for every request: answers it in-process and returns
     /// `Ok(true)`, or, for a prefix route, returns `Ok(false)` to proxy it
-    /// (the permit is then held until the proxied exchange ends).
+    /// (the permit is then held until the proxied exchange ends). A client
+    /// that leaves while its request is computed cancels the computation
+    /// (logged as 499, `client_gone`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
         ctx.started = Instant::now();
         let header = session.req_header();
         ctx.obs = RequestObs::start(&header.method, header.uri.path(), &header.headers);
         let snap = self.state.snapshot.load_full();
-        let response = match self.state.limiter.clone().try_acquire_owned() {
-            Err(_) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
-            Ok(permit) => {
+        let response = match (check_head(header), self.state.limiter.clone().try_acquire_owned()) {
+            (Err(e), _) => Response::Full(Reply::error(&e)),
+            (Ok(()), Err(_)) => Response::Full(Reply::error(&GatewayError::TooManyRequests)),
+            (Ok(()), Ok(permit)) => {
                 ctx.permit = Some(permit);
-                match self.state.prefix_routes.find(session.req_header().uri.path()).cloned() {
-                    None => {
-                        let scope = ctx.obs.scope();
-                        // Pinned in place and wrapped by reference: the (large)
-                        // handling future is never copied into the wrapper.
-                        let answer = std::pin::pin!(self.answer(session, &snap, ctx));
-                        scope.run(answer).await
-                    }
-                    Some(route) => {
+                // A path with dot-segments is refused before any routing.
+                match self.state.prefix_routes.route(session.req_header().uri.path()).map(|r| r.cloned()) {
+                    Err(reply) => Response::Full(reply),
+                    Ok(None) => match self.answer_while_connected(session, &snap, ctx).await {
+                        Some(response) => response,
+                        None => {
+                            ctx.status = CLIENT_GONE_STATUS;
+                            ctx.error_label = Some("client_gone");
+                            ctx.permit = None;
+                            return Ok(true);
+                        }
+                    },
+                    Ok(Some(route)) => {
                         let limits = &snap.config.server.limits;
                         match crate::proxy::phases::start(session, &route, limits, ctx.started).await {
                             Start::Refused(reply) => Response::Full(reply),
@@ -174,15 +196,33 @@ impl ProxyHttp for GatewayApp {
         ctx.proxy.as_ref().map_or(Ok(()), |p| p.forward(upstream_request))
     }
 
-    /// Counts streamed request bytes against the route's limit.
+    /// Counts streamed request bytes against the route's limit; the end
+    /// of the body starts the first-byte deadline.
     async fn request_body_filter(
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body))
+        ctx.proxy.as_mut().map_or(Ok(()), |p| p.request_body(body, end_of_stream))
+    }
+
+    /// A connection to the upstream is made or reused: the response-head
+    /// deadline starts watching it.
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        _reused: bool,
+        _peer: &HttpPeer,
+        fd: std::os::unix::io::RawFd,
+        _digest: Option<&pingora::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let Some(proxy) = ctx.proxy.as_mut() {
+            proxy.connected(fd);
+        }
+        Ok(())
     }
 
     /// The upstream's response head: statistics, limits, hop-by-hop fields.
@@ -250,6 +290,8 @@ impl ProxyHttp for GatewayApp {
     /// the response has not started, else the connection is closed.
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
         if let Some(written) = session.response_written() {
+            // The client got a cut response: the log says why.
+            ctx.error_label = Some(crate::proxy::phases::error_label(e));
             return FailToProxy { error_code: written.status.as_u16(), can_reuse_downstream: false };
         }
         let reply = crate::proxy::phases::error_reply(e, ctx.proxy.as_deref());
@@ -263,8 +305,10 @@ impl ProxyHttp for GatewayApp {
     }
 
     /// Once per request: request metrics, the span's status, and one
-    /// access-log line.
+    /// access-log line; the request is finished and its connection idle.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        ctx.in_flight.finish();
+        crate::connections::request_finished(session);
         if let Some(proxy) = &ctx.proxy {
             ctx.body_bytes = usize::try_from(proxy.request_bytes).unwrap_or(usize::MAX);
             if let Some(written) = session.response_written() {
@@ -274,7 +318,7 @@ impl ProxyHttp for GatewayApp {
         let req = session.req_header();
         let took = ctx.started.elapsed();
         let snap = self.state.snapshot.load();
-        let labels = match self.state.prefix_routes.find(req.uri.path()) {
+        let labels = match self.state.prefix_routes.route(req.uri.path()).ok().flatten() {
             Some(route) => crate::metrics::RequestLabels::prefix_route(&route.config.name),
             None => crate::metrics::RequestLabels::classify(&snap.config, req.uri.path()),
         };
@@ -296,7 +340,33 @@ impl ProxyHttp for GatewayApp {
     }
 }
 
+/// The status logged for a request whose client left before its answer
+/// (nginx's convention; never sent).
+pub const CLIENT_GONE_STATUS: u16 = 499;
+
 impl GatewayApp {
+    /// [`GatewayApp::answer`], dropped (which cancels its queued work) as
+    /// soon as the client closes its connection; `None` then.
+    async fn answer_while_connected<'a>(
+        &'a self,
+        session: &mut Session,
+        snap: &'a Snapshot,
+        ctx: &mut RequestCtx,
+    ) -> Option<Response<'a>> {
+        let fd = crate::connections::socket_fd(session);
+        let scope = ctx.obs.scope();
+        // Pinned in place and wrapped by reference: the (large) handling
+        // future is never copied into the wrapper.
+        let handling = std::pin::pin!(self.answer(session, snap, ctx));
+        let answer = scope.run(handling);
+        let Some(fd) = fd else { return Some(answer.await) };
+        tokio::select! {
+            biased;
+            response = answer => Some(response),
+            () = client_gone(fd) => None,
+        }
+    }
+
     async fn answer<'a>(
         &'a self,
         session: &mut Session,
@@ -308,6 +378,10 @@ impl GatewayApp {
         let body = if method == Method::GET || method == Method::HEAD {
             Bytes::new()
         } else {
+            if let Err(err) = check_content_encoding(session.req_header()) {
+                session.set_keepalive(None); // its body is left unread
+                return Reply::error(&err).into();
+            }
             match read_body(session, &config.server.limits).await {
                 Ok(body) => body,
                 Err(err) => return Reply::error(&err).into(),

@@ -33,6 +33,17 @@ pub enum GatewayError {
         /// The configured limit.
         limit: usize,
     },
+    /// The response would exceed `server.max_response_bytes` (413): the
+    /// request asks for more output than the server sends in one answer.
+    #[error(
+        "the response would take up to {bytes} bytes, more than server.max_response_bytes ({limit}); ask for fewer rows or outputs, or raise the limit"
+    )]
+    ResponseTooLarge {
+        /// The response's size bound.
+        bytes: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// The body did not arrive within `server.body_read_timeout_ms` (408).
     #[error("request body not received within {0:?}")]
     BodyTimeout(Duration),
@@ -65,6 +76,14 @@ pub enum GatewayError {
         /// What is missing and how to send it (never the expected secret).
         message: String,
     },
+    /// The body has a `Content-Encoding` other than `identity` (415): the
+    /// V2 API reads bodies as sent and does not decompress them.
+    #[error("Content-Encoding {0:?} is not supported: send the body uncompressed")]
+    UnsupportedEncoding(String),
+    /// The request's `Expect` asks for something other than
+    /// `100-continue` (417).
+    #[error("unsupported expectation {0:?}: only \"100-continue\" is supported")]
+    ExpectationFailed(String),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -82,6 +101,7 @@ impl GatewayError {
             GatewayError::Protocol(e) => e.status(),
             GatewayError::Runtime(e) => match e.class() {
                 ErrorClass::InvalidInput => 400,
+                ErrorClass::TooLarge => 413,
                 ErrorClass::NotFound => 404,
                 ErrorClass::Overloaded => 429,
                 ErrorClass::Unavailable => 503,
@@ -91,10 +111,12 @@ impl GatewayError {
             },
             GatewayError::NotFound(_) => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
-            GatewayError::BodyTooLarge { .. } => 413,
+            GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
             GatewayError::TooManyRequests => 429,
+            GatewayError::ExpectationFailed(_) => 417,
+            GatewayError::UnsupportedEncoding(_) => 415,
             GatewayError::Unauthorized { .. } => 401,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
@@ -110,13 +132,42 @@ impl GatewayError {
             GatewayError::NotFound(_) => "not_found",
             GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
             GatewayError::BodyTooLarge { .. } => "body_too_large",
+            GatewayError::ResponseTooLarge { .. } => "response_too_large",
             GatewayError::BodyTimeout(_) => "body_timeout",
             GatewayError::BodyRead(_) => "body_read",
             GatewayError::TooManyRequests => "too_many_requests",
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::ExpectationFailed(_) => "expectation_failed",
+            GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::Budget(e) => e.label(),
             GatewayError::Shed { reason, .. } => reason,
+        }
+    }
+
+    /// True when a request with a larger latency budget might not have
+    /// failed this way: a shed (the policy weighs the remaining budget),
+    /// and the runtime errors routing falls back from (overload, an
+    /// unavailable device, an execution or upstream failure, a timeout),
+    /// since fallbacks are tried only while budget remains and upstream
+    /// calls are cut to it. Errors about the request's content (bad
+    /// input, unknown output) are the same under any budget.
+    ///
+    /// Identical coalesced requests share such an error only when their
+    /// budget is no larger than the one it happened under
+    /// ([`crate::cache`]).
+    pub fn budget_bound(&self) -> bool {
+        match self {
+            GatewayError::Shed { .. } => true,
+            GatewayError::Runtime(e) => matches!(
+                e.class(),
+                ErrorClass::Overloaded
+                    | ErrorClass::Unavailable
+                    | ErrorClass::Internal
+                    | ErrorClass::BadUpstream
+                    | ErrorClass::TimedOut
+            ),
+            _ => false,
         }
     }
 

@@ -1,14 +1,56 @@
 //! Reading request bodies and writing [`Reply`]s on a Pingora session;
-//! shared by the V2 app and the admin app.
+//! shared by the V2 app and the admin app. Also the request-head checks
+//! every request gets before it is served ([`check_head`]).
 
 use crate::config::Limits;
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use bytes::{Bytes, BytesMut};
-use pingora::http::ResponseHeader;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::Session;
 
-/// Reads the whole body under the size limit and read timeout.
+/// Checks what RFC 9112 requires of every request head: an HTTP/1.1
+/// request has exactly one `Host` (else 400), and no request has two.
+pub fn check_head(header: &RequestHeader) -> Result<(), GatewayError> {
+    let hosts = header.headers.get_all(http::header::HOST).iter().count();
+    let bad = |message: &str| GatewayError::BadHeader { name: "Host", message: message.to_string() };
+    match hosts {
+        0 if header.version == http::Version::HTTP_11 => {
+            Err(bad("an HTTP/1.1 request must carry a Host header"))
+        }
+        0 | 1 => Ok(()),
+        _ => Err(bad("more than one Host header")),
+    }
+}
+
+/// Refuses a compressed body (`Content-Encoding` other than `identity`)
+/// with 415 before it is read: the V2 API would otherwise parse compressed
+/// bytes as JSON or tensors. (Prefix routes forward bodies untouched and
+/// do not call this.)
+pub fn check_content_encoding(header: &RequestHeader) -> Result<(), GatewayError> {
+    for value in header.headers.get_all(http::header::CONTENT_ENCODING) {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        if text.split(',').any(|coding| !coding.trim().eq_ignore_ascii_case("identity")) {
+            return Err(GatewayError::UnsupportedEncoding(text.chars().take(64).collect()));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the client waits for `100 Continue` before sending its body
+/// (`Expect: 100-continue` on HTTP/1.1); any other expectation is a 417.
+fn expects_continue(header: &RequestHeader) -> Result<bool, GatewayError> {
+    let Some(value) = header.headers.get(http::header::EXPECT) else { return Ok(false) };
+    if value.as_bytes().eq_ignore_ascii_case(b"100-continue") {
+        return Ok(header.version == http::Version::HTTP_11);
+    }
+    Err(GatewayError::ExpectationFailed(String::from_utf8_lossy(value.as_bytes()).chars().take(64).collect()))
+}
+
+/// Reads the whole body under the size limit and read timeout. A client
+/// that sent `Expect: 100-continue` gets `100 Continue` first, unless the
+/// body it announced is too large: then the 413 comes without reading it
+/// (and the connection is not reused, as its body was never read).
 pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, GatewayError> {
     let max = limits.max_body_bytes;
     let declared = session
@@ -17,8 +59,16 @@ pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, 
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<usize>().ok());
+    let wants_continue =
+        expects_continue(session.req_header()).inspect_err(|_| session.set_keepalive(None))?;
     if declared.is_some_and(|len| len > max) {
+        if wants_continue {
+            session.set_keepalive(None);
+        }
         return Err(GatewayError::BodyTooLarge { limit: max });
+    }
+    if wants_continue && declared != Some(0) {
+        session.write_continue_response().await.map_err(|e| GatewayError::BodyRead(e.to_string()))?;
     }
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
     let read_all = async {

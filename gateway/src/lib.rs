@@ -6,24 +6,34 @@
 //! -> [`v2`] (decode/encode) and the runtime.
 
 pub mod admin;
+pub mod answer;
 pub mod app;
 pub mod auth;
+pub mod breaker;
 pub mod cache;
 pub mod config;
+pub mod connections;
+pub mod draw;
+pub mod endpoint;
 pub mod error;
 pub mod handlers;
 pub mod http_io;
 pub mod lifecycle;
+pub mod memory;
 pub mod metrics;
+pub mod prefix;
+pub mod prepare;
 pub mod proxy;
 pub mod reload;
 pub mod reply;
+pub mod request_limits;
 pub mod routing;
 pub mod serve;
 pub mod shutdown;
 pub mod snapshot;
 pub mod state;
 pub mod stream;
+pub mod target;
 pub mod telemetry;
 pub mod upstream;
 pub mod v2;

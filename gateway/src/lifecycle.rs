@@ -1,9 +1,12 @@
 //! The server's life cycle as requests see it: how many are in flight,
-//! and whether the server is draining (SIGTERM received: readiness says
-//! 503 and the listeners are about to close). The graceful shutdown
-//! ([`crate::shutdown`]) waits on the in-flight count.
+//! whether the server is draining (SIGTERM received: readiness says 503
+//! and the listeners are about to close), and how many requests were cut
+//! off: dropped before their response was done (at the end of a graceful
+//! shutdown's grace period, or by a fast shutdown). The graceful shutdown
+//! ([`crate::shutdown`]) waits on the in-flight count and reports the cut
+//! ones.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Counters shared by the apps and the shutdown.
@@ -11,6 +14,8 @@ use std::sync::Arc;
 pub struct Lifecycle {
     draining: AtomicBool,
     in_flight: AtomicUsize,
+    cut: AtomicUsize,
+    entered: AtomicU64,
 }
 
 impl Lifecycle {
@@ -20,7 +25,14 @@ impl Lifecycle {
     /// response is completely written.
     pub fn enter(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(Arc::clone(self))
+        self.entered.fetch_add(1, Ordering::Relaxed);
+        InFlight { life: Arc::clone(self), finished: false }
+    }
+
+    /// Requests accepted since start (to tell an idle server from a busy
+    /// one, see [`crate::memory`]).
+    pub fn entered(&self) -> u64 {
+        self.entered.load(Ordering::Relaxed)
     }
 
     /// Requests accepted and not yet completely answered.
@@ -37,15 +49,37 @@ impl Lifecycle {
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)
     }
+
+    /// Requests dropped before they finished (see [`InFlight::finish`]).
+    pub fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
 }
 
-/// One request in flight; see [`Lifecycle::enter`].
+/// One request in flight; see [`Lifecycle::enter`]. Dropped without
+/// [`InFlight::finish`], the request counts as cut off.
 #[derive(Debug)]
-pub struct InFlight(Arc<Lifecycle>);
+pub struct InFlight {
+    life: Arc<Lifecycle>,
+    finished: bool,
+}
+
+impl InFlight {
+    /// Marks the request as having run to its end (its response written,
+    /// or its failure handled and logged). Call in the request's last
+    /// phase; a request whose task is dropped before (the server stopped
+    /// under it) is counted as cut off.
+    pub fn finish(&mut self) {
+        self.finished = true;
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if !self.finished {
+            self.life.cut.fetch_add(1, Ordering::SeqCst);
+        }
+        self.life.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -56,13 +90,16 @@ mod tests {
     #[test]
     fn guards_count_requests_in_flight() {
         let life = Arc::new(Lifecycle::default());
-        let a = life.enter();
+        let mut a = life.enter();
         let b = life.enter();
         assert_eq!(life.in_flight(), 2);
+        a.finish();
         drop(a);
         assert_eq!(life.in_flight(), 1);
+        assert_eq!(life.cut(), 0, "a finished request is not cut");
         drop(b);
         assert_eq!(life.in_flight(), 0);
+        assert_eq!(life.cut(), 1, "dropped unfinished: cut off");
         assert!(!life.is_draining());
         life.start_draining();
         assert!(life.is_draining());

@@ -109,10 +109,13 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let opened = serve::open_repository(&config).and_then(|repo| {
-        serve::check_upstreams(&switchyard::upstream::Upstreams::new(&config.proxy), &config, &repo)
+    // What `serve` checks: the trace exporter (built when its logging
+    // starts), then `prepare::prepare`, the same function `serve` runs.
+    let exporter = config.telemetry.as_ref().map_or(Ok(()), switchyard::telemetry::otlp::check);
+    let checked = exporter.context("logging").and_then(|()| {
+        switchyard::prepare::prepare(&config, &switchyard::upstream::Upstreams::new(&config.proxy)).map(drop)
     });
-    match opened {
+    match checked {
         Ok(()) => {
             println!(
                 "{}: OK ({} models, {} routes)",

@@ -5,69 +5,23 @@
 use crate::admin::AdminApp;
 use crate::app::GatewayApp;
 use crate::cache::service::CacheService;
-use crate::config::{Config, ConfigIssue};
+use crate::config::connections_section::ConnectionLimits;
+use crate::config::Config;
+use crate::connections::{rlimit, ConnTable, GuardedApp};
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
 use crate::upstream::health::HealthService;
 use crate::upstream::Upstreams;
 use anyhow::Context;
-use pingora::prelude::{http_proxy_service, Server};
+use pingora::prelude::{ProxyHttp, Server};
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::RunArgs;
 use pingora::services::background::background_service;
+use pingora::services::listening::Service;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use switchyard_runtime::{init_onnxruntime, ModelRepository, ModelSignature};
-
-/// Checks that each route's local models share one signature (same input
-/// and output names, datatypes and shapes), so any of them can answer.
-/// Upstream members are checked by [`check_upstreams`].
-pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
-    let mut issues = Vec::new();
-    for (i, route) in config.routes.iter().enumerate() {
-        let mut reference: Option<(&String, ModelSignature)> = None;
-        let local = route.models.iter().enumerate().filter(|(_, m)| config.proxy.upstream_model(m).is_none());
-        for (j, model) in local {
-            let path = format!("routes[{i}].models[{j}]");
-            match (repo.signature(model), &reference) {
-                (Err(e), _) => issues.push(ConfigIssue { path, message: e.to_string() }),
-                (Ok(sig), None) => reference = Some((model, sig)),
-                (Ok(sig), Some((_, expected))) if sig == *expected => {}
-                (Ok(_), Some((first, _))) => issues.push(ConfigIssue {
-                    path,
-                    message: format!("{model:?} has a different input/output signature than {first:?}"),
-                }),
-            }
-        }
-    }
-    issues
-}
-
-/// Opens ONNX Runtime and the model repository for `config`.
-pub fn open_repository(config: &Config) -> anyhow::Result<Arc<ModelRepository>> {
-    let lib = init_onnxruntime(config.onnxruntime_library.as_deref()).context("ONNX Runtime library")?;
-    tracing::info!(library = %lib.display(), "ONNX Runtime loaded");
-    let repo = ModelRepository::new(config.models.clone()).context("model repository")?;
-    let issues = check_routes(config, &repo);
-    if !issues.is_empty() {
-        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
-    }
-    Ok(repo)
-}
-
-/// Reads the upstream models' signatures from their servers and checks
-/// them against their routes (see [`crate::upstream::startup`]); an
-/// unreachable upstream is not an error, a mismatching model is.
-pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) -> anyhow::Result<()> {
-    let issues = crate::upstream::startup::prepare(upstreams, config, repo);
-    if !issues.is_empty() {
-        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        anyhow::bail!("invalid routes:\n  {}", lines.join("\n  "));
-    }
-    Ok(())
-}
 
 /// How long pending L2 cache writes may take to flush at shutdown.
 const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -76,14 +30,12 @@ const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// [`crate::shutdown`]; SIGINT at once), then flushes pending L2 writes.
 /// `source` says which file hot reload rereads ([`crate::reload`]).
 pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
-    crate::admin::check_exposure(config.server.admin_listen, &config.admin).map_err(anyhow::Error::msg)?;
-    let repo = open_repository(&config)?;
+    let upstreams = Arc::new(Upstreams::new(&config.proxy));
+    let repo = crate::prepare::prepare(&config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
-    let state = Arc::new(AppState::new(config, repo));
-    {
-        let snap = state.snapshot.load();
-        check_upstreams(&state.upstreams, &snap.config, &snap.repo)?;
-    }
+    let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
+    fit_connection_limit(&state.connections);
+    crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
     let reloader = Arc::new(Reloader::new(state.clone(), source));
     crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
@@ -97,10 +49,58 @@ pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
         .context("start the server thread")?;
     // Every sender gone (the server thread died) also ends the wait.
     let why = stopped_rx.recv().unwrap_or(Stopped::ServerExited);
-    tracing::info!(?why, "server stopped");
+    // Requests dropped unfinished, and any the stopped runtime never dropped.
+    let cut_off = state.lifecycle.cut() + state.lifecycle.in_flight();
+    if cut_off > 0 {
+        tracing::warn!(
+            ?why,
+            cut_off,
+            "server stopped; requests were cut off before their response was complete"
+        );
+    } else {
+        tracing::info!(?why, "server stopped");
+    }
     state.cache.flush_on_shutdown(L2_FLUSH_DEADLINE);
     crate::telemetry::shutdown();
     Ok(())
+}
+
+/// Most open connections on the admin listener (its clients are
+/// operators and scrapers, not traffic).
+const ADMIN_MAX_CONNECTIONS: usize = 256;
+
+/// Raises the open-file limit and fits the V2 listener's connection limit
+/// under it.
+fn fit_connection_limit(table: &ConnTable) {
+    let configured = table.max_connections();
+    let soft = rlimit::raise_open_file_limit();
+    let (max, lowered) = rlimit::fit_connection_limit(configured, soft, 1);
+    if lowered {
+        table.set_max_connections(max);
+        tracing::warn!(
+            configured,
+            max_connections = max,
+            open_file_limit = soft,
+            "server.max_connections lowered to fit the open-file limit (raise `ulimit -n` to allow more)"
+        );
+    }
+}
+
+/// A listening service for the Pingora app `app` whose connections
+/// `table` admits ([`crate::connections`]).
+fn guarded_service<A>(
+    server: &Server,
+    name: &str,
+    app: A,
+    table: Arc<ConnTable>,
+) -> Service<GuardedApp<HttpProxy<A, ()>>>
+where
+    A: ProxyHttp + Send + Sync + 'static,
+    A::CTX: Send + Sync,
+{
+    let mut proxy = HttpProxy::new(app, server.configuration.clone());
+    proxy.handle_init_modules();
+    Service::new(name.to_string(), GuardedApp::new(proxy, table))
 }
 
 /// Builds the Pingora server (V2 listener, admin listener, cache
@@ -116,10 +116,16 @@ fn serve_until_stopped(state: Arc<AppState>, reloader: Arc<Reloader>, stopped: S
     let (listen, admin_listen) = (server_config.listen, server_config.admin_listen);
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
-    let mut service = http_proxy_service(&server.configuration, GatewayApp::new(state.clone()));
+    let admin_table = ConnTable::new(ConnectionLimits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        ..server_config.connections
+    });
+    let v2_table = state.connections.clone();
+    let mut service = guarded_service(&server, "switchyard", GatewayApp::new(state.clone()), v2_table);
     service.add_tcp(&listen.to_string());
     server.add_service(service);
-    let mut admin = http_proxy_service(&server.configuration, AdminApp::new(state.clone(), reloader));
+    let admin_app = AdminApp::new(state.clone(), reloader);
+    let mut admin = guarded_service(&server, "switchyard admin", admin_app, admin_table);
     admin.add_tcp(&admin_listen.to_string());
     server.add_service(admin);
     // L2 connection and writer run inside Pingora's runtimes.

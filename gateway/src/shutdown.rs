@@ -10,6 +10,9 @@
 //! 4. as soon as none is in flight ([`crate::lifecycle`]), or at the
 //!    latest when `server.shutdown_grace_s` ends, the server stops; then
 //!    pending L2 cache writes are flushed (see [`crate::serve::run`]).
+//!    Requests still running when the grace period ends are cut off: their
+//!    clients get no (or a truncated) response. The log says how many, and
+//!    claims "every accepted request was answered" only when none was.
 //!
 //! `SIGINT` stops at once (in-flight requests are cut), also during the
 //! notice period.
@@ -37,7 +40,8 @@ const POLL: Duration = Duration::from_millis(5);
 /// Why the server stopped serving.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
-    /// Every accepted request was answered after a graceful shutdown began.
+    /// Every accepted request was answered after a graceful shutdown began
+    /// (none was cut off).
     Drained,
     /// Pingora's `run` returned (fast shutdown, or the grace period ended).
     ServerExited,
@@ -95,14 +99,22 @@ impl ShutdownSignalWatch for SignalWatch {
     }
 }
 
-/// Reports [`Stopped::Drained`] once no request is in flight, unless the
-/// grace period ends first (Pingora then stops the server itself).
+/// Reports [`Stopped::Drained`] once no request is in flight and none was
+/// cut off, unless the grace period ends first (Pingora then stops the
+/// server itself, cutting off what still runs).
 fn spawn_drain_watcher(state: Arc<AppState>, grace: Duration, stopped: Sender<Stopped>) {
+    let cut_before = state.lifecycle.cut();
     let spawned = std::thread::Builder::new().name("sy-drain".into()).spawn(move || {
         let deadline = Instant::now() + grace;
         std::thread::sleep(SETTLE);
         loop {
             let in_flight = state.lifecycle.in_flight();
+            let cut = state.lifecycle.cut().saturating_sub(cut_before);
+            if cut > 0 {
+                // The grace period ended and the server dropped what still ran.
+                tracing::warn!(cut_off = cut, in_flight, "graceful shutdown: requests were cut off");
+                return;
+            }
             if in_flight == 0 {
                 tracing::info!("graceful shutdown: every accepted request was answered");
                 let _ = stopped.send(Stopped::Drained);

@@ -3,8 +3,9 @@
 
 use crate::cache::ResponseCache;
 use crate::config::Config;
+use crate::connections::ConnTable;
 use crate::lifecycle::Lifecycle;
-use crate::proxy::PrefixRoutes;
+use crate::prefix::PrefixRoutes;
 use crate::routing::decisions::DecisionCounters;
 use crate::snapshot::Snapshot;
 use crate::upstream::{Catalog, Upstreams};
@@ -28,7 +29,7 @@ pub struct AppState {
     /// Requests in flight and whether the server is draining.
     pub lifecycle: Arc<Lifecycle>,
     /// Counters of streamed (SSE) infer calls.
-    pub streams: crate::stream::stats::StreamCounters,
+    pub streams: crate::metrics::streams::StreamCounters,
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics. Built at start-up:
     /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
@@ -36,14 +37,24 @@ pub struct AppState {
     pub upstreams: Arc<Upstreams>,
     /// Path-prefix routes proxied to upstreams (`[[prefix_routes]]`).
     pub prefix_routes: PrefixRoutes,
+    /// The V2 listener's open connections (`server.max_connections`, idle
+    /// and head timeouts), sized at start-up.
+    pub connections: Arc<ConnTable>,
 }
 
 impl AppState {
     /// Builds the state for `config` over `repo` (generation 1).
     pub fn new(config: Config, repo: Arc<ModelRepository>) -> AppState {
-        let permits = config.server.limits.max_concurrent_requests;
-        let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
         let upstreams = Arc::new(Upstreams::new(&config.proxy));
+        AppState::with_upstreams(config, repo, upstreams)
+    }
+
+    /// As [`AppState::new`], with the upstream registry built (and its
+    /// models' metadata read) beforehand, as `prepare::prepare` does.
+    pub fn with_upstreams(config: Config, repo: Arc<ModelRepository>, upstreams: Arc<Upstreams>) -> AppState {
+        let permits = config.server.limits.max_concurrent_requests;
+        let config_connections = config.server.connections;
+        let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
         let prefix_routes = PrefixRoutes::new(&config.proxy, &upstreams);
         AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::new(1, config, repo)),
@@ -54,7 +65,13 @@ impl AppState {
             streams: Default::default(),
             prefix_routes,
             upstreams,
+            connections: ConnTable::new(config_connections),
         }
+    }
+
+    /// What routing reads and counts for a request under `snap`.
+    pub fn routing<'a>(&'a self, snap: &'a Snapshot) -> crate::routing::RoutingContext<'a> {
+        crate::routing::RoutingContext { snap, upstreams: &self.upstreams, decisions: &self.decisions }
     }
 
     /// Model lookups over `snap`'s local repository and the upstream

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 use switchyard::config::parse;
+use switchyard::prepare::open_repository;
 use switchyard::reload::build::next_snapshot;
-use switchyard::serve::open_repository;
 use switchyard::snapshot::Snapshot;
 
 /// ONNX Runtime from `$ORT_DYLIB_PATH` (as `make test` sets it), else the

@@ -30,10 +30,10 @@ use http::HeaderMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::config::{parse, Config};
-use switchyard::handlers::target::{resolve, Target};
-use switchyard::routing::{execute, RouteRequest};
-use switchyard::serve::open_repository;
+use switchyard::prepare::open_repository;
+use switchyard::routing::{budget, execute, RouteRequest};
 use switchyard::state::AppState;
+use switchyard::target::{resolve, Target};
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Rows per request.
@@ -88,16 +88,12 @@ fn env_f64(name: &str, default: f64) -> f64 {
 /// One request through the real routing seam; returns (latency from the
 /// scheduled send time, pool that answered) or None on error.
 async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(Duration, String)> {
-    let headers = HeaderMap::new();
-    let parameters = serde_json::Map::new();
-    let req = RouteRequest {
-        target,
-        request: request(),
-        headers: &headers,
-        parameters: &parameters,
-        received: scheduled,
-    };
-    let answer = execute(state, &state.snapshot.load(), req).await.ok()?;
+    let snap = state.snapshot.load();
+    // The route's default budget, as the handler resolves it.
+    let route = budget::route_budget(target.route(&snap.config));
+    let budget = budget::resolve(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
+    let req = RouteRequest { target, request: request(), budget, received: scheduled };
+    let answer = execute(state.routing(&snap), req).await.ok()?;
     Some((scheduled.elapsed(), answer.pool))
 }
 

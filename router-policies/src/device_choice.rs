@@ -24,6 +24,11 @@ pub enum Placement {
     Fallback,
     /// No pool fits; the fastest one.
     Late,
+    /// Every pool of the model that could take the request is paused
+    /// ([`crate::PoolView::paused`]): the request would wait until an
+    /// operator resumes it. Policies use such a model only when no other
+    /// model can serve (see `evaluate::place_all`), and it never fits.
+    Paused,
 }
 
 /// The pool chosen for one model, and the model's other usable pools.
@@ -42,7 +47,12 @@ pub struct PoolChoice {
 impl PoolChoice {
     /// True unless no pool fits the budget.
     pub fn fits(&self) -> bool {
-        self.placement != Placement::Late
+        !matches!(self.placement, Placement::Late | Placement::Paused)
+    }
+
+    /// True when the chosen pool is paused (placement [`Placement::Paused`]).
+    pub fn is_paused(&self) -> bool {
+        self.placement == Placement::Paused
     }
 }
 
@@ -63,8 +73,13 @@ struct Scored<'a> {
 ///    first, by relative cost, then completion, then configured order; then
 ///    those that miss, by completion, then relative cost, then configured
 ///    order. Ties are thus broken by the pool's position in the config.
-/// 4. The first is chosen; the rest become `alternatives`.
-/// 5. Placement: [`Placement::Late`] when it misses; [`Placement::Fallback`]
+///    Paused pools come after all of these.
+/// 4. The first is chosen; the rest become `alternatives` (paused pools
+///    only when the chosen pool is paused too).
+/// 5. Placement: [`Placement::Paused`] when the chosen pool is paused (a
+///    paused pool never fits and ranks after every other pool, so it is
+///    chosen only when every admissible pool is paused);
+///    [`Placement::Late`] when it misses; [`Placement::Fallback`]
 ///    when it fits and the cheapest configured pool (lowest cost, then
 ///    position) is unavailable; [`Placement::SpillOver`] when it fits but is
 ///    not the *idle choice* (the available pool with the lowest cost, then
@@ -101,6 +116,7 @@ pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Esti
         .enumerate()
         .min_by(|(ia, a), (ib, b)| a.relative_cost.total_cmp(&b.relative_cost).then(ia.cmp(ib)));
     let placement = match idle {
+        _ if chosen.pool.paused => Placement::Paused,
         _ if !fits(chosen) => Placement::Late,
         _ if preferred.is_some_and(|(_, p)| !p.available) => Placement::Fallback,
         Some(idle)
@@ -116,12 +132,20 @@ pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Esti
         target: target(model, chosen),
         prediction: chosen.prediction,
         placement,
-        alternatives: rest.iter().map(|s| target(model, s)).collect(),
+        // A paused pool is no fallback for a pool that serves.
+        alternatives: rest
+            .iter()
+            .filter(|s| chosen.pool.paused || !s.pool.paused)
+            .map(|s| target(model, s))
+            .collect(),
     })
 }
 
-/// Step 3's order.
+/// Step 3's order; paused pools last.
 fn rank(a: &Scored<'_>, b: &Scored<'_>, a_fits: bool, b_fits: bool) -> Ordering {
+    if a.pool.paused != b.pool.paused {
+        return a.pool.paused.cmp(&b.pool.paused);
+    }
     let by_cost = a.pool.relative_cost.total_cmp(&b.pool.relative_cost);
     let by_time = a.prediction.completion().cmp(&b.prediction.completion());
     let order = match (a_fits, b_fits) {

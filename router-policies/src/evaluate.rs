@@ -22,8 +22,25 @@ pub(crate) struct Placed<'a> {
 }
 
 /// Every usable model of `fleet` (available, with an admissible pool),
-/// placed for `remaining`, in fleet order.
+/// placed for `remaining`, in fleet order. A model placed on a paused pool
+/// ([`Placement::Paused`]) counts as usable only when no model is placed
+/// on a pool that serves: requests spill over to the other models as they
+/// would for a full pool, and wait on a paused pool (within their budget)
+/// only when there is nowhere else to go.
 pub(crate) fn place_all<'a>(
+    fleet: &'a FleetView,
+    remaining: Duration,
+    estimator: &Estimator,
+) -> Vec<Placed<'a>> {
+    let mut placed = place_every(fleet, remaining, estimator);
+    if placed.iter().any(|p| !p.choice.is_paused()) {
+        placed.retain(|p| !p.choice.is_paused());
+    }
+    placed
+}
+
+/// Like [`place_all`], but keeps models placed on paused pools.
+pub(crate) fn place_every<'a>(
     fleet: &'a FleetView,
     remaining: Duration,
     estimator: &Estimator,

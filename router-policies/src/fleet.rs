@@ -85,6 +85,12 @@ pub struct PoolView {
     /// False when the pool is down (e.g. CUDA configured but missing) or
     /// draining; the pool is never chosen.
     pub available: bool,
+    /// True while the pool holds its queue (an operator paused it): its
+    /// queue does not drain until it is resumed, so its predicted wait is
+    /// unbounded. It is chosen only when no other pool of its model can
+    /// take the request, and its model only when no other model can (see
+    /// [`crate::Placement::Paused`]).
+    pub paused: bool,
     /// Workers executing batches in parallel (0 is read as 1).
     pub workers: usize,
     /// Requests waiting in the pool's queue, not yet in a batch.

@@ -12,7 +12,9 @@
 //!    shed with Retry-After; on failure it tries the plan's fallbacks;
 //! 4. for a cascade, calls [`CascadePolicy::after_cheap`] with the cheap
 //!    model's confidence;
-//! 5. reports [`Reason::as_str`] in `x-switchyard-reason` and metrics.
+//! 5. reports [`Reason::as_str`] in `x-switchyard-reason` and metrics;
+//! 6. asks [`PolicyConfig::is_degraded`] whether the final answer is one the
+//!    policy gives only under pressure (then it is not cached).
 //!
 //! Nothing here blocks, allocates much, or knows about tokio, HTTP, ONNX
 //! Runtime or Redis; everything can be unit-tested and simulated.

@@ -138,6 +138,9 @@ impl Estimator {
     ///    assumed to ride in a batch as large as those ahead of it and is not
     ///    assumed to join one of them. The batcher's queue delay is not
     ///    modelled (sub-millisecond by configuration).
+    /// 7. A paused pool ([`PoolView::paused`]) runs nothing until it is
+    ///    resumed: `queue_wait` is unbounded (`Duration::MAX`), so it never
+    ///    fits a budget.
     pub fn predict(&self, pool: &PoolView) -> Prediction {
         let workers = pool.workers.max(1);
         let max_batch = pool.max_batch_size.max(1);
@@ -145,7 +148,8 @@ impl Estimator {
         let batch = ahead.div_ceil(workers).clamp(1, max_batch);
         let rounds = ahead.div_ceil(workers.saturating_mul(batch));
         let (batch_time, basis) = self.batch_time(&pool.latency, batch);
-        Prediction { queue_wait: mul_count(batch_time, rounds), execution: batch_time, basis }
+        let queue_wait = if pool.paused { Duration::MAX } else { mul_count(batch_time, rounds) };
+        Prediction { queue_wait, execution: batch_time, basis }
     }
 
     /// Steps 4 and 5 of [`Estimator::predict`].

@@ -79,6 +79,12 @@ impl Reason {
         Reason::Unavailable,
     ];
 
+    /// The reason whose label ([`Reason::as_str`]) is `label`, if any: for
+    /// answers that carry their reason as text (e.g. from a cache).
+    pub fn from_label(label: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == label)
+    }
+
     /// The stable snake_case label for headers, metrics and logs.
     pub const fn as_str(self) -> &'static str {
         match self {

@@ -3,7 +3,7 @@
 //! With a named pool, the request goes there or fails. Without one:
 //! 1. take the available pools of the loaded model;
 //! 2. order them by predicted wait ([`crate::PoolStats::predict_wait`]), spec
-//!    order breaking ties;
+//!    order breaking ties, paused pools last;
 //! 3. queue on the first whose queue has room (overflow goes to the next);
 //! 4. if every queue is full, `Overloaded` with the best pool's predicted
 //!    wait as the retry hint.
@@ -24,6 +24,15 @@ use crate::validate::Validated;
 /// The receiving end of a queued request.
 pub type Pending = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
 
+/// A queued request: where its result comes from, and the index of the
+/// pool it was queued on.
+pub struct Queued {
+    /// The result, when a worker has run the request.
+    pub pending: Pending,
+    /// The pool's index in the model's spec.
+    pub pool: usize,
+}
+
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
 
 /// Queues `v` on the requested pool, or the best available one.
@@ -32,7 +41,7 @@ pub fn enqueue(
     loaded: &LoadedModel,
     pool: Option<usize>,
     v: Validated,
-) -> Result<Pending, RuntimeError> {
+) -> Result<Queued, RuntimeError> {
     let rows = v.rows;
     let order = match pool {
         Some(i) => {
@@ -41,7 +50,7 @@ pub fn enqueue(
             }
             vec![i]
         }
-        None => candidates(model, loaded, rows),
+        None => order(model, loaded, rows),
     };
     let (tx, rx) = oneshot::channel();
     let mut entry = QueueEntry {
@@ -58,7 +67,7 @@ pub fn enqueue(
         match runtime.try_enqueue(entry) {
             Ok(()) => {
                 add(&shared.counters.requests, 1);
-                return Ok(rx);
+                return Ok(Queued { pending: rx, pool: i });
             }
             Err(EnqueueError::Full(back) | EnqueueError::Closed(back)) => {
                 shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
@@ -78,21 +87,21 @@ pub fn enqueue(
     })
 }
 
-fn candidates(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
-    let mut scored: Vec<(Duration, usize)> = loaded
+/// The model's running pools for a request of `rows` rows, best first:
+/// by predicted wait, spec order breaking ties, paused pools last.
+pub fn order(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
+    let mut scored: Vec<(bool, Duration, usize)> = loaded
         .pools
         .iter()
         .enumerate()
         .filter(|(_, p)| p.is_some())
         .filter_map(|(i, _)| {
-            Some((
-                model.pools.get(i).map(|p| p.stats(model.spec.pool_batching(&p.spec)).predict_wait(rows))?,
-                i,
-            ))
+            let stats = model.pools.get(i)?.stats(model.spec.pool_batching(&model.pools.get(i)?.spec));
+            Some((stats.paused, stats.predict_wait(rows), i))
         })
         .collect();
     scored.sort();
-    scored.into_iter().map(|(_, i)| i).collect()
+    scored.into_iter().map(|(_, _, i)| i).collect()
 }
 
 fn unavailable(model: &Model, i: usize) -> RuntimeError {

@@ -10,11 +10,14 @@ use thiserror::Error;
 use crate::tensor::DataType;
 
 /// Coarse error category; the gateway maps it to a status code
-/// (400 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
+/// (400 / 413 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// The request itself is wrong (400); retrying it unchanged fails again.
     InvalidInput,
+    /// The request asks for more work than a configured limit allows
+    /// (413); a smaller request (or a raised limit) succeeds.
+    TooLarge,
     /// A named model, pool or output does not exist (404).
     NotFound,
     /// A queue is full (429); retry after the hinted delay.
@@ -125,6 +128,20 @@ pub enum RuntimeError {
         /// What is wrong.
         reason: String,
     },
+    /// The request is over one of the model's per-request limits
+    /// ([`crate::RequestLimits`]): too many rows, or too many tokens for a
+    /// text model (413).
+    #[error("model '{model}': {reason} (limits.{setting})")]
+    TooLarge {
+        /// The model.
+        model: String,
+        /// What is over which limit, e.g. `the request has 4096 rows, more
+        /// than the 128 rows one request may carry`.
+        reason: String,
+        /// The limit's name in [`crate::RequestLimits`] (`max_rows`,
+        /// `max_tokens`).
+        setting: &'static str,
+    },
     /// The request asks for an output the model does not produce.
     #[error("model '{model}' has no output '{output}' (outputs: {expected})")]
     UnknownOutput {
@@ -164,6 +181,16 @@ pub enum RuntimeError {
         model: String,
         /// Why each pool is unavailable.
         reason: String,
+    },
+    /// The request waited in the queue of a paused pool
+    /// ([`crate::ModelRepository::set_paused`]) until its deadline; it was
+    /// not executed (503, retry later).
+    #[error("model '{model}' pool '{pool}' is paused; the request's deadline passed while it waited")]
+    Paused {
+        /// The model.
+        model: String,
+        /// The paused pool.
+        pool: String,
     },
     /// ONNX Runtime failed while running a batch, or a worker stopped.
     #[error("model '{model}' failed to execute: {reason}")]
@@ -207,11 +234,13 @@ impl RuntimeError {
             | E::WrongDtype { .. }
             | E::WrongShape { .. }
             | E::InvalidData { .. } => ErrorClass::InvalidInput,
+            E::TooLarge { .. } => ErrorClass::TooLarge,
             E::UnknownModel { .. } | E::UnknownPool { .. } | E::UnknownOutput { .. } => ErrorClass::NotFound,
             E::Overloaded { .. } => ErrorClass::Overloaded,
             E::LibraryUnavailable { .. }
             | E::CorruptModel { .. }
             | E::DeviceUnavailable { .. }
+            | E::Paused { .. }
             | E::ShuttingDown => ErrorClass::Unavailable,
             E::InvalidSpec { .. } | E::Execution { .. } => ErrorClass::Internal,
             E::Upstream { class, .. } => *class,
@@ -232,10 +261,12 @@ impl RuntimeError {
             E::WrongDtype { .. } => "wrong_dtype",
             E::WrongShape { .. } => "wrong_shape",
             E::InvalidData { .. } => "invalid_data",
+            E::TooLarge { .. } => "too_large",
             E::UnknownOutput { .. } => "unknown_output",
             E::CorruptModel { .. } => "corrupt_model",
             E::Overloaded { .. } => "overloaded",
             E::DeviceUnavailable { .. } => "device_unavailable",
+            E::Paused { .. } => "paused",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
             E::Upstream { label, .. } => label,
@@ -245,7 +276,8 @@ impl RuntimeError {
     /// True when the same request may succeed if retried later (overload,
     /// temporary unavailability), false when it will fail again.
     pub fn is_retryable(&self) -> bool {
-        matches!(self.class(), ErrorClass::Overloaded) || matches!(self, RuntimeError::ShuttingDown)
+        matches!(self.class(), ErrorClass::Overloaded)
+            || matches!(self, RuntimeError::ShuttingDown | RuntimeError::Paused { .. })
     }
 }
 

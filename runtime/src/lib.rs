@@ -12,18 +12,22 @@
 //! `config.pbtxt` files into [`ModelSpec`]s.
 //!
 //! Inside, each pool is a bounded queue feeding worker threads that each
-//! own one ONNX Runtime session: `repository` (-> [`text`], a text
-//! model's tokenizer) -> `dispatch` (pick a pool) -> `queue` (collect a
-//! batch) -> `worker` (`batch` concat, run, split).
+//! own one ONNX Runtime session: `repository` ([`limits`] on rows and
+//! tokens; -> [`text`], a text model's tokenizer) -> `chunk` (cut a large
+//! request into batch-sized chunks) -> `dispatch` (pick a pool) -> `queue`
+//! (collect a batch) -> `worker` (`batch` concat, run, split); `wait`
+//! awaits each answer within the caller's deadline on a paused pool.
 
 #![warn(missing_docs)]
 
 mod batch;
+mod chunk;
 mod convert;
 mod dispatch;
 pub mod error;
 pub mod histogram;
 pub mod identity;
+pub mod limits;
 mod model;
 pub mod ort_env;
 mod pool;
@@ -40,11 +44,13 @@ pub mod store;
 pub mod tensor;
 pub mod text;
 mod validate;
+mod wait;
 mod worker;
 
 pub use error::{ErrorClass, RuntimeError};
 pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 pub use identity::FileIdentity;
+pub use limits::RequestLimits;
 pub use model::ModelState;
 pub use ort_env::init_onnxruntime;
 pub use rebuild::{ModelChange, RebuildError, RebuildReport};

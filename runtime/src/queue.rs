@@ -42,11 +42,25 @@ pub struct QueueEntry {
 }
 
 /// Holds a pool's workers between batches while closed; a test and
-/// maintenance hook (see [`crate::ModelRepository::set_paused`]).
-#[derive(Debug, Default)]
+/// maintenance hook (see [`crate::ModelRepository::set_paused`]). Workers
+/// block on it; callers waiting for a queued request watch it
+/// asynchronously ([`Self::watch`]), so a request can give up at its
+/// deadline while the pool is paused.
+#[derive(Debug)]
 pub struct PauseGate {
     paused: Mutex<bool>,
     changed: Condvar,
+    watch: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for PauseGate {
+    fn default() -> Self {
+        PauseGate {
+            paused: Mutex::new(false),
+            changed: Condvar::new(),
+            watch: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 impl PauseGate {
@@ -54,6 +68,17 @@ impl PauseGate {
     pub fn set(&self, paused: bool) {
         *self.paused.lock() = paused;
         self.changed.notify_all();
+        self.watch.send_replace(paused);
+    }
+
+    /// True while the gate is closed.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.lock()
+    }
+
+    /// A receiver that sees every change of the gate.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.watch.subscribe()
     }
 
     /// Blocks while the gate is closed.
@@ -105,6 +130,7 @@ impl PoolShared {
             device: self.spec.device,
             available: unavailable.is_none(),
             unavailable_reason: unavailable,
+            paused: self.gate.is_paused(),
             workers: self.spec.workers,
             queue_depth: c.queue_depth.load(Ordering::Relaxed),
             queue_capacity: batching.queue_capacity,

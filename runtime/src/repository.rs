@@ -9,9 +9,11 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use crate::dispatch::enqueue;
+use crate::chunk;
 use crate::error::RuntimeError;
+use crate::limits::request_rows;
 use crate::model::{LoadedModel, Model, ModelState};
 use crate::ort_env::environment;
 use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
@@ -99,10 +101,13 @@ impl ModelRepository {
     }
 
     /// Runs one request: loads the model if needed (concurrent first calls
-    /// share one load), tokenises a text model's input (see [`crate::text`]),
-    /// validates the inputs, queues the request on `pool`
-    /// (or, with `None`, the available pool with the lowest predicted wait)
-    /// and waits for the result.
+    /// share one load), checks its rows against the model's limit
+    /// ([`ModelSpec::max_rows`], `TooLarge` beyond), tokenises a text
+    /// model's input (see [`crate::text`]; `TooLarge` past
+    /// [`ModelSpec::max_tokens`]), validates the inputs, queues the
+    /// request on `pool` (or, with `None`, the available pool with the
+    /// lowest predicted wait), in batch-sized chunks when it has more rows
+    /// than one batch, and waits for the result.
     ///
     /// Dropping the returned future cancels the request: if it has not
     /// started executing, it is skipped and counted as cancelled.
@@ -112,14 +117,36 @@ impl ModelRepository {
         pool: Option<&str>,
         req: InferenceRequest,
     ) -> Result<InferenceResponse, RuntimeError> {
+        self.infer_within(model, pool, req, None).await
+    }
+
+    /// [`Self::infer`] with a deadline (the caller's latency budget): a
+    /// request still queued on a paused pool (see [`Self::set_paused`])
+    /// once the deadline has passed gives up with
+    /// [`RuntimeError::Paused`] instead of waiting for the pool to be
+    /// resumed. On a pool that is not paused the deadline changes nothing:
+    /// a slow queue still answers, late.
+    pub async fn infer_within(
+        &self,
+        model: &str,
+        pool: Option<&str>,
+        req: InferenceRequest,
+        deadline: Option<Instant>,
+    ) -> Result<InferenceResponse, RuntimeError> {
         self.check_open()?;
         let m = self.model(model)?;
         let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
         m.touch();
         let loaded = ensure_loaded(m).await?;
-        let req = match (&m.spec.text, m.text_encoder()) {
+        if loaded.batch {
+            // Before anything is allocated per row (e.g. tokenising texts).
+            m.spec.check_rows(request_rows(&req))?;
+        }
+        let req = match (m.spec.max_tokens(), m.text_encoder()) {
             (None, _) => req,
-            (Some(_), Some(encoder)) => encode_request(&encoder, &m.spec.name, req).await?,
+            (Some(max_tokens), Some(encoder)) => {
+                encode_request(&encoder, &m.spec.name, req, max_tokens).await?
+            }
             (Some(_), None) => {
                 return Err(RuntimeError::DeviceUnavailable {
                     model: m.spec.name.clone(),
@@ -134,11 +161,7 @@ impl ModelRepository {
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
             validated.group = vec![vec![encoder.bucket(length)]];
         }
-        let pending = enqueue(m, &loaded, pool_index, validated)?;
-        drop(loaded);
-        let result = pending.await.unwrap_or_else(|_| {
-            Err(RuntimeError::Execution { model: m.spec.name.clone(), reason: "the worker stopped".into() })
-        });
+        let result = chunk::run(m, loaded, pool_index, validated, deadline).await;
         m.touch();
         result
     }
@@ -170,9 +193,13 @@ impl ModelRepository {
     }
 
     /// Holds (`true`) or releases a pool's workers between batches; queued
-    /// requests wait (and may be cancelled) meanwhile. A test and
-    /// maintenance hook, for deterministic batching and cancellation tests
-    /// or draining a device; not used in normal serving.
+    /// requests wait (and may be cancelled) meanwhile, those with a
+    /// deadline ([`Self::infer_within`]) at most until it has passed. The
+    /// pool's statistics say `paused`, so routing sends new requests
+    /// elsewhere when it can, and a request without a named pool goes to
+    /// a paused pool only when the model has no other. A maintenance and
+    /// test hook, for taking a device out of service or deterministic
+    /// batching and cancellation tests; not used in normal serving.
     pub fn set_paused(&self, model: &str, pool: &str, paused: bool) -> Result<(), RuntimeError> {
         let m = self.model(model)?;
         let i = m.pool_index(pool)?;

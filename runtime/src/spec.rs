@@ -114,6 +114,10 @@ pub struct ModelSpec {
     /// [`crate::text`]). `None` for models that take tensors directly.
     #[serde(default)]
     pub text: Option<crate::text::TextSpec>,
+    /// Per-request limits (rows, tokens); defaults follow the batching
+    /// (see [`crate::limits`]).
+    #[serde(default)]
+    pub limits: crate::limits::RequestLimits,
 }
 
 impl ModelSpec {
@@ -128,7 +132,8 @@ impl ModelSpec {
     }
 
     /// Checks the spec on its own: a name, at least one pool, unique pool
-    /// names, at least one worker per pool, a non-empty queue.
+    /// names, at least one worker per pool, a non-empty queue, limits of
+    /// at least 1.
     pub fn validate(&self) -> Result<(), RuntimeError> {
         let fail = |reason: String| Err(RuntimeError::InvalidSpec { model: self.name.clone(), reason });
         if self.name.is_empty() {
@@ -163,6 +168,7 @@ impl ModelSpec {
         if let Some(text) = &self.text {
             text.validate().or_else(fail)?;
         }
+        self.limits.validate().or_else(fail)?;
         Ok(())
     }
 }
@@ -187,6 +193,7 @@ mod tests {
             idle_unload: None,
             warmup: false,
             text: None,
+            limits: Default::default(),
         }
     }
 

@@ -28,7 +28,8 @@ pub struct PoolCounters {
     pub executions: AtomicU64,
     /// Rows in executed batches.
     pub executed_rows: AtomicU64,
-    /// Requests dropped before execution because their caller went away.
+    /// Requests dropped before execution because their caller went away
+    /// (or gave up at its deadline while the pool was paused).
     pub cancelled: AtomicU64,
     /// Requests refused because the queue was full.
     pub rejected: AtomicU64,
@@ -104,6 +105,9 @@ pub struct PoolStats {
     pub available: bool,
     /// Why it is unavailable.
     pub unavailable_reason: Option<String>,
+    /// True while an operator holds the pool's workers
+    /// ([`crate::ModelRepository::set_paused`]): its queue does not drain.
+    pub paused: bool,
     /// Worker threads configured.
     pub workers: usize,
     /// Requests waiting.
@@ -121,7 +125,8 @@ pub struct PoolStats {
     pub executions: u64,
     /// Rows executed since start.
     pub executed_rows: u64,
-    /// Requests cancelled by their caller before execution.
+    /// Requests cancelled by their caller before execution (the caller
+    /// went away, or its deadline passed while the pool was paused).
     pub cancelled: u64,
     /// Requests refused with `Overloaded`.
     pub rejected: u64,
@@ -241,6 +246,7 @@ mod tests {
             device: DeviceKind::Cpu,
             available: true,
             unavailable_reason: None,
+            paused: false,
             workers: 1,
             queue_depth: 0,
             queue_capacity: 1,

@@ -137,3 +137,26 @@ async fn shutdown_refuses_new_work_and_drains_the_queue() {
     assert_eq!(repo.state("tiny").unwrap(), ModelState::Unloaded);
     within(queued).await.unwrap().expect("queued before shutdown: still served");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_pool_ends_a_request_at_its_deadline() {
+    let repo = repo(vec![spec("tiny", "tiny-classifier.onnx", 4, 1, 8)]);
+    repo.load("tiny").await.unwrap();
+    repo.set_paused("tiny", "cpu", true).unwrap();
+    assert!(pool_stats(&repo, "tiny", "cpu").paused);
+    let started = std::time::Instant::now();
+    let deadline = Some(started + Duration::from_millis(50));
+    let e = within(repo.infer_within("tiny", None, classify(1, 7), deadline)).await.unwrap_err();
+    assert!(matches!(&e, RuntimeError::Paused { model, pool } if model == "tiny" && pool == "cpu"), "{e}");
+    assert_eq!((e.class(), e.label(), e.is_retryable()), (ErrorClass::Unavailable, "paused", true));
+    assert!(started.elapsed() >= Duration::from_millis(50));
+    repo.set_paused("tiny", "cpu", false).unwrap();
+    let stats = pool_stats(&repo, "tiny", "cpu");
+    wait_until("the expired entry skipped", || pool_stats(&repo, "tiny", "cpu").cancelled == 1).await;
+    assert_eq!((stats.requests, pool_stats(&repo, "tiny", "cpu").executions), (1, 0));
+    // Past its deadline on a pool that serves: it still runs, late.
+    let late = Some(started - Duration::from_secs(1));
+    within(repo.infer_within("tiny", None, classify(1, 8), late)).await.unwrap();
+    let stats = pool_stats(&repo, "tiny", "cpu");
+    assert_eq!((stats.cancelled, stats.executions, stats.queue_depth, stats.paused), (1, 1, 0, false));
+}

@@ -211,3 +211,24 @@ async fn warmup_loads_at_registration() {
     assert!(m.last_cold_start.is_some());
     assert_eq!(m.pool("cpu").unwrap().executions, 0, "warm-up runs are not counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_larger_than_a_batch_runs_in_chunks_with_the_same_answer() {
+    let repo = repo(vec![
+        spec("tiny", "tiny-classifier.onnx", 4, 0, 8),
+        spec("alone", "tiny-classifier.onnx", 1, 0, 8),
+    ]);
+    let chunked = within(repo.infer("tiny", None, classify(10, 3))).await.unwrap();
+    let whole = within(repo.infer("alone", None, classify(10, 3))).await.unwrap();
+    assert_close(&chunked, &whole);
+    assert_eq!((chunked.batch_size, whole.batch_size), (4, 10));
+    let stats = pool_stats(&repo, "tiny", "cpu");
+    assert_eq!(
+        (stats.executions, stats.executed_rows, stats.requests),
+        (3, 10, 3),
+        "chunks of 4, 4 and 2 rows"
+    );
+    let e = within(repo.infer("tiny", None, classify(65, 3))).await.unwrap_err();
+    assert_eq!((e.label(), e.class()), ("too_large", switchyard_runtime::ErrorClass::TooLarge));
+    assert!(e.to_string().contains("65 rows") && e.to_string().contains("64 rows"), "{e}");
+}

@@ -69,6 +69,7 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
         idle_unload: None,
         warmup: false,
         text: None,
+        limits: Default::default(),
     }
 }
 

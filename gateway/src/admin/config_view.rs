@@ -12,8 +12,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, UNIX_EPOCH};
 use switchyard_runtime::ModelSpec;
 
-/// What `/admin/config` shows in place of a secret.
-pub const REDACTED: &str = "[redacted]";
+pub use crate::config::redact::{redact_url, REDACTED};
 
 /// The whole document: generation, source file, last reload, config.
 pub fn document(snap: &Snapshot, reloader: &Reloader) -> Value {
@@ -95,6 +94,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
         "idle_unload_s": spec.idle_unload.map(|d| d.as_secs()),
         "warmup": spec.warmup,
         "batching": batching(&spec.batching),
+        "limits": json!({ "max_rows": spec.max_rows(), "max_tokens": spec.max_tokens() }),
         "cost": routing.and_then(|r| r.cost),
         "quality": routing.and_then(|r| r.quality),
         "pools": spec.pools.iter().map(|p| json!({
@@ -126,21 +126,6 @@ fn route_json(route: &RouteConfig) -> Value {
             }).collect::<Vec<_>>(),
         })),
     })
-}
-
-/// `url` with the password of its user-info replaced by [`REDACTED`]
-/// (`redis://user:secret@host` -> `redis://user:[redacted]@host`; a
-/// user-info without `:` may be a bare password and is redacted whole).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else { return url.to_string() };
-    let redacted = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:{REDACTED}"),
-        None => REDACTED.to_string(),
-    };
-    format!("{scheme}://{redacted}@{host}{tail}")
 }
 
 #[cfg(test)]

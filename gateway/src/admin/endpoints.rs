@@ -24,7 +24,7 @@ pub fn register(app: &mut AdminApp) {
             Method::GET,
             "/metrics",
             Access::Public,
-            handler(|call| async move { crate::metrics::reply(&call.state) }),
+            handler(|call| async move { super::metrics_page::reply(&call.state) }),
         )
         .route(
             Method::GET,

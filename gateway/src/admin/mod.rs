@@ -14,21 +14,23 @@
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
 //! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
 //! `WWW-Authenticate: Bearer`. Without a token configured, the listener
-//! must be on a loopback address ([`check_exposure`]) and every endpoint
+//! must be on a loopback address ([`crate::prepare::check_exposure`]) and every endpoint
 //! is open to local callers.
 //!
 //! More endpoints are added with [`AdminApp::route`].
 
 pub mod config_view;
 pub mod endpoints;
+pub mod metrics_page;
 pub mod models;
 pub mod pause;
+pub mod scrape;
 pub mod stats;
 
 use crate::auth::bearer_token;
 use crate::config::AdminConfig;
 use crate::error::GatewayError;
-use crate::http_io::write_reply;
+use crate::http_io::{check_head, write_reply};
 use crate::reload::Reloader;
 use crate::reply::Reply;
 use crate::state::AppState;
@@ -37,7 +39,6 @@ use http::Method;
 use pingora::prelude::{HttpPeer, ProxyHttp, Session};
 use pingora::{Error, ErrorType};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -160,30 +161,33 @@ pub fn check_token(admin: &AdminConfig, headers: &http::HeaderMap) -> Result<(),
     Err(GatewayError::Unauthorized { realm: REALM, message: message.to_string() })
 }
 
-/// Refuses an admin listener reachable from other hosts without a token.
-pub fn check_exposure(admin_listen: SocketAddr, admin: &AdminConfig) -> Result<(), String> {
-    if admin.token.is_none() && !admin_listen.ip().is_loopback() {
-        return Err(format!(
-            "server.admin_listen {admin_listen} is not a loopback address, and no admin token is configured: \
-             set [admin] token or ${}, or listen on 127.0.0.1",
-            crate::config::control_section::ADMIN_TOKEN_ENV
-        ));
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl ProxyHttp for AdminApp {
     type CTX = ();
 
     fn new_ctx(&self) {}
 
+    /// The connection now serves a request; pipelined ones are kept.
+    async fn early_request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<()> {
+        crate::connections::request_started(session);
+        session.as_downstream_mut().set_pipelining_enabled(true);
+        Ok(())
+    }
+
     /// Answers every admin request in-process.
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
         let header = session.req_header();
-        let reply = self.answer(&header.method, header.uri.path(), &header.headers).await;
+        let reply = match check_head(header) {
+            Ok(()) => self.answer(&header.method, header.uri.path(), &header.headers).await,
+            Err(e) => Reply::error(&e),
+        };
         write_reply(session, reply, false).await?;
         Ok(true)
+    }
+
+    /// The request is done; its connection is idle.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, _ctx: &mut ()) {
+        crate::connections::request_finished(session);
     }
 
     /// Never reached: the admin app proxies nothing.
@@ -195,7 +199,7 @@ impl ProxyHttp for AdminApp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::secret::SecretDigest;
+    use crate::config::secret::SecretDigest;
     use crate::config::TokenSource;
 
     #[test]
@@ -224,16 +228,5 @@ mod tests {
         assert!(check_token(&admin, &headers).is_ok());
         let open = AdminConfig { token: None, token_source: TokenSource::None };
         assert!(check_token(&open, &http::HeaderMap::new()).is_ok());
-    }
-
-    #[test]
-    fn exposure_needs_a_token_off_loopback() {
-        let open = AdminConfig { token: None, token_source: TokenSource::None };
-        assert!(check_exposure("127.0.0.1:9000".parse().unwrap(), &open).is_ok());
-        assert!(check_exposure("[::1]:9000".parse().unwrap(), &open).is_ok());
-        let err = check_exposure("0.0.0.0:9000".parse().unwrap(), &open).unwrap_err();
-        assert!(err.contains("SWITCHYARD_ADMIN_TOKEN"), "{err}");
-        let closed = AdminConfig { token: Some(SecretDigest::of(b"x")), token_source: TokenSource::Env };
-        assert!(check_exposure("0.0.0.0:9000".parse().unwrap(), &closed).is_ok());
     }
 }

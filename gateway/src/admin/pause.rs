@@ -2,10 +2,13 @@
 //! admin listener: hold a pool's workers between batches, or let them go
 //! on ([`switchyard_runtime::ModelRepository::set_paused`]).
 //!
-//! While a pool is paused its requests wait in the queue, and those whose
-//! client goes away meanwhile are skipped (counted as `cancelled`) when it
-//! resumes. Operators use it to drain a device for maintenance; tests use
-//! it to hold a heavy run "not yet started" deterministically. A pause is
+//! While a pool is paused routing sends new requests to other pools and
+//! models where it can (the fleet view marks the pool `paused`); requests
+//! that still wait in its queue give up at their deadline with 503
+//! (`RuntimeError::Paused`), and those whose client goes away meanwhile
+//! are skipped (counted as `cancelled`) when it resumes. Operators use it
+//! to take a device out of service; tests use it to hold a heavy run "not
+//! yet started" deterministically. A pause is
 //! not kept across restarts or reloads that replace the model; an unknown
 //! model or pool is a 404.
 

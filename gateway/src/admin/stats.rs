@@ -16,7 +16,7 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
     stats["upstreams"] = crate::upstream::stats::to_json(&state.upstreams);
-    stats["prefix_routes"] = crate::proxy::stats_json(&state.prefix_routes);
+    stats["prefix_routes"] = crate::prefix::stats_json(&state.prefix_routes);
     stats
 }
 
@@ -50,6 +50,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "device": pool.device.to_string(),
         "available": pool.available,
         "unavailable_reason": pool.unavailable_reason,
+        "paused": pool.paused,
         "workers": pool.workers,
         "queue_depth": pool.queue_depth,
         "queue_capacity": pool.queue_capacity,

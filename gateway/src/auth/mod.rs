@@ -16,8 +16,7 @@
 //! keyed by the keys' digests: a lookup hashes the presented key and
 //! looks the digest up, so no comparison ever runs on the secret itself.
 
-pub mod secret;
-
+use crate::config::secret::SecretDigest;
 use crate::config::{Config, RouteAuth};
 use crate::error::GatewayError;
 use http::HeaderMap;
@@ -42,7 +41,7 @@ impl KeySet {
 
     /// The tenant of `key`, if it is accepted.
     pub fn tenant_of(&self, key: &[u8]) -> Option<&Arc<str>> {
-        self.by_digest.get(secret::SecretDigest::of(key).as_bytes())
+        self.by_digest.get(SecretDigest::of(key).as_bytes())
     }
 
     /// Number of accepted keys.

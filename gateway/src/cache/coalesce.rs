@@ -1,8 +1,14 @@
 //! Request coalescing: concurrent identical misses in one process compute
 //! once. The first request for a key leads: it looks up L2 and, on a miss,
 //! runs the model. Requests for the same key that arrive while it runs
-//! wait for its outcome and get a copy of it, answer or error. Errors are
-//! shared only with that in-flight group, never stored.
+//! wait for its outcome and get a copy of it, answer or error, when their
+//! `accept` check takes it. Errors are shared only with that in-flight
+//! group, never stored.
+//!
+//! An outcome a waiter does not accept (one that belongs to the leader's
+//! request, e.g. a shed caused by the leader's tiny budget) sends the
+//! waiter back to the start: it leads a computation of its own, or joins
+//! the one another such waiter leads by then.
 //!
 //! If the leader is cancelled (its client went away), its waiters see the
 //! channel close and one of them becomes the new leader.
@@ -64,10 +70,13 @@ impl<T> Drop for LeaderGuard<'_, T> {
 
 impl<T: Clone + Send + Sync> Coalescer<T> {
     /// Runs `compute` for `key` unless an identical computation is in
-    /// flight, in which case its outcome is awaited and cloned.
-    pub async fn run<F>(&self, key: CacheKey, compute: F) -> Joined<T>
+    /// flight, in which case its outcome is awaited and cloned if
+    /// `accept` takes it; otherwise `compute` runs after all (leading, or
+    /// following another computation that started since).
+    pub async fn run<F, A>(&self, key: CacheKey, compute: F, accept: A) -> Joined<T>
     where
         F: Future<Output = T>,
+        A: Fn(&T) -> bool,
     {
         let mut compute = Some(compute);
         loop {
@@ -80,12 +89,12 @@ impl<T: Clone + Send + Sync> Coalescer<T> {
                     return Joined { outcome, coalesced: false };
                 }
                 Role::Follower(mut rx) => {
-                    if let Ok(value) = rx.wait_for(Option::is_some).await {
-                        if let Some(outcome) = value.clone() {
-                            return Joined { outcome, coalesced: true };
-                        }
+                    let published = rx.wait_for(Option::is_some).await.ok().and_then(|value| value.clone());
+                    if let Some(outcome) = published.filter(|o| accept(o)) {
+                        return Joined { outcome, coalesced: true };
                     }
-                    // The leader was dropped without an outcome: try again.
+                    // The leader was dropped without an outcome, or the
+                    // outcome is the leader's own: try again.
                 }
             }
         }
@@ -93,7 +102,10 @@ impl<T: Clone + Send + Sync> Coalescer<T> {
 
     fn role(&self, key: CacheKey) -> Role<'_, T> {
         let mut map = self.inflight.lock();
-        if let Some((_, rx)) = map.get(&key) {
+        // A computation that has published its outcome is finished (its
+        // guard is about to unregister it): a newcomer, or a waiter that
+        // did not accept the outcome, starts a new one in its place.
+        if let Some((_, rx)) = map.get(&key).filter(|(_, rx)| rx.borrow().is_none()) {
             return Role::Follower(rx.clone());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -123,11 +135,15 @@ mod tests {
         for _ in 0..20 {
             let (c, runs) = (c.clone(), runs.clone());
             tasks.push(tokio::spawn(async move {
-                c.run(CacheKey([1; 32]), async {
-                    runs.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    Ok(7)
-                })
+                c.run(
+                    CacheKey([1; 32]),
+                    async {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok(7)
+                    },
+                    |_| true,
+                )
                 .await
             }));
         }
@@ -153,16 +169,16 @@ mod tests {
             let c = c.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                c.run(CacheKey([2; 32]), async { Ok(1) }).await
+                c.run(CacheKey([2; 32]), async { Ok(1) }, |_| true).await
             })
         };
-        let leader = c.run(CacheKey([2; 32]), slow_error).await;
+        let leader = c.run(CacheKey([2; 32]), slow_error, |_| true).await;
         assert_eq!(leader.outcome, Err("boom".into()));
         let follower = follower.await.unwrap();
         assert_eq!(follower.outcome, Err("boom".into()));
         assert!(follower.coalesced);
         // A later call computes afresh.
-        let later = c.run(CacheKey([2; 32]), async { Ok(2) }).await;
+        let later = c.run(CacheKey([2; 32]), async { Ok(2) }, |_| true).await;
         assert_eq!(later.outcome, Ok(2));
         assert!(!later.coalesced);
     }
@@ -173,22 +189,61 @@ mod tests {
         let leader = {
             let c = c.clone();
             tokio::spawn(async move {
-                c.run(CacheKey([3; 32]), async {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                    1
-                })
+                c.run(
+                    CacheKey([3; 32]),
+                    async {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        1
+                    },
+                    |_| true,
+                )
                 .await
             })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
         let follower = {
             let c = c.clone();
-            tokio::spawn(async move { c.run(CacheKey([3; 32]), async { 2 }).await })
+            tokio::spawn(async move { c.run(CacheKey([3; 32]), async { 2 }, |_| true).await })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
         leader.abort();
         let joined = tokio::time::timeout(Duration::from_secs(2), follower).await.unwrap().unwrap();
         assert_eq!(joined.outcome, 2);
         assert!(!joined.coalesced, "the waiter became the leader");
+    }
+
+    #[tokio::test]
+    async fn an_outcome_a_waiter_does_not_accept_is_computed_again() {
+        let c = Arc::new(Coalescer::<Result<u32, String>>::default());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let leader = {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let shed = async {
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    Err("the leader's own".to_string())
+                };
+                c.run(CacheKey([4; 32]), shed, |_| true).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            let (c, runs) = (c.clone(), runs.clone());
+            waiters.push(tokio::spawn(async move {
+                let own = async {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Ok(5)
+                };
+                c.run(CacheKey([4; 32]), own, Result::is_ok).await
+            }));
+        }
+        assert_eq!(leader.await.unwrap().outcome, Err("the leader's own".into()));
+        for w in waiters {
+            assert_eq!(w.await.unwrap().outcome, Ok(5));
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the waiters computed once, among themselves");
+        assert_eq!(c.in_flight(), 0);
     }
 }

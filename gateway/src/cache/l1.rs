@@ -7,7 +7,7 @@
 
 use super::key::CacheKey;
 use super::stats::CacheStats;
-use crate::routing::Answer;
+use crate::answer::Answer;
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use moka::Expiry;
@@ -152,6 +152,7 @@ mod tests {
             reason: "default".into(),
             batch_size: 1,
             budget_ms: 50,
+            degraded: false,
             outputs: vec![("o".into(), Tensor::from_f32(vec![1], &[1.0]).unwrap())],
         };
         L1Entry::new(Arc::new(answer), ttl, bytes)

@@ -9,12 +9,14 @@
 //! service at start-up, else by the first lookup), never while holding a
 //! request longer than the command timeout.
 //!
-//! Keys are `{namespace}:v1:{hex key}`; values are
+//! Keys are `<namespace>:v2:{<hex key>}` (the hex key in braces is a
+//! cluster hash tag); values are
 //! [`super::value_codec`] bytes, stored with `SET .. PX ttl`.
 
-use super::breaker::{Breaker, BreakerState};
 use super::key::CacheKey;
 use super::stats::CacheStats;
+use crate::breaker::{Breaker, BreakerState};
+use crate::config::redact::redact_urls;
 use crate::config::RedisConfig;
 use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -95,9 +97,10 @@ impl L2 {
         L2 { config, connection: Arc::new(OnceCell::new()), breaker, stats }
     }
 
-    /// The Redis key for a cache key.
+    /// The Redis key for a cache key. The hex key is a hash tag, so that
+    /// the key and its fleet marker ([`super::fleet`]) share a cluster slot.
     pub fn redis_key(&self, key: &CacheKey) -> String {
-        format!("{}:v1:{}", self.config.namespace, key.to_hex())
+        format!("{}:v2:{{{}}}", self.config.namespace, key.to_hex())
     }
 
     /// The breaker's state, for stats.
@@ -121,7 +124,7 @@ impl L2 {
         )
         .await;
         match result {
-            Ok(Ok(_)) => tracing::info!(urls = ?self.config.urls, "Redis L2 connected"),
+            Ok(Ok(_)) => tracing::info!(urls = ?redact_urls(&self.config.urls), "Redis L2 connected"),
             Ok(Err(e)) => tracing::warn!(error = %e, "Redis L2 not reachable at start-up; will retry"),
             Err(_) => tracing::warn!("Redis L2 connection timed out at start-up; will retry"),
         }
@@ -153,8 +156,28 @@ impl L2 {
         self.run::<()>(&cmd, self.config.write_timeout).await.is_some()
     }
 
+    /// Whether the breaker lets a command through now; counts a skip when
+    /// it does not (for commands other than [`L2::get`] and [`L2::set`],
+    /// e.g. [`super::fleet`]'s).
+    pub(super) fn allows(&self) -> bool {
+        let allowed = self.breaker.allow(Instant::now());
+        if !allowed {
+            CacheStats::bump(&self.stats.l2_skipped);
+        }
+        allowed
+    }
+
+    /// The lookup timeout (`timeout_ms`) and the write timeout.
+    pub(super) fn timeouts(&self) -> (Duration, Duration) {
+        (self.config.timeout, self.config.write_timeout)
+    }
+
     /// Runs `cmd` under `timeout` and feeds the breaker; `None` on failure.
-    async fn run<T: FromRedisValue + Send + 'static>(&self, cmd: &Cmd, timeout: Duration) -> Option<T> {
+    pub(super) async fn run<T: FromRedisValue + Send + 'static>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+    ) -> Option<T> {
         let result = tokio::time::timeout(timeout, async {
             let mut conn = self.connection().await?;
             conn.query::<T>(cmd).await

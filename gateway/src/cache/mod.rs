@@ -11,26 +11,43 @@
 //!    Otherwise the request's [`key`] is computed.
 //! 2. L1 lookup -> `hit-l1`.
 //! 3. Concurrent identical misses [`coalesce`]: one leader, the others
-//!    wait for its outcome.
+//!    wait for its outcome (see "Sharing" below).
 //! 4. The leader looks up L2 (skipped while its breaker is open) ->
 //!    `hit-l2` (also stored in L1).
 //! 5. Otherwise the model runs -> `miss`; a final answer is stored in L1
 //!    at once and queued for L2 (written in the background, never
 //!    delaying the response). Errors are never stored.
 //!
+//! Requests reach the cache fully validated: the handler resolves the
+//! latency budget (400 for an invalid one) before the plan, so a hit never
+//! hides a request's own error.
+//!
 //! What is keyed, and what is not, is documented in [`key`]. The latency
 //! budget (header or `timeout` parameter) is not keyed: a cached answer
-//! is a final answer of one of the route's models, served faster than any
-//! budget. Routing policies that return degraded answers under a tight
-//! budget should mark them not cacheable (see [`cacheable`]).
+//! is one the route's policy gives without pressure, served faster than
+//! any budget. A degraded answer (the policy answered with another model
+//! because of a tight budget, a busy or unavailable model:
+//! [`Answer::degraded`]) is never stored ([`cacheable`]): a budget chooses
+//! how fast, not what.
+//!
+//! Sharing among coalesced requests: a follower takes the leader's
+//! outcome unless it depends on the leader's budget and the follower asked
+//! for more. A degraded answer, or an error a larger budget might have
+//! avoided ([`GatewayError::budget_bound`]: a shed, an overload, a failed
+//! fallback chain, a timeout), is shared only with followers whose budget
+//! is no larger than the leader's (they would have been served the same or
+//! worse); the others compute their own answer, leading a new computation
+//! or joining one. Everything else (answers without pressure, errors about
+//! the request's content, which every identical request shares) is
+//! shared with all.
 //!
 //! Sizes and TTLs: L1 holds at most `[cache] l1_max_bytes` (weighed by
 //! encoded size); each route has `ttl_s` (L1) and `l2_ttl_s` (Redis).
 //! The L1 bound is fixed when the process starts.
 
-pub mod breaker;
 pub mod coalesce;
 pub mod control;
+pub mod fleet;
 pub mod key;
 pub mod l1;
 pub mod l2;
@@ -40,11 +57,11 @@ pub mod stats;
 pub mod value_codec;
 pub mod writer;
 
+use crate::answer::Answer;
 use crate::config::{CacheConfig, Config, RouteCache};
 use crate::error::GatewayError;
-use crate::handlers::target::Target;
 use crate::reply::Reply;
-use crate::routing::Answer;
+use crate::target::Target;
 use crate::telemetry;
 use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
@@ -52,7 +69,7 @@ use control::Control;
 use http::HeaderMap;
 use key::{CacheKey, KeyScope, ModelGeneration};
 use l1::{L1Entry, L1};
-use l2::{L2Read, L2};
+use l2::L2;
 pub use replay::ReplayParts;
 use replay::{ReplayCache, ReplayEntry, ReplayKey};
 use stats::{CacheSnapshot, CacheStats};
@@ -102,13 +119,35 @@ pub enum Plan {
 }
 
 /// Whether an answer may be stored. Only final answers reach the cache
-/// (drafts are streamed by the handler, errors are `Err`); this is the one
-/// place to refuse more, e.g. answers a policy marks as degraded.
-pub fn cacheable(_answer: &Answer) -> bool {
-    true
+/// (drafts are streamed by the handler, errors are `Err`), and of those
+/// only the ones the policy gives without pressure: not
+/// [`Answer::degraded`] ones.
+pub fn cacheable(answer: &Answer) -> bool {
+    !answer.degraded
 }
 
-type Shared = Result<(Arc<Answer>, CacheStatus), GatewayError>;
+/// What one request gets from the cache: the answer and how it was served.
+type Outcome = Result<(Arc<Answer>, CacheStatus), GatewayError>;
+
+/// What a coalesced computation publishes: its outcome and the budget of
+/// the request that led it.
+#[derive(Clone)]
+struct Shared {
+    outcome: Outcome,
+    budget: Duration,
+}
+
+impl Shared {
+    /// Whether a follower whose budget is `budget` takes this outcome (the
+    /// rule is in the module docs).
+    fn serves(&self, budget: Duration) -> bool {
+        let leaders_own = match &self.outcome {
+            Ok((answer, _)) => answer.degraded,
+            Err(e) => e.budget_bound(),
+        };
+        !leaders_own || budget <= self.budget
+    }
+}
 
 struct Tiers {
     l1: L1,
@@ -191,8 +230,10 @@ impl ResponseCache {
     }
 
     /// Answers per `plan`, running `compute` (the model) only when needed.
-    /// `compute` is not polled on a hit.
-    pub async fn answer<F>(&self, plan: &Plan, compute: F) -> Result<(Arc<Answer>, CacheStatus), GatewayError>
+    /// `compute` is not polled on a hit. `budget` is the request's resolved
+    /// latency budget: it decides which outcomes of an identical in-flight
+    /// request this one shares (module docs).
+    pub async fn answer<F>(&self, plan: &Plan, budget: Duration, compute: F) -> Outcome
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
@@ -201,8 +242,10 @@ impl ResponseCache {
             (Plan::Refresh(key, policy), Some(tiers)) => {
                 CacheStats::bump(&self.stats.bypass);
                 let fresh = compute.await?;
-                let answer =
-                    self.store(tiers, key, policy, fresh).instrument(telemetry::spans::cache_fill()).await;
+                let answer = self
+                    .store(tiers, key, policy, fresh, None)
+                    .instrument(telemetry::spans::cache_fill())
+                    .await;
                 return Ok((answer, CacheStatus::Bypass));
             }
             _ => {
@@ -218,24 +261,29 @@ impl ResponseCache {
             return Ok((answer, CacheStatus::HitL1));
         }
         CacheStats::bump(&self.stats.l1_misses);
-        let joined = tiers.coalescer.run(*key, self.lead(tiers, key, policy, compute)).await;
+        let lead = async { Shared { outcome: self.lead(tiers, key, policy, compute).await, budget } };
+        let joined = tiers.coalescer.run(*key, lead, |shared| shared.serves(budget)).await;
         if joined.coalesced {
             CacheStats::bump(&self.stats.coalesced);
         }
-        joined.outcome
+        joined.outcome.outcome
     }
 
-    /// The coalescing leader's work: L2, then the model.
-    async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Shared
+    /// The coalescing leader's work: L2, then (with fleet-wide coalescing)
+    /// the fleet's claim, then the model.
+    async fn lead<F>(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: F) -> Outcome
     where
         F: Future<Output = Result<Answer, GatewayError>>,
     {
+        let mut marker = None;
         if let Some(l2) = &tiers.l2 {
             let lookup = telemetry::spans::cache_lookup("l2");
-            let read = l2.get(key).instrument(lookup.clone()).await;
-            lookup.record("cache.hit", matches!(read, L2Read::Hit(_)));
-            match read {
-                L2Read::Hit(bytes) => match value_codec::decode(&bytes) {
+            let (found, claimed) =
+                fleet::look_up(l2, key, policy, &self.stats).instrument(lookup.clone()).await;
+            lookup.record("cache.hit", found.is_some());
+            marker = claimed;
+            if let Some(bytes) = found {
+                match value_codec::decode(&bytes) {
                     Ok(answer) => {
                         CacheStats::bump(&self.stats.l2_hits);
                         let answer = Arc::new(answer);
@@ -246,20 +294,34 @@ impl ResponseCache {
                         CacheStats::bump(&self.stats.l2_decode_errors);
                         tracing::debug!(error = %e, "undecodable L2 value; treated as a miss");
                     }
-                },
-                L2Read::Miss => CacheStats::bump(&self.stats.l2_misses),
-                L2Read::Skipped | L2Read::Failed => {}
+                }
             }
         }
-        let answer = compute.await?;
-        let stored = self.store(tiers, key, policy, answer).instrument(telemetry::spans::cache_fill()).await;
+        let answer = match compute.await {
+            Ok(answer) => answer,
+            Err(e) => {
+                release(tiers, marker);
+                return Err(e);
+            }
+        };
+        let stored =
+            self.store(tiers, key, policy, answer, marker).instrument(telemetry::spans::cache_fill()).await;
         Ok((stored, CacheStatus::Miss))
     }
 
-    /// Stores a fresh answer in L1 and queues it for L2; returns the
-    /// compact copy that L1 holds.
-    async fn store(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, answer: Answer) -> Arc<Answer> {
+    /// Stores a fresh answer in L1 and queues it for L2 (then deletes the
+    /// fleet `marker` this replica holds, if any); returns the compact copy
+    /// that L1 holds.
+    async fn store(
+        &self,
+        tiers: &Tiers,
+        key: &CacheKey,
+        policy: &RouteCache,
+        answer: Answer,
+        marker: Option<String>,
+    ) -> Arc<Answer> {
         if !cacheable(&answer) {
+            release(tiers, marker);
             return Arc::new(answer);
         }
         let encoded = value_codec::encode(&answer);
@@ -269,7 +331,13 @@ impl ResponseCache {
         tiers.l1.insert(*key, L1Entry::new(compact.clone(), policy.ttl, encoded.len())).await;
         CacheStats::bump(&self.stats.stores);
         if let (Some(l2), Some(writer)) = (&tiers.l2, &tiers.writer) {
-            writer.enqueue(WriteJob { redis_key: l2.redis_key(key), value: encoded, ttl: policy.l2_ttl });
+            let job = WriteJob {
+                redis_key: l2.redis_key(key),
+                value: encoded,
+                ttl: policy.l2_ttl,
+                release: marker,
+            };
+            writer.enqueue(job);
         }
         compact
     }
@@ -286,7 +354,8 @@ impl ResponseCache {
     ) -> Option<ReplayKey> {
         self.tiers.as_ref()?;
         config.route(&target.public_name).filter(|r| target.is_route && r.cache.enabled)?;
-        if Control::from_headers(headers) != Control::Normal || crate::stream::accepts_event_stream(headers) {
+        if Control::from_headers(headers) != Control::Normal || crate::endpoint::accepts_event_stream(headers)
+        {
             return None;
         }
         Some(ReplayKey::of(&parts))
@@ -322,6 +391,9 @@ impl ResponseCache {
         request_id: Option<String>,
     ) {
         let (Some(tiers), Plan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
+        if !cacheable(answer) {
+            return;
+        }
         let entry = ReplayEntry::new(*canonical, answer.clone(), reply.clone(), request_id, policy.ttl);
         tiers.replay.insert(key, entry).await;
     }
@@ -357,5 +429,61 @@ impl ResponseCache {
             snap.l2_breaker = "none";
         }
         snap
+    }
+}
+
+/// Deletes a fleet marker in the background: the replicas waiting on it
+/// then compute their own answer at once instead of at the end of their wait.
+fn release(tiers: &Tiers, marker: Option<String>) {
+    if let (Some(l2), Some(marker)) = (tiers.l2.clone(), marker) {
+        tokio::spawn(async move { fleet::release(&l2, &marker).await });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_runtime::RuntimeError;
+
+    fn shared(outcome: Result<bool, GatewayError>) -> Shared {
+        let outcome = outcome.map(|degraded| {
+            let answer = Answer {
+                model: "m".into(),
+                version: 1,
+                device: "cpu".into(),
+                pool: "cpu".into(),
+                reason: "cascade_no_budget".into(),
+                batch_size: 1,
+                outputs: Vec::new(),
+                budget_ms: 10,
+                degraded,
+            };
+            (Arc::new(answer), CacheStatus::Miss)
+        });
+        Shared { outcome, budget: Duration::from_millis(10) }
+    }
+
+    #[test]
+    fn budget_dependent_outcomes_reach_only_followers_with_no_larger_budget() {
+        let (tighter, same, roomier) =
+            (Duration::from_millis(5), Duration::from_millis(10), Duration::from_secs(1));
+        let shed = GatewayError::Shed { route: "r".into(), reason: "shed", retry_after: Duration::ZERO };
+        let overload = GatewayError::Runtime(RuntimeError::Overloaded {
+            model: "m".into(),
+            pool: "cpu".into(),
+            retry_after: Duration::ZERO,
+        });
+        for own in [shared(Ok(true)), shared(Err(shed)), shared(Err(overload))] {
+            assert!(own.serves(tighter) && own.serves(same));
+            assert!(!own.serves(roomier), "a roomier budget computes its own");
+        }
+        let bad_input = GatewayError::Runtime(RuntimeError::UnknownOutput {
+            model: "m".into(),
+            output: "o".into(),
+            expected: "label".into(),
+        });
+        for common in [shared(Ok(false)), shared(Err(bad_input))] {
+            assert!(common.serves(tighter) && common.serves(roomier));
+        }
     }
 }

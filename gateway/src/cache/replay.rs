@@ -25,8 +25,8 @@
 //! `l1_max_bytes`) and live at most the route's `ttl_s`.
 
 use super::key::CacheKey;
+use crate::answer::Answer;
 use crate::reply::Reply;
-use crate::routing::Answer;
 use moka::future::Cache;
 use moka::Expiry;
 use std::sync::Arc;
@@ -204,6 +204,7 @@ mod tests {
             reason: "fixed".into(),
             batch_size: 1,
             budget_ms: 50,
+            degraded: false,
             outputs: Vec::new(),
         });
         let reply = Reply::json(200, "{}").with_header("x-cache", "miss").with_header("x-other", "kept");

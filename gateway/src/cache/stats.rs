@@ -41,6 +41,11 @@ pub struct CacheStats {
     pub l2_writes_dropped: AtomicU64,
     /// L2 entries that could not be decoded (wrong version, corrupt).
     pub l2_decode_errors: AtomicU64,
+    /// Misses that waited for another replica computing the same request
+    /// (fleet-wide coalescing).
+    pub fleet_waits: AtomicU64,
+    /// ... and got its answer (the rest computed their own).
+    pub fleet_served: AtomicU64,
 }
 
 impl CacheStats {
@@ -95,6 +100,10 @@ pub struct CacheSnapshot {
     pub l2_writes_dropped: u64,
     /// See [`CacheStats::l2_decode_errors`].
     pub l2_decode_errors: u64,
+    /// See [`CacheStats::fleet_waits`].
+    pub fleet_waits: u64,
+    /// See [`CacheStats::fleet_served`].
+    pub fleet_served: u64,
 }
 
 impl CacheStats {
@@ -117,6 +126,8 @@ impl CacheStats {
             l2_writes: get(&self.l2_writes),
             l2_writes_dropped: get(&self.l2_writes_dropped),
             l2_decode_errors: get(&self.l2_decode_errors),
+            fleet_waits: get(&self.fleet_waits),
+            fleet_served: get(&self.fleet_served),
             ..CacheSnapshot::default()
         }
     }

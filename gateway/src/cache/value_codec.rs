@@ -16,7 +16,7 @@
 //! as a miss), never a panic. A new format version makes old values
 //! unreadable, which the cache treats as misses.
 
-use crate::routing::Answer;
+use crate::answer::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
 use switchyard_runtime::{DataType, Tensor, TensorData};
 use thiserror::Error;
@@ -63,8 +63,10 @@ fn dtype_code(dtype: DataType) -> u8 {
 
 /// Encodes an answer. Destructures it, so a new field in [`Answer`] fails
 /// to build until it is encoded here (or deliberately left out).
+/// `degraded` is left out: degraded answers are never stored
+/// ([`super::cacheable`]), so every decoded answer is not degraded.
 pub fn encode(answer: &Answer) -> Bytes {
-    let Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms } = answer;
+    let Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms, degraded: _ } = answer;
     let payload: usize = outputs.iter().map(|(n, t)| n.len() + t.byte_size() + 64).sum();
     let mut out = BytesMut::with_capacity(64 + model.len() + device.len() + pool.len() + payload);
     out.put_slice(MAGIC);
@@ -131,7 +133,7 @@ pub fn decode(value: &Bytes) -> Result<Answer, DecodeError> {
     if r.pos != value.len() {
         return Err(DecodeError::Invalid("trailing bytes".into()));
     }
-    Ok(Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms })
+    Ok(Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms, degraded: false })
 }
 
 struct Reader<'a> {
@@ -236,6 +238,7 @@ mod tests {
             reason: "default".into(),
             batch_size: 17,
             budget_ms: 50,
+            degraded: false,
             outputs: vec![
                 ("probabilities".into(), Tensor::from_f32(vec![1, 3], &[0.1, 0.2, 0.7]).unwrap()),
                 ("label".into(), labels),

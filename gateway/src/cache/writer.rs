@@ -25,6 +25,9 @@ pub struct WriteJob {
     pub value: Bytes,
     /// The route's `l2_ttl_s`.
     pub ttl: Duration,
+    /// A fleet-coalescing marker to delete once the value is written (the
+    /// replicas waiting on it then read the value, see [`super::fleet`]).
+    pub release: Option<String>,
 }
 
 /// The queue between requests and the writer task.
@@ -57,7 +60,13 @@ impl Writer {
     pub async fn run(&self, l2: &L2) {
         let mut rx = self.rx.lock().await;
         while let Some(job) = rx.recv().await {
-            if l2.set(&job.redis_key, &job.value, job.ttl).await {
+            let written = match &job.release {
+                Some(marker) => {
+                    super::fleet::store_and_release(l2, &job.redis_key, &job.value, job.ttl, marker).await
+                }
+                None => l2.set(&job.redis_key, &job.value, job.ttl).await,
+            };
+            if written {
                 CacheStats::bump(&self.stats.l2_writes);
             } else {
                 CacheStats::bump(&self.stats.l2_writes_dropped);

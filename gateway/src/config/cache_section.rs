@@ -3,10 +3,127 @@
 //! cache settings have one home; problems are reported with field paths
 //! like every other config error.
 
-use super::raw::{RawCache, RawRedis, RawRouteCache};
-use super::types::{CacheConfig, RedisConfig, RouteCache};
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
+use super::size::ByteSize;
+use serde::Deserialize;
 use std::time::Duration;
+
+/// `[cache]`: the response cache (L1 in process, optional Redis L2).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// L1 size bound in bytes, default 256MiB.
+    pub l1_max_bytes: Option<ByteSize>,
+    /// Shared L2 in Redis; absent = in-process only.
+    pub redis: Option<RawRedis>,
+}
+
+/// `[cache.redis]`: one node (`url`) or a Redis Cluster (`urls`, or
+/// `cluster = true`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    /// One server, e.g. `redis://127.0.0.1:6379`.
+    pub url: Option<String>,
+    /// Cluster seed nodes; implies `cluster = true`.
+    pub urls: Option<Vec<String>>,
+    /// Talk Redis Cluster protocol, default false (true with `urls`).
+    pub cluster: Option<bool>,
+    /// Key prefix, default `switchyard` (keys are `<namespace>:v2:{<hex>}`).
+    pub namespace: Option<String>,
+    /// Lookup timeout, default 5 ms.
+    pub timeout_ms: Option<u64>,
+    /// Background write timeout, default 100 ms.
+    pub write_timeout_ms: Option<u64>,
+    /// Connection timeout, default 1000 ms.
+    pub connect_timeout_ms: Option<u64>,
+    /// Consecutive failures that open the breaker, default 3.
+    pub breaker_failures: Option<u32>,
+    /// How long L2 is skipped once the breaker opens, default 1000 ms.
+    pub breaker_cool_down_ms: Option<u64>,
+    /// Pending background writes before new ones are dropped, default 4096.
+    pub write_queue: Option<usize>,
+}
+
+/// A route's `cache = { enabled, ttl_s, l2_ttl_s }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteCache {
+    /// Cache this route's answers, default true.
+    pub enabled: Option<bool>,
+    /// L1 time to live, default 300 s.
+    pub ttl_s: Option<u64>,
+    /// L2 time to live, default `ttl_s`.
+    pub l2_ttl_s: Option<u64>,
+    /// Coalesce identical misses across every gateway sharing the Redis
+    /// L2, default false.
+    pub fleet_coalesce: Option<bool>,
+    /// With `fleet_coalesce`: how long a replica waits for another one's
+    /// answer before computing its own, default 2000 ms.
+    pub fleet_wait_ms: Option<u64>,
+}
+
+/// `[cache]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// L1 bound in bytes.
+    pub l1_max_bytes: u64,
+    /// Redis L2, if configured.
+    pub redis: Option<RedisConfig>,
+}
+
+/// `[cache.redis]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// One URL (single node) or the cluster's seed nodes.
+    pub urls: Vec<String>,
+    /// Use the Redis Cluster protocol.
+    pub cluster: bool,
+    /// Key prefix; keys are `<namespace>:v2:{<hex key>}`.
+    pub namespace: String,
+    /// Timeout of a lookup on the request path.
+    pub timeout: Duration,
+    /// Timeout of a background write.
+    pub write_timeout: Duration,
+    /// Timeout of establishing a connection.
+    pub connect_timeout: Duration,
+    /// Consecutive failures that open the breaker.
+    pub breaker_failures: u32,
+    /// How long L2 is skipped once the breaker opens.
+    pub breaker_cool_down: Duration,
+    /// Pending background writes before new ones are dropped.
+    pub write_queue: usize,
+}
+
+/// A route's cache settings, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteCache {
+    /// Whether answers of this route are cached.
+    pub enabled: bool,
+    /// L1 time to live.
+    pub ttl: Duration,
+    /// L2 time to live.
+    pub l2_ttl: Duration,
+    /// Fleet-wide coalescing (`fleet_coalesce = true`): how long a replica
+    /// waits for the replica computing an identical miss. `None`: off.
+    pub fleet_wait: Option<Duration>,
+}
+
+impl Default for RouteCache {
+    /// On, 300 s in both tiers, no fleet-wide coalescing.
+    fn default() -> Self {
+        RouteCache {
+            enabled: true,
+            ttl: Duration::from_secs(300),
+            l2_ttl: Duration::from_secs(300),
+            fleet_wait: None,
+        }
+    }
+}
+
+/// Longest `fleet_wait_ms`: a minute (it is also the life of the marker of
+/// a replica that died while computing).
+pub const MAX_FLEET_WAIT_MS: u64 = 60_000;
 
 /// Default L1 bound: 256 MiB.
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
@@ -66,7 +183,7 @@ fn redis_config(raw: &RawRedis, issues: &mut Vec<ConfigIssue>) -> Option<RedisCo
             } else {
                 format!("cache.redis.urls[{i}]")
             };
-            issue(issues, &path, format!("{url:?} is not a Redis URL: {e}"));
+            issue(issues, &path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
         }
     }
     let namespace = raw.namespace.clone().unwrap_or_else(|| "switchyard".to_string());
@@ -105,10 +222,37 @@ pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Vec<Con
             issue(issues, &format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
         }
     }
+    let wait_ms = raw.fleet_wait_ms.unwrap_or(2000);
+    if !(1..=MAX_FLEET_WAIT_MS).contains(&wait_ms) {
+        issue(issues, &format!("{path}.cache.fleet_wait_ms"), format!("must be 1 to {MAX_FLEET_WAIT_MS} ms"));
+    }
+    if raw.fleet_wait_ms.is_some() && raw.fleet_coalesce != Some(true) {
+        issue(issues, &format!("{path}.cache.fleet_wait_ms"), "only applies with fleet_coalesce = true");
+    }
     RouteCache {
         enabled: raw.enabled.unwrap_or(true),
         ttl: Duration::from_secs(ttl_s.max(1)),
         l2_ttl: Duration::from_secs(l2_ttl_s.max(1)),
+        fleet_wait: (raw.fleet_coalesce == Some(true)).then(|| Duration::from_millis(wait_ms)),
+    }
+}
+
+/// Fleet-wide coalescing needs the shared L2: a route (`path`) that asks
+/// for it without `[cache] redis` is an error at
+/// `routes[i].cache.fleet_coalesce`.
+pub fn check_fleet_coalescing(
+    cache: Option<&RawCache>,
+    route: Option<&RawRouteCache>,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) {
+    let wanted = route.is_some_and(|r| r.fleet_coalesce == Some(true));
+    if wanted && cache.and_then(|c| c.redis.as_ref()).is_none() {
+        issue(
+            issues,
+            &format!("{path}.cache.fleet_coalesce"),
+            "needs the shared L2: add [cache] redis (every replica pointing at the same Redis)",
+        );
     }
 }
 
@@ -170,5 +314,37 @@ mod tests {
         let text = format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ ttl_s = 0 }}\n");
         let issues = parse(&text, Path::new("/")).unwrap_err();
         assert_eq!(issues[0].path, "routes[0].cache.ttl_s", "{issues:?}");
+    }
+
+    #[test]
+    fn fleet_coalescing_needs_redis_and_a_sane_wait() {
+        let route = |cache: &str| {
+            format!("{MODEL}[[routes]]\nname = \"r\"\nmodels = [\"m\"]\ncache = {{ {cache} }}\n")
+        };
+        let redis = "[cache]\nredis = { url = \"redis://127.0.0.1:7000\" }\n";
+        let on = parse(&format!("{redis}{}", route("fleet_coalesce = true")), Path::new("/")).unwrap();
+        assert_eq!(on.route("r").unwrap().cache.fleet_wait, Some(Duration::from_millis(2000)));
+        let off = parse(&format!("{redis}{}", route("ttl_s = 5")), Path::new("/")).unwrap();
+        assert_eq!(off.route("r").unwrap().cache.fleet_wait, None);
+        let cases = [
+            (format!("[cache]\n{}", route("fleet_coalesce = true")), "routes[0].cache.fleet_coalesce"),
+            (route("fleet_coalesce = true"), "routes[0].cache.fleet_coalesce"),
+            (
+                format!("{redis}{}", route("fleet_coalesce = true, fleet_wait_ms = 0")),
+                "routes[0].cache.fleet_wait_ms",
+            ),
+            (format!("{redis}{}", route("fleet_wait_ms = 100")), "routes[0].cache.fleet_wait_ms"),
+        ];
+        for (text, path) in cases {
+            let issues = parse(&text, Path::new("/")).unwrap_err();
+            assert!(issues.iter().any(|i| i.path == path), "{text}: {issues:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_url_is_reported_without_its_password() {
+        let issues = parse("[cache.redis]\nurl = \"http://:s3cret@h:1\"\n", Path::new("/")).unwrap_err();
+        let text = format!("{issues:?}");
+        assert!(text.contains("cache.redis.url") && !text.contains("s3cret"), "{text}");
     }
 }

@@ -5,8 +5,8 @@
 //! access control has one home; secrets are kept as digests only
 //! ([`SecretDigest`]), the plain text never outlives the check.
 
-use super::validate::ConfigIssue;
-use crate::auth::secret::{RawSecret, SecretDigest};
+use super::issue::ConfigIssue;
+use super::secret::{RawSecret, SecretDigest};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::sync::Arc;

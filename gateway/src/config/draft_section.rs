@@ -16,7 +16,7 @@
 //!   `final` event from the route's own policy.
 //! - `mode = "off"`: streams carry one `final` event from the policy.
 
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use router_policies::{CascadePolicy, PolicyConfig};
 use serde::Deserialize;
 use std::time::Duration;

@@ -9,11 +9,15 @@
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
 pub mod cache_section;
+pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
+pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
+pub mod redact;
+pub mod secret;
 pub mod size;
 pub mod telemetry_section;
 pub mod text_section;
@@ -21,12 +25,12 @@ pub mod types;
 pub mod upstream_section;
 pub mod validate;
 
+pub use issue::ConfigIssue;
 pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
 pub use types::{
     AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
     RouteConfig, ServerConfig, TokenSource,
 };
-pub use validate::ConfigIssue;
 
 use std::path::Path;
 

@@ -2,6 +2,7 @@
 //! `deny_unknown_fields`, so a typo is an error rather than a silent
 //! default. [`super::validate`] turns these into checked runtime types.
 
+use super::cache_section::{RawCache, RawRouteCache};
 use super::size::ByteSize;
 use serde::Deserialize;
 
@@ -58,11 +59,20 @@ pub struct RawServer {
     pub body_read_timeout_ms: Option<u64>,
     /// Most elements one request may declare across its inputs, default 16M.
     pub max_request_elements: Option<usize>,
+    /// Largest response an infer request may produce (413 beyond, checked
+    /// before the models run and before encoding), default 64MiB.
+    pub max_response_bytes: Option<ByteSize>,
     /// Seconds in-flight requests get to finish after SIGTERM, default 10.
     pub shutdown_grace_s: Option<u64>,
     /// After SIGTERM, keep accepting for this long while readiness says
     /// 503, so load balancers stop sending first; default 0.
     pub shutdown_notice_ms: Option<u64>,
+    /// Most open client connections (see [`super::connections_section`]).
+    pub max_connections: Option<usize>,
+    /// Idle keep-alive connections are closed after this, default 60 s.
+    pub keepalive_timeout_s: Option<u64>,
+    /// Time from a request's first byte to the end of its head, default 10000 ms.
+    pub header_timeout_ms: Option<u64>,
 }
 
 /// `[onnxruntime]`
@@ -112,6 +122,9 @@ pub struct RawModel {
     /// Makes this a text model: clients send strings, the runtime tokenises
     /// them (see [`super::text_section`]); absent = the graph's own inputs.
     pub tokenizer: Option<super::text_section::RawTokenizer>,
+    /// Per-request limits `{ max_rows, max_tokens }`; absent fields take
+    /// defaults from the batching (see `switchyard_runtime::limits`).
+    pub limits: Option<switchyard_runtime::RequestLimits>,
 }
 
 /// A model's `batching = { ... }`.
@@ -176,53 +189,4 @@ pub struct RawBudget {
     pub default: Option<u64>,
     /// Largest budget a request may ask for, default 10x default.
     pub max: Option<u64>,
-}
-
-/// `[cache]`: the response cache (L1 in process, optional Redis L2).
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawCache {
-    /// L1 size bound in bytes, default 256MiB.
-    pub l1_max_bytes: Option<ByteSize>,
-    /// Shared L2 in Redis; absent = in-process only.
-    pub redis: Option<RawRedis>,
-}
-
-/// `[cache.redis]`: one node (`url`) or a Redis Cluster (`urls`, or
-/// `cluster = true`).
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawRedis {
-    /// One server, e.g. `redis://127.0.0.1:6379`.
-    pub url: Option<String>,
-    /// Cluster seed nodes; implies `cluster = true`.
-    pub urls: Option<Vec<String>>,
-    /// Talk Redis Cluster protocol, default false (true with `urls`).
-    pub cluster: Option<bool>,
-    /// Key prefix, default `switchyard` (keys are `{namespace}:v1:{hex}`).
-    pub namespace: Option<String>,
-    /// Lookup timeout, default 5 ms.
-    pub timeout_ms: Option<u64>,
-    /// Background write timeout, default 100 ms.
-    pub write_timeout_ms: Option<u64>,
-    /// Connection timeout, default 1000 ms.
-    pub connect_timeout_ms: Option<u64>,
-    /// Consecutive failures that open the breaker, default 3.
-    pub breaker_failures: Option<u32>,
-    /// How long L2 is skipped once the breaker opens, default 1000 ms.
-    pub breaker_cool_down_ms: Option<u64>,
-    /// Pending background writes before new ones are dropped, default 4096.
-    pub write_queue: Option<usize>,
-}
-
-/// A route's `cache = { enabled, ttl_s, l2_ttl_s }`.
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawRouteCache {
-    /// Cache this route's answers, default true.
-    pub enabled: Option<bool>,
-    /// L1 time to live, default 300 s.
-    pub ttl_s: Option<u64>,
-    /// L2 time to live, default `ttl_s`.
-    pub l2_ttl_s: Option<u64>,
 }

@@ -3,7 +3,7 @@
 //! Read once at start-up (a reload does not change it). See
 //! [`crate::telemetry`] for what is traced.
 
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -82,23 +82,31 @@ pub fn telemetry_config(
 
 /// An `http://host[:port]/path` URL; https needs TLS, which this build's
 /// exporter does not include.
-fn check_endpoint(url: &str) -> Result<(), String> {
-    if url.starts_with("https://") {
+fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    // Messages show the endpoint without a password its user-info may hold.
+    let url = &super::redact::redact_url(endpoint);
+    if endpoint.starts_with("https://") {
         return Err(format!(
             "{url:?}: https is not supported by this build's exporter; use http:// (e.g. a local collector)"
         ));
     }
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Some(rest) = endpoint.strip_prefix("http://") else {
         return Err(format!("{url:?} is not an http:// URL, e.g. \"http://127.0.0.1:4318/v1/traces\""));
     };
     let authority = rest.split('/').next().unwrap_or("");
-    let host_ok = !authority.is_empty() && !authority.contains(char::is_whitespace);
-    let port_ok = match authority.rsplit_once(':') {
-        Some((_, port)) if !authority.ends_with(']') => port.parse::<u16>().is_ok(),
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, host_port)| host_port);
+    let host_ok = !host_port.is_empty() && !authority.contains(char::is_whitespace);
+    let port_ok = match host_port.rsplit_once(':') {
+        Some((_, port)) if !host_port.ends_with(']') => port.parse::<u16>().is_ok(),
         _ => true,
     };
     if !host_ok || !port_ok {
         return Err(format!("{url:?} has no valid host[:port]"));
+    }
+    // What the exporter parses it with: a URL it refuses would stop the
+    // server at start-up instead of failing this check.
+    if endpoint.parse::<http::Uri>().is_err() {
+        return Err(format!("{url:?} is not a valid URL"));
     }
     Ok(())
 }
@@ -160,5 +168,19 @@ mod tests {
         assert!(all.iter().any(|i| i.contains("host[:port]")), "{all:?}");
         let all = issues("[telemetry]\notlp_endpiont = \"http://h/v1/traces\"\n");
         assert!(all.iter().any(|i| i.starts_with("telemetry")), "{all:?}");
+        // What the exporter would refuse at start-up is refused here.
+        let all = issues("[telemetry]\notlp_endpoint = \"http://h:4318/v1/tr aces\"\n");
+        assert!(all.iter().any(|i| i.contains("not a valid URL")), "{all:?}");
+    }
+
+    #[test]
+    fn a_password_in_the_endpoint_is_accepted_and_never_echoed() {
+        let text = "[telemetry]\notlp_endpoint = \"http://u:s3cret@otel:4318/v1/traces\"\n";
+        assert!(parse(text, Path::new(".")).unwrap().telemetry.is_some());
+        for bad in ["https://u:s3cret@otel/v1/traces", "http://u:s3cret@otel:99999/x", "ftp://u:s3cret@otel/"]
+        {
+            let all = issues(&format!("[telemetry]\notlp_endpoint = {bad:?}\n"));
+            assert!(!all.is_empty() && all.iter().all(|i| !i.contains("s3cret")), "{all:?}");
+        }
     }
 }

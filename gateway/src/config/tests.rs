@@ -121,3 +121,40 @@ fn route_draft_settings_are_checked_and_a_non_cascade_pair_is_fingerprinted() {
     let found = issues(&route("draft = { eager = true }\n"));
     assert!(found[0].path.starts_with("routes[0].draft"), "{found:?}");
 }
+
+#[test]
+fn request_limits_and_response_size() {
+    let ok = r#"
+[server]
+max_response_bytes = "1MiB"
+[[models]]
+name = "m"
+path = "m.onnx"
+batching = { max_batch_size = 16 }
+limits = { max_rows = 500 }
+[[models]]
+name = "d"
+path = "d.onnx"
+"#;
+    let config = parse(ok, Path::new("/base")).expect("valid");
+    assert_eq!(config.server.limits.max_response_bytes, 1 << 20);
+    assert_eq!(config.models[0].max_rows(), 500);
+    assert_eq!(config.models[1].max_rows(), 256, "8 batches of the default 32");
+    let default = load_default().expect("default config");
+    assert_eq!(default.server.limits.max_response_bytes, 64 << 20);
+    let bad = r#"
+[server]
+max_response_bytes = 0
+[[models]]
+name = "m"
+path = "m.onnx"
+limits = { max_rows = 0, max_tokens = 5 }
+"#;
+    let paths: Vec<String> = issues(bad).into_iter().map(|i| i.path).collect();
+    for expected in ["server.max_response_bytes", "models[0].limits.max_rows", "models[0].limits.max_tokens"]
+    {
+        assert!(paths.iter().any(|p| p == expected), "{expected} in {paths:?}");
+    }
+    let typo = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nlimits = { max_row = 5 }\n");
+    assert!(typo[0].path.starts_with("models[0].limits"), "{typo:?}");
+}

@@ -100,6 +100,12 @@ fn mistakes_name_their_fields() {
     let cases = [
         ("kind = \"v2\"", "kind = \"grpc\"", "upstreams[0].kind"),
         ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[\"localhost\"]", "upstreams[0].addrs[0]"),
+        (
+            "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+            "[\"no-such-host.invalid:80\"]",
+            "upstreams[0].addrs[0]",
+        ),
+        ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[\"bad host:80\"]", "upstreams[0].addrs[0]"),
         ("[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]", "[]", "upstreams[0].addrs"),
         (
             "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
@@ -127,6 +133,21 @@ fn mistakes_name_their_fields() {
     let unknown = BASE.replace("cost = 10.0", "cost = 10.0\nretries = 3");
     let found = issues(&unknown);
     assert!(found[0].path.starts_with("upstreams[0]") && found[0].message.contains("retries"), "{found:?}");
+}
+
+/// A name is resolved when the config is loaded, into every address it
+/// has (an IP stays as written).
+#[test]
+fn names_in_addrs_are_resolved() {
+    let text = BASE.replacen(
+        "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+        "[\"localhost:8101\", \"127.0.0.1:8102\"]",
+        1,
+    );
+    let config = crate::config::parse(&text, std::path::Path::new("/")).unwrap();
+    let addrs = &config.proxy.upstreams[0].addrs;
+    assert!(addrs.contains(&"127.0.0.1:8101".parse().unwrap()), "{addrs:?}");
+    assert!(addrs.contains(&"127.0.0.1:8102".parse().unwrap()), "{addrs:?}");
 }
 
 #[test]

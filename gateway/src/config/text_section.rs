@@ -9,7 +9,7 @@
 //! tokenizer = { path = "minilm-tokenizer.json", max_length = 128 }
 //! ```
 
-use super::validate::ConfigIssue;
+use super::issue::ConfigIssue;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use switchyard_runtime::TextSpec;

@@ -1,6 +1,7 @@
 //! Validated configuration: what the server runs on. Built only by
 //! [`super::validate::validate`], so every value here has been checked.
 
+pub use super::cache_section::{CacheConfig, RedisConfig, RouteCache};
 pub use super::control_section::{AdminConfig, ApiKey, ReloadConfig, RouteAuth, TokenSource};
 use router_policies::PolicyConfig;
 use std::collections::HashMap;
@@ -64,6 +65,8 @@ pub struct ServerConfig {
     /// Time between SIGTERM and closing the listeners, while readiness
     /// answers 503.
     pub shutdown_notice: Duration,
+    /// Client connection limits and timeouts.
+    pub connections: super::connections_section::ConnectionLimits,
 }
 
 /// Limits that protect the server from oversized or slow requests.
@@ -77,6 +80,9 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Most tensor elements one request may declare.
     pub max_request_elements: usize,
+    /// Largest encoded response of one infer request (an upper bound,
+    /// see `v2::size`); beyond it the answer is 413.
+    pub max_response_bytes: usize,
 }
 
 /// A route: a name clients address as a V2 model.
@@ -103,56 +109,6 @@ pub struct RouteConfig {
     pub auth: Option<RouteAuth>,
     /// How streamed (SSE) infer calls are answered.
     pub draft: super::draft_section::DraftConfig,
-}
-
-/// `[cache]`, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheConfig {
-    /// L1 bound in bytes.
-    pub l1_max_bytes: u64,
-    /// Redis L2, if configured.
-    pub redis: Option<RedisConfig>,
-}
-
-/// `[cache.redis]`, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisConfig {
-    /// One URL (single node) or the cluster's seed nodes.
-    pub urls: Vec<String>,
-    /// Use the Redis Cluster protocol.
-    pub cluster: bool,
-    /// Key prefix; keys are `{namespace}:v1:{hex key}`.
-    pub namespace: String,
-    /// Timeout of a lookup on the request path.
-    pub timeout: Duration,
-    /// Timeout of a background write.
-    pub write_timeout: Duration,
-    /// Timeout of establishing a connection.
-    pub connect_timeout: Duration,
-    /// Consecutive failures that open the breaker.
-    pub breaker_failures: u32,
-    /// How long L2 is skipped once the breaker opens.
-    pub breaker_cool_down: Duration,
-    /// Pending background writes before new ones are dropped.
-    pub write_queue: usize,
-}
-
-/// A route's cache settings, checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RouteCache {
-    /// Whether answers of this route are cached.
-    pub enabled: bool,
-    /// L1 time to live.
-    pub ttl: Duration,
-    /// L2 time to live.
-    pub l2_ttl: Duration,
-}
-
-impl Default for RouteCache {
-    /// On, 300 s in both tiers.
-    fn default() -> Self {
-        RouteCache { enabled: true, ttl: Duration::from_secs(300), l2_ttl: Duration::from_secs(300) }
-    }
 }
 
 impl Config {

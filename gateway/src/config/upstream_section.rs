@@ -11,13 +11,13 @@
 //! | `timeouts.total_ms` | 60000 | none (streams) |
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
 
+use super::issue::ConfigIssue;
 use super::proxy_raw::{RawBreaker, RawHealth, RawPrefixCache, RawPrefixRoute, RawTimeouts, RawUpstream};
 use super::proxy_types::{
     BreakerConfig, HealthConfig, PrefixCacheConfig, PrefixRouteConfig, ProxyConfig, Timeouts, UpstreamConfig,
     UpstreamKind, UpstreamModelConfig,
 };
 use super::types::RouteConfig;
-use super::validate::ConfigIssue;
 use http::{HeaderName, Method};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -124,25 +124,50 @@ fn upstream_config(
     })
 }
 
+/// `addrs`: `IP:port`, or `name:port` resolved now (at start-up; every
+/// address the name has, e.g. a Kubernetes Service's cluster IP).
 fn addresses(raw: &[String], path: &str, issues: &mut Vec<ConfigIssue>) -> Vec<SocketAddr> {
     if raw.is_empty() {
         issue(issues, format!("{path}.addrs"), "needs at least one address like \"127.0.0.1:8100\"");
     }
     let mut addrs: Vec<SocketAddr> = Vec::new();
     for (k, text) in raw.iter().enumerate() {
+        let at = format!("{path}.addrs[{k}]");
         match text.parse::<SocketAddr>() {
-            Ok(addr) if addrs.contains(&addr) => {
-                issue(issues, format!("{path}.addrs[{k}]"), format!("{text:?} is listed twice"))
-            }
+            Ok(addr) if addrs.contains(&addr) => issue(issues, at, format!("{text:?} is listed twice")),
             Ok(addr) => addrs.push(addr),
-            Err(_) => issue(
-                issues,
-                format!("{path}.addrs[{k}]"),
-                format!("{text:?} is not an address like \"127.0.0.1:8100\" (IP and port)"),
-            ),
+            Err(_) => match resolve(text) {
+                Ok(resolved) => {
+                    addrs.extend(resolved.into_iter().filter(|a| !addrs.contains(a)).collect::<Vec<_>>())
+                }
+                Err(why) => issue(issues, at, why),
+            },
         }
     }
     addrs
+}
+
+/// The addresses of `host:port` (a name; IPs are parsed before this).
+fn resolve(text: &str) -> Result<Vec<SocketAddr>, String> {
+    let shown = super::redact::redact_url(text);
+    let usage = format!("{shown:?} is not an address like \"127.0.0.1:8100\" or \"name:8100\"");
+    let Some((host, port)) = text.rsplit_once(':') else { return Err(usage) };
+    let valid_host = !host.is_empty()
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_');
+    if !valid_host || port.parse::<u16>().is_err() {
+        return Err(usage);
+    }
+    match std::net::ToSocketAddrs::to_socket_addrs(text) {
+        Ok(found) => {
+            let found: Vec<SocketAddr> = found.collect();
+            if found.is_empty() {
+                Err(format!("{shown:?}: the name has no address"))
+            } else {
+                Ok(found)
+            }
+        }
+        Err(e) => Err(format!("{shown:?}: cannot resolve {host:?}: {e}")),
+    }
 }
 
 /// A positive millisecond value (0 is reported), or the default.

@@ -2,6 +2,8 @@
 //! problem with the field path it concerns (`models[2].pools[0].device`),
 //! so an operator sees all mistakes at once.
 
+use super::connections_section::{connection_limits, RawConnections};
+use super::issue::ConfigIssue;
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
 use router_policies::{FixedPolicy, PolicyConfig};
@@ -9,22 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
-
-/// One problem in a config file, with the path of the field it concerns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigIssue {
-    /// Dotted field path, e.g. `routes[0].models[1]`.
-    pub path: String,
-    /// What is wrong and what is expected.
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigIssue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
+use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
 
 #[derive(Default)]
 struct Issues(Vec<ConfigIssue>);
@@ -62,6 +49,12 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let mut routes = Vec::new();
     for (i, route) in raw.routes.iter().enumerate() {
         let path = format!("routes[{i}]");
+        super::cache_section::check_fleet_coalescing(
+            raw.cache.as_ref(),
+            route.cache.as_ref(),
+            &path,
+            &mut issues.0,
+        );
         if let Some(r) = route_config(route, &names, &path, &mut issues) {
             if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
                 issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
@@ -132,6 +125,10 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     if max_body == 0 {
         issues.push("server.max_body_bytes", "must be at least 1 byte");
     }
+    let max_response = raw.max_response_bytes.map_or(64 << 20, |s| s.0);
+    if max_response == 0 {
+        issues.push("server.max_response_bytes", "must be at least 1 byte");
+    }
     let limits = Limits {
         max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
         max_concurrent_requests: positive(
@@ -147,9 +144,18 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             "server.max_request_elements",
             issues,
         ),
+        max_response_bytes: usize::try_from(max_response).unwrap_or(usize::MAX),
     };
     let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
     let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(0));
+    let connections = connection_limits(
+        RawConnections {
+            max_connections: raw.max_connections,
+            keepalive_timeout_s: raw.keepalive_timeout_s,
+            header_timeout_ms: raw.header_timeout_ms,
+        },
+        &mut issues.0,
+    );
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin?,
@@ -157,6 +163,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         limits,
         shutdown_grace,
         shutdown_notice,
+        connections,
     })
 }
 
@@ -199,7 +206,22 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         idle_unload: raw.idle_unload_s.map(Duration::from_secs),
         warmup: raw.warmup,
         text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, &mut issues.0),
+        limits: request_limits(raw, path, issues),
     }
+}
+
+/// A model's `limits`; a limit of 0 is an error under its own field.
+fn request_limits(raw: &RawModel, path: &str, issues: &mut Issues) -> RequestLimits {
+    let limits = raw.limits.unwrap_or_default();
+    for (field, value) in [("max_rows", limits.max_rows), ("max_tokens", limits.max_tokens)] {
+        if value == Some(0) {
+            issues.push(format!("{path}.limits.{field}"), "must be at least 1");
+        }
+    }
+    if limits.max_tokens.is_some() && raw.tokenizer.is_none() {
+        issues.push(format!("{path}.limits.max_tokens"), "only a text model (with a tokenizer) has tokens");
+    }
+    limits
 }
 
 /// Batching settings; fields left out take `defaults` (the built-in ones

@@ -1,24 +1,25 @@
 //! `POST /v2/models/{m}[/versions/{v}]/infer`: decode, run, encode.
 
-use super::target::resolve;
 use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
 use crate::reply::Reply;
-use crate::routing::{self, Answer, RouteRequest};
+use crate::request_limits as limits;
+use crate::routing::{self, budget, RouteRequest};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, Response};
+use crate::target::resolve;
 use crate::telemetry;
 use crate::v2::{self, DecodeLimits, InferResponseParts};
 use http::HeaderMap;
-use switchyard_runtime::{InferenceRequest, Tensor};
+use switchyard_runtime::InferenceRequest;
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
 
 /// Runs one inference request and encodes the answer; a request asking
-/// for a stream ([`stream::wants_stream`]) gets an event stream instead.
+/// for a stream ([`crate::endpoint::wants_stream`]) gets an event stream instead.
 /// `tenant` is the authenticated caller's ([`crate::auth`]); it scopes the
 /// cache.
 pub async fn infer<'a>(
@@ -34,6 +35,12 @@ pub async fn infer<'a>(
     let catalog = state.catalog(snap);
     let target = resolve(config, &catalog, name, version)?;
     let header_len = header_length(headers)?;
+    // Every check that can fail this request alone comes before the cache
+    // and coalescing, so no cached or shared answer hides it and it never
+    // reaches an identical request. Replay answers from the raw body,
+    // which does not cover the budget header: that is checked first.
+    let route_budget = budget::route_budget(target.route(config));
+    budget::check_header(route_budget, headers)?;
     let replay_key = state.cache.replay_key(
         config,
         &target,
@@ -56,18 +63,24 @@ pub async fn infer<'a>(
         }
         return Ok(entry.reply.clone().into());
     }
-    let limits =
-        DecodeLimits { max_elements: config.server.limits.max_request_elements, ..DecodeLimits::default() };
+    let max_response = config.server.limits.max_response_bytes;
     let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
-        let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
         let signature = catalog.shared_signature(&target.models)?;
+        let limits = DecodeLimits {
+            max_elements: config.server.limits.max_request_elements,
+            max_rows: limits::row_limit(config, &target, &signature),
+            ..DecodeLimits::default()
+        };
+        let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
         v2::check_signature(&decoded, &target.public_name, &signature)?;
         v2::reshape_columns(&mut decoded, &signature)?;
+        limits::check_planned_response(max_response, &signature, &decoded)?;
         Ok(decoded)
     })?;
     if let Some(id) = &decoded.id {
         telemetry::adopt_request_id(id);
     }
+    let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
     let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
@@ -75,24 +88,21 @@ pub async fn infer<'a>(
         outputs: if requested.is_empty() { None } else { Some(requested) },
     };
     let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
-    if stream::wants_stream(headers, &decoded.parameters)? {
-        let headers = headers.clone();
-        let job = Job { target, decoded, request, plan, headers, received, batched };
+    if crate::endpoint::wants_stream(headers, &decoded.parameters)? {
+        let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Response::Events(stream::start(state, snap, job)));
     }
-    let compute = routing::execute(
-        state,
-        snap,
-        RouteRequest { target: &target, request, headers, parameters: &decoded.parameters, received },
-    );
-    let (answer, cache_status) = state.cache.answer(&plan, compute).await?;
+    let compute =
+        routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
+    let (answer, cache_status) = state.cache.answer(&plan, budget.total, compute).await?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
-        parameters: explain(&answer),
-        outputs: shape_outputs(&decoded, answer.outputs.clone(), batched)?,
+        parameters: answer.explain(),
+        outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
+    limits::check_response(max_response, &parts.outputs)?;
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;
@@ -111,27 +121,6 @@ pub async fn infer<'a>(
     Ok(reply.into())
 }
 
-/// Applies per-output encoding choices: binary or JSON, and Triton's
-/// classification extension (top-k `"value:index"` strings) when asked.
-pub(crate) fn shape_outputs(
-    decoded: &v2::DecodedRequest,
-    outputs: Vec<(String, Tensor)>,
-    batched: bool,
-) -> Result<Vec<(String, Tensor, bool)>, GatewayError> {
-    outputs
-        .into_iter()
-        .map(|(name, tensor)| {
-            let binary = decoded.output_is_binary(&name);
-            let k = decoded.outputs.iter().find(|o| o.name == name).and_then(|o| o.classification);
-            let tensor = match k {
-                Some(k) => v2::classify(&name, &tensor, k, batched)?,
-                None => tensor,
-            };
-            Ok((name, tensor, binary))
-        })
-        .collect()
-}
-
 /// Reads `Inference-Header-Content-Length`, if present.
 fn header_length(headers: &HeaderMap) -> Result<Option<usize>, GatewayError> {
     let Some(value) = headers.get(HEADER_LENGTH) else { return Ok(None) };
@@ -141,17 +130,4 @@ fn header_length(headers: &HeaderMap) -> Result<Option<usize>, GatewayError> {
 
 fn bad_length(message: &str) -> GatewayError {
     GatewayError::BadHeader { name: "Inference-Header-Content-Length", message: message.to_string() }
-}
-
-/// The V2 response `parameters` saying which model and device answered.
-pub(crate) fn explain(answer: &Answer) -> serde_json::Map<String, serde_json::Value> {
-    let mut map = serde_json::Map::new();
-    map.insert("switchyard_model".into(), answer.model.clone().into());
-    map.insert("switchyard_model_version".into(), answer.version.into());
-    map.insert("switchyard_device".into(), answer.device.clone().into());
-    map.insert("switchyard_pool".into(), answer.pool.clone().into());
-    map.insert("switchyard_reason".into(), answer.reason.clone().into());
-    map.insert("switchyard_batch_size".into(), answer.batch_size.into());
-    map.insert("switchyard_budget_ms".into(), answer.budget_ms.into());
-    map
 }

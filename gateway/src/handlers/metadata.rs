@@ -1,10 +1,10 @@
 //! Server and model metadata, readiness and Triton-style model config.
 
-use super::target::{resolve, signature};
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use crate::target::{resolve, signature};
 use crate::v2;
 
 /// `GET /v2`

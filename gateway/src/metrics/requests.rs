@@ -14,7 +14,7 @@
 //! duty, see [`upstream_attempt`]).
 
 use crate::config::Config;
-use crate::handlers::{parse_path, Endpoint};
+use crate::endpoint::{parse_path, Endpoint};
 use prometheus::proto::MetricFamily;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 use std::sync::LazyLock;

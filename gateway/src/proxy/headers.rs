@@ -17,7 +17,7 @@
 //! names). `Transfer-Encoding` is left to Pingora, which frames the body
 //! it sends (chunked stays chunked, so streams pass as they arrive).
 
-use super::routes::PrefixRoute;
+use crate::prefix::PrefixRoute;
 use crate::telemetry::propagation::{trace_headers, TRACESTATE};
 use http::header::{self, HeaderName};
 use http::Uri;
@@ -120,7 +120,7 @@ pub fn strip_hop_by_hop(resp: &mut ResponseHeader) {
 mod tests {
     use super::*;
     use crate::config::parse;
-    use crate::proxy::routes::PrefixRoutes;
+    use crate::prefix::PrefixRoutes;
     use crate::upstream::Upstreams;
     use std::path::Path;
 

@@ -3,91 +3,79 @@
 //! the request's [`ProxyCtx`].
 //!
 //! 1. [`start`] (`request_filter`): size limit on the declared length
-//!    (413); the cache lookup when the route has one (the body, at most
-//!    64 KiB, is read and kept in Pingora's retry buffer, which re-sends
-//!    it upstream on a miss). Otherwise the body is not touched: Pingora
-//!    streams it to the upstream as it arrives.
+//!    (413); the cache lookup when the route has one
+//!    ([`super::cache_step`]: the body, at most 64 KiB, is read and kept
+//!    in Pingora's retry buffer, which re-sends it upstream on a miss).
+//!    Otherwise the body is not touched: Pingora streams it to the
+//!    upstream as it arrives.
 //! 2. [`ProxyCtx::peer`] (`upstream_peer`): an address by health, breaker
 //!    and P2C over peak-EWMA, not tried before by this request, with the
 //!    upstream's connect and first-byte timeouts (cut to the total). The
 //!    attempt's `upstream_call` span starts here (traced requests only).
-//! 3. [`ProxyCtx::forward`] (`upstream_request_filter`): path rewrite,
+//! 3. [`ProxyCtx::connected`] (`connected_to_upstream`): a
+//!    [`Watchdog`] bounds the wait for the response head: until the total
+//!    timeout, and from the end of the request until the first-byte one
+//!    (Pingora's own read timeout restarts at every read).
+//! 4. [`ProxyCtx::forward`] (`upstream_request_filter`): path rewrite,
 //!    `Host`, `X-Forwarded-*` and the attempt's `traceparent`
 //!    ([`super::headers`]).
-//! 4. [`ProxyCtx::request_body`] (`request_body_filter`): counts bytes
-//!    against `max_request_bytes` (413) and the total timeout.
-//! 5. [`ProxyCtx::connect_failed`] (`fail_to_connect`) and
-//!    [`ProxyCtx::proxy_failed`] (`error_while_proxy`): the attempt failed;
-//!    retry on another address when one is left and time remains, for a
-//!    connect failure always (nothing was sent), after that only for
-//!    idempotent requests whose response has not started and whose body
-//!    Pingora still holds.
-//! 6. [`ProxyCtx::upstream_response`] (`upstream_response_filter`): the
+//! 5. [`ProxyCtx::request_body`] (`request_body_filter`): counts bytes
+//!    against `max_request_bytes` (413) and the total timeout; its end
+//!    starts the first-byte deadline.
+//! 6. [`ProxyCtx::connect_failed`] (`fail_to_connect`) and
+//!    [`ProxyCtx::proxy_failed`] (`error_while_proxy`): the attempt failed
+//!    (a watchdog's shutdown is reported as the timeout it is); retry on
+//!    another address when one is left and time remains, for a connect
+//!    failure always (nothing was sent), after that only for idempotent
+//!    requests whose response has not started and whose body Pingora
+//!    still holds.
+//! 7. [`ProxyCtx::upstream_response`] (`upstream_response_filter`): the
 //!    address answered (its latency is the time to the response head; only
 //!    502-504 count against its breaker: other statuses are the app's
-//!    answers); declared length against `max_response_bytes` (502),
-//!    hop-by-hop fields removed, cacheability decided.
-//! 7. [`ProxyCtx::upstream_body`] (`upstream_response_body_filter`): counts
+//!    answers); the watchdog stands down; declared length against
+//!    `max_response_bytes` (502), hop-by-hop fields removed, cacheability
+//!    decided.
+//! 8. [`ProxyCtx::upstream_body`] (`upstream_response_body_filter`): counts
 //!    bytes (a stream over the limit is cut), fills the cache entry; the
 //!    attempt's span ends with the body.
 //!
 //! Every attempt ends in [`crate::upstream::observe::attempt_finished`]
-//! (metrics, span), from step 5 or 6.
-//! 8. [`error_reply`] (`fail_to_proxy`): a JSON error the client can read:
-//!    504 for timeouts, 502 for connection failures and bad answers.
+//! (metrics, span), from step 6 or 7.
+//! 9. [`error_reply`] (`fail_to_proxy`): a JSON error the client can read:
+//!    504 for timeouts, 502 for connection failures and bad answers; when
+//!    the response had started, only its access-log label
+//!    ([`error_label`]), e.g. `upstream_truncated`.
 
-use super::cache::CachedResponse;
+use super::cache_step::{lookup, CacheStep, Filling, Looked};
 use super::headers::{forward_request, set_trace_context, strip_hop_by_hop, Forwarding};
-use super::routes::PrefixRoute;
-use crate::cache::control::Control;
+use super::watchdog::{Deadline, Limit, Watchdog};
 use crate::config::Limits;
-use crate::http_io::read_body;
+use crate::prefix::PrefixRoute;
 use crate::reply::Reply;
 use crate::telemetry::spans::{self, UpstreamCall};
 use crate::upstream::address::Attempt;
 use crate::upstream::observe::{attempt_finished, AttemptRecord, Outcome, Via};
 use crate::upstream::select::choose;
-use bytes::{Bytes, BytesMut};
-use http::Method;
+use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::{HttpPeer, Session};
 use pingora::{Error, ErrorSource, ErrorType};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Span;
 
-/// How long an idle pooled upstream connection is kept.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The cache's part in one request.
-#[derive(Debug)]
-enum CacheStep {
-    /// The route has no cache.
-    Off,
-    /// Not looked up (`x-cache: bypass`); stored when `key` is set
-    /// (`Cache-Control: no-cache`).
-    Bypass(Option<[u8; 32]>),
-    /// Looked up, not found (`x-cache: miss`).
-    Miss([u8; 32]),
-}
-
-/// A response being collected for the cache.
-#[derive(Debug)]
-struct Filling {
-    key: [u8; 32],
-    ttl: Duration,
-    status: u16,
-    headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    body: BytesMut,
-}
+/// How long an idle pooled upstream connection is kept (see
+/// [`crate::upstream::client::POOL_IDLE`] for why it is short).
+const IDLE_TIMEOUT: Duration = crate::upstream::client::POOL_IDLE;
 
 /// Per-request state of a proxied request.
 #[derive(Debug)]
 pub struct ProxyCtx {
     /// The route.
     pub route: Arc<PrefixRoute>,
+    /// Arrival + `timeouts.total_ms`.
     deadline: Option<Instant>,
     tried: Vec<usize>,
     attempt: Option<Attempt>,
@@ -101,6 +89,12 @@ pub struct ProxyCtx {
     response_bytes: u64,
     cache: CacheStep,
     filling: Option<Filling>,
+    /// The current attempt's head deadline, while the head is awaited.
+    watchdog: Option<Watchdog>,
+    /// The current attempt has not had its response head yet.
+    awaiting_head: bool,
+    /// When the current attempt's request was sent in full.
+    request_sent: Option<Instant>,
 }
 
 /// What [`start`] decided.
@@ -151,78 +145,27 @@ pub async fn start(
         response_bytes: 0,
         cache: CacheStep::Off,
         filling: None,
+        watchdog: None,
+        awaiting_head: false,
+        request_sent: None,
     };
-    match lookup(session, &mut ctx, declared, limits).await {
-        Ok(Some(status)) => Start::Answered(status),
-        Ok(None) => Start::Proxy(Box::new(ctx)),
+    match lookup(session, route, ctx.forwarding.host.as_deref(), declared, limits).await {
+        Ok(Looked { answered: Some(status), .. }) => Start::Answered(status),
+        Ok(looked) => {
+            ctx.cache = looked.step;
+            ctx.request_bytes = looked.request_bytes;
+            Start::Proxy(Box::new(ctx))
+        }
         Err(reply) => Start::Refused(reply),
     }
 }
 
-/// The cache part of step 1: `Some(status)` when answered from it.
-async fn lookup(
-    session: &mut Session,
-    ctx: &mut ProxyCtx,
-    declared: Option<u64>,
-    limits: &Limits,
-) -> Result<Option<u16>, Reply> {
-    let Some(cache) = &ctx.route.cache else { return Ok(None) };
-    let header = session.req_header();
-    let method = header.method.clone();
-    let chunked = header.headers.contains_key(http::header::TRANSFER_ENCODING);
-    let control = Control::from_headers(&header.headers);
-    let body_fits = !chunked && declared.unwrap_or(0) <= cache.config.max_body_bytes as u64;
-    if !cache.allows(&method) || !body_fits || control == Control::NoStore {
-        cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Bypass(None);
-        return Ok(None);
-    }
-    let body = if declared.unwrap_or(0) > 0 {
-        // Kept by Pingora (up to 64 KiB) and re-sent upstream on a miss.
-        session.enable_retry_buffering();
-        let read_limits = Limits { max_body_bytes: cache.config.max_body_bytes, ..limits.clone() };
-        read_body(session, &read_limits).await.map_err(|e| Reply::error(&e))?
-    } else {
-        Bytes::new()
-    };
-    ctx.request_bytes = body.len() as u64;
-    let header = session.req_header();
-    let path = header.uri.path_and_query().map_or("/", |p| p.as_str());
-    let key = cache.key(&ctx.route.upstream.config.name, &method, path, &header.headers, &body);
-    if control == Control::NoCache {
-        cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Bypass(Some(key));
-        return Ok(None);
-    }
-    let Some(hit) = cache.get(&key).await else {
-        cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-        ctx.cache = CacheStep::Miss(key);
-        return Ok(None);
-    };
-    cache.stats.hits.fetch_add(1, Ordering::Relaxed);
-    if let Err(e) = write_cached(session, &hit, method == Method::HEAD).await {
-        // The client's connection failed; nothing else can be sent on it.
-        tracing::debug!(error = %e, "could not write a cached response");
-    }
-    Ok(Some(hit.status))
-}
-
-async fn write_cached(session: &mut Session, hit: &CachedResponse, head_only: bool) -> pingora::Result<()> {
-    let mut header = ResponseHeader::build(hit.status, Some(hit.headers.len() + 2))?;
-    for (name, value) in &hit.headers {
-        header.append_header(name.clone(), value.clone())?;
-    }
-    header.insert_header(http::header::CONTENT_LENGTH, hit.body.len().to_string())?;
-    header.insert_header("x-cache", "hit-l1")?;
-    let no_body = head_only || hit.body.is_empty();
-    session.write_response_header(Box::new(header), no_body).await?;
-    if !no_body {
-        session.write_response_body(Some(hit.body.clone()), true).await?;
-    }
-    Ok(())
-}
-
 impl ProxyCtx {
+    /// Adds `x-cache` to the response the client gets.
+    pub fn response(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
+        self.cache.mark(resp)
+    }
+
     fn time_left(&self) -> Option<Duration> {
         self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
     }
@@ -246,6 +189,9 @@ impl ProxyCtx {
             return Err(Error::explain(ErrorType::HTTPStatus(502), self.describe(why)));
         };
         self.tried.push(index);
+        self.watchdog = None;
+        self.awaiting_head = true;
+        self.request_sent = None;
         let addr = attempt.address().addr;
         self.addr = Some(addr);
         self.attempt = Some(attempt);
@@ -267,7 +213,32 @@ impl ProxyCtx {
         Ok(Box::new(peer))
     }
 
-    /// Step 3.
+    /// Step 3: `fd` is the connection's descriptor, valid during the
+    /// `connected_to_upstream` call this runs in.
+    pub fn connected(&mut self, fd: RawFd) {
+        match Watchdog::watch(fd, self.head_deadline()) {
+            Ok(watchdog) => self.watchdog = Some(watchdog),
+            // Only the head deadline is lost; Pingora's timeouts still apply.
+            Err(e) => tracing::warn!(error = %e, "cannot watch the upstream connection's head deadline"),
+        }
+    }
+
+    /// When the response head must have arrived: by the total deadline,
+    /// and within the first-byte timeout of the request's end.
+    fn head_deadline(&self) -> Option<Deadline> {
+        if !self.awaiting_head {
+            return None;
+        }
+        let timeouts = self.route.upstream.config.timeouts;
+        let total = self.deadline.zip(timeouts.total).map(|(at, t)| Deadline { at, limit: Limit::Total(t) });
+        let first_byte = self.request_sent.map(|sent| Deadline {
+            at: sent + timeouts.first_byte,
+            limit: Limit::FirstByte(timeouts.first_byte),
+        });
+        Deadline::earliest(total, first_byte)
+    }
+
+    /// Step 4.
     pub fn forward(&self, req: &mut RequestHeader) -> pingora::Result<()> {
         match self.addr {
             Some(addr) => {
@@ -278,8 +249,14 @@ impl ProxyCtx {
         }
     }
 
-    /// Step 4.
-    pub fn request_body(&mut self, body: &Option<Bytes>) -> pingora::Result<()> {
+    /// Step 5; `end`: the request body is complete.
+    pub fn request_body(&mut self, body: &Option<Bytes>, end: bool) -> pingora::Result<()> {
+        if end && self.request_sent.is_none() {
+            self.request_sent = Some(Instant::now());
+            if let Some(watchdog) = &self.watchdog {
+                watchdog.set(self.head_deadline());
+            }
+        }
         self.request_bytes += body.as_ref().map_or(0, |b| b.len() as u64);
         if self.request_bytes > self.route.config.max_request_bytes {
             let limit = self.route.config.max_request_bytes;
@@ -331,7 +308,7 @@ impl ProxyCtx {
         !self.timed_out() && (0..ok.len()).any(|i| !self.tried.contains(&i) && ok[i])
     }
 
-    /// Step 5, connection failures.
+    /// Step 6, connection failures.
     pub fn connect_failed(&mut self, mut e: Box<Error>) -> Box<Error> {
         let outcome = if matches!(e.etype(), ErrorType::ConnectTimedout) {
             Outcome::Timeout
@@ -344,8 +321,11 @@ impl ProxyCtx {
         e
     }
 
-    /// Step 5, failures after connecting.
+    /// Step 6, failures after connecting.
     pub fn proxy_failed(&mut self, session: &Session, mut e: Box<Error>) -> Box<Error> {
+        if let Some(expired) = self.watchdog.take().and_then(|w| w.expired()) {
+            e = self.expired_error(expired);
+        }
         if *e.esource() == ErrorSource::Upstream {
             let timeout = matches!(e.etype(), ErrorType::ReadTimedout | ErrorType::WriteTimedout);
             self.finish_attempt(if timeout { Outcome::Timeout } else { Outcome::Broken }, None);
@@ -362,13 +342,16 @@ impl ProxyCtx {
         e
     }
 
-    /// Step 6.
+    /// Step 7.
     pub fn upstream_response(&mut self, resp: &mut ResponseHeader) -> pingora::Result<()> {
-        if resp.status.is_informational() {
-            // `100 Continue` and the like: the real answer is still to come.
+        if resp.status.is_informational() && resp.status != http::StatusCode::SWITCHING_PROTOCOLS {
+            // `100 Continue` and the like: the real answer is still to come
+            // (a `101` is the answer: the connection now carries the new protocol).
             strip_hop_by_hop(resp);
             return Ok(());
         }
+        self.awaiting_head = false;
+        self.watchdog = None;
         let status = resp.status.as_u16();
         self.finish_attempt(Outcome::of_status(status), Some(status));
         let declared =
@@ -382,41 +365,11 @@ impl ProxyCtx {
             }
         }
         strip_hop_by_hop(resp);
-        self.filling = self.cache_fill(resp, declared);
+        self.filling = self.cache.filling(&self.route, resp, declared);
         Ok(())
     }
 
-    /// Whether (and for how long) this response is stored.
-    fn cache_fill(&self, resp: &ResponseHeader, declared: Option<u64>) -> Option<Filling> {
-        let key = match self.cache {
-            CacheStep::Miss(key) | CacheStep::Bypass(Some(key)) => key,
-            _ => return None,
-        };
-        let cache = self.route.cache.as_ref()?;
-        if declared.is_some_and(|n| n > cache.config.max_entry_bytes as u64) {
-            return None;
-        }
-        let ttl = cache.response_ttl(resp)?;
-        let headers = resp
-            .headers
-            .iter()
-            .filter(|(n, _)| *n != http::header::TRANSFER_ENCODING && *n != http::header::CONTENT_LENGTH)
-            .map(|(n, v)| (n.clone(), v.clone()))
-            .collect();
-        Some(Filling { key, ttl, status: resp.status.as_u16(), headers, body: BytesMut::new() })
-    }
-
-    /// Adds `x-cache` to the response the client gets.
-    pub fn response(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
-        let value = match self.cache {
-            CacheStep::Off => return Ok(()),
-            CacheStep::Bypass(_) => "bypass",
-            CacheStep::Miss(_) => "miss",
-        };
-        resp.insert_header("x-cache", value)
-    }
-
-    /// Step 7.
+    /// Step 8.
     pub fn upstream_body(&mut self, body: &Option<Bytes>, end: bool) -> pingora::Result<()> {
         let chunk = body.as_ref().map_or(&[][..], |b| &b[..]);
         self.response_bytes += chunk.len() as u64;
@@ -432,35 +385,28 @@ impl ProxyCtx {
             return Err(Error::explain(ErrorType::HTTPStatus(504), self.describe("total timeout reached")));
         }
         let max_entry = self.route.cache.as_ref().map_or(0, |c| c.config.max_entry_bytes);
-        if let Some(filling) = &mut self.filling {
-            if filling.body.len() + chunk.len() > max_entry {
-                self.filling = None;
-            } else {
-                filling.body.extend_from_slice(chunk);
-            }
+        if self.filling.as_mut().is_some_and(|f| !f.push(chunk, max_entry)) {
+            self.filling = None;
         }
         if end {
             self.end_span();
-            self.store();
+            if let Some(filling) = self.filling.take() {
+                filling.store(self.route.clone());
+            }
         }
         Ok(())
     }
 
-    /// Stores a complete response in the background (never delays it).
-    fn store(&mut self) {
-        let Some(filling) = self.filling.take() else { return };
-        let route = self.route.clone();
-        let response = CachedResponse {
-            status: filling.status,
-            headers: filling.headers,
-            body: filling.body.freeze(),
-            ttl: filling.ttl,
-        };
-        tokio::spawn(async move {
-            if let Some(cache) = &route.cache {
-                cache.put(filling.key, response).await;
+    /// The timeout error for a connection its watchdog shut down.
+    fn expired_error(&self, expired: Deadline) -> Box<Error> {
+        let what = if self.awaiting_head { "no response head" } else { "no complete response" };
+        let why = match expired.limit {
+            Limit::FirstByte(t) => {
+                format!("{what} within {} ms of the request (timeouts.first_byte_ms)", t.as_millis())
             }
-        });
+            Limit::Total(t) => format!("{what} within {} ms (timeouts.total_ms)", t.as_millis()),
+        };
+        Error::explain(ErrorType::ReadTimedout, why).into_up()
     }
 
     fn describe(&self, what: &str) -> String {
@@ -471,7 +417,8 @@ impl ProxyCtx {
     }
 }
 
-/// Step 8: the status and JSON body for a request that failed.
+/// Step 9: the status and JSON body for a request that failed before its
+/// response started.
 pub fn error_reply(e: &Error, ctx: Option<&ProxyCtx>) -> Reply {
     let status = match e.etype() {
         ErrorType::HTTPStatus(code) => *code,
@@ -483,13 +430,29 @@ pub fn error_reply(e: &Error, ctx: Option<&ProxyCtx>) -> Reply {
         Some(ctx) if !matches!(e.etype(), ErrorType::HTTPStatus(_)) => ctx.describe(&e.to_string()),
         _ => e.to_string(),
     };
-    let label = match status {
+    let mut reply = Reply::json_value(status, &serde_json::json!({ "error": message }));
+    reply.error_label = Some(status_label(status));
+    reply
+}
+
+/// The access-log label of a proxied exchange that failed after its
+/// response had started (the client got a cut response): the timeout or
+/// limit that cut it, `client_gone` when the client left, else
+/// `upstream_truncated` (the upstream broke off or sent garbage).
+pub fn error_label(e: &Error) -> &'static str {
+    match e.etype() {
+        ErrorType::HTTPStatus(code) => status_label(*code),
+        ErrorType::ConnectTimedout | ErrorType::ReadTimedout | ErrorType::WriteTimedout => "upstream_timeout",
+        _ if *e.esource() == ErrorSource::Downstream => "client_gone",
+        _ => "upstream_truncated",
+    }
+}
+
+fn status_label(status: u16) -> &'static str {
+    match status {
         504 => "upstream_timeout",
         413 => "body_too_large",
         400 => "bad_request",
         _ => "upstream_error",
-    };
-    let mut reply = Reply::json_value(status, &serde_json::json!({ "error": message }));
-    reply.error_label = Some(label);
-    reply
+    }
 }

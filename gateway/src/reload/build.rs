@@ -21,11 +21,11 @@ pub struct Built {
 /// The snapshot after `current` for `config`, or the config's problems.
 pub fn next_snapshot(config: Config, current: &Snapshot) -> Result<Built, Vec<ConfigIssue>> {
     let (config, restart_pending) = carry_over(config, &current.config);
-    crate::admin::check_exposure(config.server.admin_listen, &config.admin)
+    crate::prepare::check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| vec![ConfigIssue { path: "admin.token".into(), message }])?;
     let (repo, report) = ModelRepository::rebuild(config.models.clone(), &current.repo)
         .map_err(|e| vec![model_issue(&config, &e)])?;
-    let issues = crate::serve::check_routes(&config, &repo);
+    let issues = crate::prepare::check_routes(&config, &repo);
     if !issues.is_empty() {
         return Err(issues);
     }

@@ -5,7 +5,9 @@
 //! `/admin/config` `restart_pending`).
 //!
 //! Why each needs a restart: listeners are bound once; `threads`,
-//! `shutdown_grace_s` are Pingora's server settings; the admission
+//! `shutdown_grace_s` are Pingora's server settings; the connection
+//! limits (`max_connections`, `keepalive_timeout_s`, `header_timeout_ms`)
+//! are fixed when the listeners start; the admission
 //! semaphore is sized once (`max_concurrent_requests`); ONNX Runtime is
 //! loaded once per process; the `[cache]` section builds the L1 and the
 //! Redis connection once (per-route TTLs and `enabled` do reload);
@@ -38,6 +40,11 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     s.limits.max_concurrent_requests = r.limits.max_concurrent_requests;
     keep(s.shutdown_grace != r.shutdown_grace, "server.shutdown_grace_s");
     s.shutdown_grace = r.shutdown_grace;
+    let (c, rc) = (&s.connections, &r.connections);
+    keep(c.max_connections != rc.max_connections, "server.max_connections");
+    keep(c.keepalive_timeout != rc.keepalive_timeout, "server.keepalive_timeout_s");
+    keep(c.header_timeout != rc.header_timeout, "server.header_timeout_ms");
+    s.connections = r.connections;
     keep(new.onnxruntime_library != running.onnxruntime_library, "onnxruntime.library");
     new.onnxruntime_library = running.onnxruntime_library.clone();
     keep(new.cache != running.cache, "cache");

@@ -7,6 +7,7 @@ use super::fleet::fleet_view;
 use crate::config::Config;
 use router_policies::FleetView;
 use std::future::Future;
+use std::time::Instant;
 use switchyard_runtime::{InferenceRequest, InferenceResponse, ModelRepository, RuntimeError};
 
 /// Runs models and reports the fleet, for [`super::run`].
@@ -36,6 +37,9 @@ pub struct RuntimeBackend<'a> {
     pub repo: &'a ModelRepository,
     /// The snapshot the request runs under (costs, batch sizes).
     pub config: &'a Config,
+    /// The request's deadline: a request still queued on a paused pool
+    /// then gives up ([`ModelRepository::infer_within`]).
+    pub deadline: Option<Instant>,
 }
 
 impl Backend for RuntimeBackend<'_> {
@@ -53,9 +57,9 @@ impl Backend for RuntimeBackend<'_> {
         pool: Option<&str>,
         request: InferenceRequest,
     ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
-        let repo = self.repo;
+        let (repo, deadline) = (self.repo, self.deadline);
         async move {
-            let result = repo.infer(model, pool, request).await;
+            let result = repo.infer_within(model, pool, request, deadline).await;
             if let Ok(response) = &result {
                 crate::telemetry::spans::record_execution(response);
             }

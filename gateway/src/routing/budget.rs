@@ -24,7 +24,17 @@ pub fn route_budget(route: Option<&RouteConfig>) -> RouteBudget {
     }
 }
 
-/// Resolves one request's budget from its header and parameters.
+/// Checks the `x-latency-budget-ms` header alone, before the body is
+/// decoded (exact-repeat replay answers from the raw bytes, which do not
+/// include the headers).
+pub fn check_header(route: RouteBudget, headers: &HeaderMap) -> Result<(), GatewayError> {
+    resolve(route, headers, &serde_json::Map::new()).map(|_| ())
+}
+
+/// Resolves one request's budget from its header and parameters. The
+/// handler calls it before the cache or any identical in-flight request
+/// is consulted, so that an invalid budget is always the request's own
+/// 400 and never reaches another request.
 pub fn resolve(
     route: RouteBudget,
     headers: &HeaderMap,

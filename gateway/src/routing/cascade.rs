@@ -17,8 +17,8 @@
 
 use super::backend::Backend;
 use super::confidence::confidence;
-use super::run::{answer, falls_back, run_targets, Routing};
-use super::Answer;
+use super::targets::{answer, falls_back, run_targets, Routing};
+use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{CascadePolicy, CascadeStep, Reason, Target};
 use switchyard_runtime::InferenceRequest;

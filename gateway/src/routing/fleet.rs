@@ -80,6 +80,7 @@ fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool) -> PoolView
         name: stats.name.clone(),
         device: device(stats.device),
         available: stats.available,
+        paused: stats.paused,
         workers: stats.workers,
         queue_depth: stats.queue_depth,
         in_flight: stats.in_flight,

@@ -3,91 +3,81 @@
 //! decodes and encodes) and everything that chooses and runs models; the
 //! cache wraps it.
 //!
-//! Per request: resolve the budget ([`budget`]), build the fleet view
-//! ([`fleet`]), let the route's policy (`router-policies`) decide, execute
-//! the plan with fallbacks ([`run`], [`cascade`]), and count the decision
-//! ([`decisions`]).
+//! Per request: the handler resolves the budget ([`budget`]) before the
+//! cache is consulted; then build the fleet view ([`fleet`]), let the
+//! route's policy (`router-policies`) decide, execute the plan with
+//! fallbacks ([`run`], [`targets`], [`cascade`]), mark a degraded answer ([`judge`]),
+//! and count the decision ([`decisions`]).
 
 pub mod backend;
 pub mod budget;
 pub mod cascade;
 pub mod confidence;
 pub mod decisions;
-pub mod draw;
 pub mod fleet;
+pub mod mixed_backend;
 pub mod run;
+pub mod targets;
 
 #[cfg(test)]
 mod tests_run;
 
 use crate::error::GatewayError;
-use crate::handlers::target::Target;
 use crate::snapshot::Snapshot;
-use crate::state::AppState;
-use crate::upstream::MixedBackend;
-use http::HeaderMap;
-use router_policies::{Estimator, FixedPolicy, PolicyConfig};
-use run::Routing;
+use crate::target::Target;
+use crate::upstream::Upstreams;
+use backend::Backend;
+use decisions::DecisionCounters;
+pub use mixed_backend::MixedBackend;
+use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
 use std::borrow::Cow;
 use std::time::Instant;
+use targets::Routing;
 
 /// Share of a request's remaining budget the placement keeps in reserve:
 /// a pool is used only when its predicted completion leaves 30% of the
 /// budget spare, which absorbs the error of the latency estimates (pools
 /// sharing cores slow each other down between two statistics updates).
 pub const SAFETY_MARGIN: f64 = 0.3;
-use switchyard_runtime::{InferenceRequest, Tensor};
+use switchyard_runtime::InferenceRequest;
 
-/// What the handler hands to [`execute`].
+/// What the handler hands to [`execute`]: a request validated completely
+/// (its budget too), so that nothing [`execute`] fails with is specific
+/// to this request's headers.
 pub struct RouteRequest<'a> {
     /// The route or model the client addressed.
     pub target: &'a Target,
     /// Inputs and requested outputs, checked against the signature.
     pub request: InferenceRequest,
-    /// Request headers (budget, cache control).
-    pub headers: &'a HeaderMap,
-    /// The V2 request-level `parameters` (e.g. `timeout`).
-    pub parameters: &'a serde_json::Map<String, serde_json::Value>,
+    /// The request's budget, resolved by the handler ([`budget::resolve`]).
+    pub budget: Budget,
     /// When the gateway received the request; budgets count from here.
     pub received: Instant,
 }
 
-/// The final answer to an inference request, and how it was reached.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
-    /// The model that produced the outputs.
-    pub model: String,
-    /// Its version.
-    pub version: u64,
-    /// The device of the pool that ran it (`cpu`, `cuda`).
-    pub device: String,
-    /// The pool that ran it.
-    pub pool: String,
-    /// Why this model and pool were chosen (a low-cardinality label,
-    /// `router_policies::Reason::as_str`).
-    pub reason: String,
-    /// Rows in the batch that executed it.
-    pub batch_size: usize,
-    /// The requested outputs, in order.
-    pub outputs: Vec<(String, Tensor)>,
-    /// The request's latency budget in ms (route default or the client's
-    /// ask, clamped to the route maximum).
-    pub budget_ms: u64,
+pub use crate::answer::Answer;
+
+/// What routing reads and counts for one request: the config and models
+/// of its snapshot, the running upstreams, and the decision counters.
+#[derive(Clone, Copy)]
+pub struct RoutingContext<'a> {
+    /// The request's config generation and its models.
+    pub snap: &'a Snapshot,
+    /// Upstream servers and their models.
+    pub upstreams: &'a Upstreams,
+    /// Where decisions are counted (admin stats, metrics).
+    pub decisions: &'a DecisionCounters,
 }
 
 /// Chooses a model and pool for the request with the route's policy and
-/// runs it; counts the decision in `state.decisions`.
+/// runs it; counts the decision in `ctx.decisions`.
 ///
 /// A model addressed directly (not through a route) runs under a `fixed`
 /// policy on itself, with the direct-model budget defaults.
-pub async fn execute(
-    state: &AppState,
-    snap: &Snapshot,
-    req: RouteRequest<'_>,
-) -> Result<Answer, GatewayError> {
+pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<Answer, GatewayError> {
+    let RoutingContext { snap, upstreams, decisions: counters } = ctx;
     let config = &snap.config;
-    let route = req.target.is_route.then(|| config.route(&req.target.public_name)).flatten();
-    let resolved = budget::resolve(budget::route_budget(route), req.headers, req.parameters)?;
+    let route = req.target.route(config);
     let policy = match route {
         Some(r) => Cow::Borrowed(&r.policy),
         None => {
@@ -100,17 +90,31 @@ pub async fn execute(
         models: &req.target.models,
         policy: &policy,
         estimator: &estimator,
-        budget: resolved.budget,
+        budget: req.budget,
         received: req.received,
     };
-    let backend = MixedBackend::new(state, snap, req.received + resolved.budget.total);
-    let outcome = run::route(&backend, &routing, draw::next_draw(), req.request).await;
+    let backend = MixedBackend::new(snap, upstreams, req.received + req.budget.total);
+    let mut outcome = run::route(&backend, &routing, crate::draw::next_draw(), req.request).await;
+    if let Ok(answer) = &mut outcome {
+        judge(answer, &policy, &backend.fleet(routing.models));
+    }
     match &outcome {
-        Ok(a) => state.decisions.record(routing.route, &a.model, &a.device, &a.reason),
+        Ok(a) => counters.record(routing.route, &a.model, &a.device, &a.reason),
         Err(GatewayError::Shed { reason, .. }) => {
-            state.decisions.record(routing.route, decisions::NONE, decisions::NONE, reason)
+            counters.record(routing.route, decisions::NONE, decisions::NONE, reason)
         }
         Err(_) => {}
     }
     outcome
+}
+
+/// Sets [`Answer::degraded`]: whether `policy` gives another model's answer
+/// without pressure ([`PolicyConfig::is_degraded`]). Call once on the
+/// final answer, after every step that may have rewritten its reason.
+pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: &FleetView) {
+    answer.degraded = match Reason::from_label(&answer.reason) {
+        Some(reason) => policy.is_degraded(fleet, &answer.model, reason),
+        // Not a policy's reason: nothing says the answer is the usual one.
+        None => true,
+    };
 }

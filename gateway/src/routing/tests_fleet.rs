@@ -30,6 +30,7 @@ fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) 
         device,
         available,
         unavailable_reason: None,
+        paused: false,
         workers: 2,
         queue_depth: 5,
         queue_capacity: 64,

@@ -3,7 +3,8 @@
 //! (`gateway/tests/python/test_routing.py`).
 
 use super::backend::Backend;
-use super::run::{route, Routing};
+use super::run::route;
+use super::targets::Routing;
 use crate::error::GatewayError;
 use parking_lot::Mutex;
 use router_policies::{
@@ -93,6 +94,7 @@ fn pool(name: &str, queue_depth: usize, ms: u64) -> PoolView {
         name: name.into(),
         device: Device::Cpu,
         available: true,
+        paused: false,
         workers: 1,
         queue_depth,
         in_flight: 0,

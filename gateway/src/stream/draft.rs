@@ -32,13 +32,15 @@
 //!    when its answer is needed returns its error, after the draft was
 //!    sent; the caller ends the stream with an `error` event.
 
+use crate::answer::Answer;
 use crate::config::draft_section::DraftMode;
+use crate::draw;
 use crate::error::GatewayError;
 use crate::routing::backend::Backend;
 use crate::routing::cascade::with_output;
 use crate::routing::confidence::confidence;
-use crate::routing::run::{route, run_targets, Routing};
-use crate::routing::{draw, Answer};
+use crate::routing::run::route;
+use crate::routing::targets::{run_targets, Routing};
 use router_policies::{CascadePolicy, CascadeStep, FleetView, Plan, Reason, Target};
 use std::future::Future;
 use std::pin::{pin, Pin};

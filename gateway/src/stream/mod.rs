@@ -30,25 +30,19 @@
 //! - [`draft`]: running the pair (parallel or sequential, cancellation).
 //! - [`produce`]: cache, orchestration and event encoding.
 //! - [`respond`]: the Pingora writer (chunking, heartbeat, disconnects).
-//! - [`sse`]: the wire format. [`stats`]: counters for `/admin/stats`.
+//! - [`sse`]: the wire format. Its counters are [`crate::metrics::streams`].
 
 pub mod draft;
 pub mod produce;
 pub mod respond;
 pub mod sse;
-pub mod stats;
 
-use crate::error::GatewayError;
+use crate::metrics::streams::StreamCount;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use crate::v2::{Parameters, V2Error};
-use http::header::ACCEPT;
-use http::HeaderMap;
 use produce::{produce, Job};
 use respond::EventStream;
-use serde_json::Value;
-use stats::StreamCount;
 
 /// What a handler answers: a complete reply, or an event stream to write.
 pub enum Response<'a> {
@@ -62,35 +56,6 @@ impl From<Reply> for Response<'_> {
     fn from(reply: Reply) -> Self {
         Response::Full(reply)
     }
-}
-
-/// True when the client asks for a stream: `Accept` lists
-/// `text/event-stream`, or `parameters.stream` is `true` (any other
-/// non-boolean value is a 400).
-pub fn wants_stream(headers: &HeaderMap, parameters: &Parameters) -> Result<bool, GatewayError> {
-    let asked = match parameters.get("stream") {
-        None | Some(Value::Bool(false)) => false,
-        Some(Value::Bool(true)) => true,
-        Some(_) => {
-            return Err(GatewayError::Protocol(V2Error::InvalidField {
-                field: "stream",
-                context: "the request parameters".into(),
-                reason: "must be true or false".into(),
-            }))
-        }
-    };
-    Ok(asked || accepts_event_stream(headers))
-}
-
-/// True when an `Accept` header lists `text/event-stream` (parameters and
-/// case ignored; `q=0` means "not acceptable").
-pub fn accepts_event_stream(headers: &HeaderMap) -> bool {
-    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|range| {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("");
-        let refused = parts.any(|p| p.replace(' ', "").eq_ignore_ascii_case("q=0"));
-        media.eq_ignore_ascii_case(sse::CONTENT_TYPE) && !refused
-    })
 }
 
 /// Starts a stream for a decoded request: nothing runs until the writer
@@ -111,32 +76,5 @@ pub fn start<'a>(state: &'a AppState, snap: &'a Snapshot, job: Job) -> EventStre
         heartbeat,
         computing,
         counters: &state.streams,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use http::HeaderValue;
-
-    fn accept(value: &'static str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(ACCEPT, HeaderValue::from_static(value));
-        h
-    }
-
-    #[test]
-    fn accept_header_or_parameter_asks_for_a_stream() {
-        let none = Parameters::new();
-        assert!(wants_stream(&accept("text/event-stream"), &none).unwrap());
-        assert!(wants_stream(&accept("application/json, Text/Event-Stream;q=0.5"), &none).unwrap());
-        assert!(!wants_stream(&accept("text/event-stream;q=0"), &none).unwrap());
-        assert!(!wants_stream(&accept("application/json"), &none).unwrap());
-        assert!(!wants_stream(&HeaderMap::new(), &none).unwrap());
-        let mut p = Parameters::new();
-        p.insert("stream".into(), true.into());
-        assert!(wants_stream(&HeaderMap::new(), &p).unwrap());
-        p.insert("stream".into(), "yes".into());
-        assert_eq!(wants_stream(&HeaderMap::new(), &p).unwrap_err().status(), 400);
     }
 }

@@ -14,23 +14,21 @@
 //!    emitted; an error is emitted instead of a final.
 
 use super::draft::{draft_then_final, Finished, PairRun, Ran};
-use super::stats::{StreamCount, StreamCounters};
 use crate::cache::{CacheStatus, Plan};
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
-use crate::handlers::infer::{explain, shape_outputs};
-use crate::handlers::target::Target;
-use crate::routing::budget;
-use crate::routing::run::Routing;
+use crate::metrics::streams::{StreamCount, StreamCounters};
+use crate::routing::backend::Backend;
+use crate::routing::targets::Routing;
+use crate::routing::MixedBackend;
 use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use crate::upstream::MixedBackend;
+use crate::target::Target;
 use crate::v2::{self, DecodedRequest, InferResponseParts};
 use bytes::Bytes;
-use http::HeaderMap;
 use parking_lot::Mutex;
-use router_policies::{CascadePolicy, Estimator, PolicyConfig};
+use router_policies::{Budget, CascadePolicy, Estimator, PolicyConfig};
 use serde_json::Value;
 use std::time::Instant;
 use switchyard_runtime::InferenceRequest;
@@ -46,8 +44,8 @@ pub struct Job {
     pub request: InferenceRequest,
     /// What the cache does.
     pub plan: Plan,
-    /// A copy of the request headers (budget).
-    pub headers: HeaderMap,
+    /// The request's budget, resolved by the handler.
+    pub budget: Budget,
     /// When the request arrived.
     pub received: Instant,
     /// Whether the answering model batches (classification needs it).
@@ -103,12 +101,15 @@ struct EventInfo {
 /// Runs `job` and emits its events on `tx` (steps in the module docs).
 pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedSender<Emitted>) {
     let config = &snap.config;
-    let Job { target, decoded, request, plan, headers, received, batched } = job;
+    let Job { target, decoded, request, plan, budget, received, batched } = job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
     let pair = route.and_then(|r| r.draft.pair.as_ref().map(|pair| (r, pair)));
     let computing = if matches!(plan, Plan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
-    let encode = |answer: &Answer, info: EventInfo| encode_event(&target, &decoded, batched, answer, info);
+    let max_response = config.server.limits.max_response_bytes;
+    let encode = |answer: &Answer, info: EventInfo| {
+        encode_event(&target, &decoded, (batched, max_response), answer, info)
+    };
     let on_draft = |answer: &Answer, confidence: Option<f32>| {
         let info = EventInfo { stage: Stage::Draft, confidence, ran: None, from_draft: None, cache: None };
         match encode(answer, info) {
@@ -123,18 +124,12 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let compute = async {
         let finished = match pair {
             Some((route, pair)) => {
-                let request = PairRequest { target: &target, route, headers: &headers, received, request };
-                run_pair(state, snap, pair, &decoded.parameters, request, &on_draft).await?
+                let request = PairRequest { target: &target, route, budget, received, request };
+                run_pair(state, snap, pair, request, &on_draft).await?
             }
             None => {
-                let req = RouteRequest {
-                    target: &target,
-                    request,
-                    headers: &headers,
-                    parameters: &decoded.parameters,
-                    received,
-                };
-                let answer = routing::execute(state, snap, req).await?;
+                let req = RouteRequest { target: &target, request, budget, received };
+                let answer = routing::execute(state.routing(snap), req).await?;
                 Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
             }
         };
@@ -142,7 +137,7 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
         *note.lock() = Some(finished);
         Ok(answer)
     };
-    let outcome = state.cache.answer(&plan, compute).await;
+    let outcome = state.cache.answer(&plan, budget.total, compute).await;
     let note = note.into_inner();
     let emitted = outcome.and_then(|(answer, cache)| {
         count_final(counters, note.as_ref(), cache);
@@ -195,7 +190,7 @@ fn stated_confidence(route: Option<&RouteConfig>, answer: &Answer) -> Option<f32
 struct PairRequest<'a> {
     target: &'a Target,
     route: &'a RouteConfig,
-    headers: &'a HeaderMap,
+    budget: Budget,
     received: Instant,
     request: InferenceRequest,
 }
@@ -205,11 +200,9 @@ async fn run_pair(
     state: &AppState,
     snap: &Snapshot,
     pair: &CascadePolicy,
-    parameters: &serde_json::Map<String, Value>,
     req: PairRequest<'_>,
     on_draft: &(dyn Fn(&Answer, Option<f32>) + Sync),
 ) -> Result<Finished, GatewayError> {
-    let resolved = budget::resolve(budget::route_budget(Some(req.route)), req.headers, parameters)?;
     let policy = PolicyConfig::Cascade(pair.clone());
     let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
     let routing = Routing {
@@ -217,19 +210,22 @@ async fn run_pair(
         models: &req.target.models,
         policy: &policy,
         estimator: &estimator,
-        budget: resolved.budget,
+        budget: req.budget,
         received: req.received,
     };
     // A stream's final is not cut short by the budget (the client asked to
     // wait for it); upstream calls still end by the route's maximum budget.
-    let backend = MixedBackend::new(state, snap, req.received + req.route.max_budget);
+    let backend = MixedBackend::new(snap, &state.upstreams, req.received + req.route.max_budget);
     let run = PairRun {
         routing: &routing,
         pair,
         mode: req.route.draft.mode,
         parallel_queue_limit: req.route.draft.parallel_queue_limit,
     };
-    let outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
+    let mut outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
+    if let Ok(finished) = &mut outcome {
+        routing::judge(&mut finished.answer, &policy, &backend.fleet(routing.models));
+    }
     match &outcome {
         Ok(f) => state.decisions.record(routing.route, &f.answer.model, &f.answer.device, &f.answer.reason),
         Err(GatewayError::Shed { reason, .. }) => {
@@ -241,15 +237,16 @@ async fn run_pair(
 }
 
 /// One event: the V2 response for `answer` (JSON tensors only: an event
-/// is text) with the stage's `parameters`, framed as SSE.
+/// is text) with the stage's `parameters`, framed as SSE; 413 when it
+/// could exceed `max_response` bytes (`server.max_response_bytes`).
 fn encode_event(
     target: &Target,
     decoded: &DecodedRequest,
-    batched: bool,
+    (batched, max_response): (bool, usize),
     answer: &Answer,
     info: EventInfo,
 ) -> Result<Bytes, GatewayError> {
-    let mut parameters = explain(answer);
+    let mut parameters = answer.explain();
     parameters.insert("stage".into(), info.stage.as_str().into());
     parameters.insert("model".into(), answer.model.clone().into());
     parameters.insert("device".into(), answer.device.clone().into());
@@ -263,10 +260,11 @@ fn encode_event(
     if let Some(cache) = info.cache {
         parameters.insert("cache".into(), cache.as_str().into());
     }
-    let outputs = shape_outputs(decoded, answer.outputs.clone(), batched)?
+    let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?
         .into_iter()
         .map(|(name, tensor, _binary)| (name, tensor, false))
-        .collect();
+        .collect::<Vec<_>>();
+    crate::request_limits::check_response(max_response, &outputs)?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),

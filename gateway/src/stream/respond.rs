@@ -19,10 +19,10 @@
 
 use super::produce::{Emitted, Stage};
 use super::sse;
-use super::stats::{StreamCount, StreamCounters};
 use crate::cache::CacheStatus;
 use crate::error::GatewayError;
 use crate::http_io::write_reply;
+use crate::metrics::streams::{StreamCount, StreamCounters};
 use crate::reply::Reply;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;

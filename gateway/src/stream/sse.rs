@@ -10,7 +10,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 /// The `Content-Type` of an event stream.
-pub const CONTENT_TYPE: &str = "text/event-stream";
+pub const CONTENT_TYPE: &str = crate::endpoint::EVENT_STREAM;
 
 /// The heartbeat comment: keeps proxies and clients from timing out an
 /// idle stream while the heavy model runs.

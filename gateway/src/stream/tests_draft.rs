@@ -130,6 +130,7 @@ fn model(name: &str, rank: u32, available: bool, queue_depth: usize) -> Candidat
         name: "cpu".into(),
         device: Device::Cpu,
         available,
+        paused: false,
         workers: 1,
         queue_depth,
         in_flight: 0,

@@ -14,6 +14,7 @@
 //! disabled at their call sites, so tracing costs nothing.
 
 use super::log_format::RequestIdFormat;
+use crate::config::redact::redact_url;
 use crate::config::telemetry_section::TelemetryConfig;
 use tracing::Level;
 use tracing_appender::non_blocking::WorkerGuard;
@@ -68,7 +69,8 @@ pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<W
                 .with_filter(switchyard.and(spans_and_warnings));
             registry.with(traces).try_init()?;
             super::set_enabled();
-            tracing::info!(endpoint = %config.otlp_endpoint, ratio = config.sampling_ratio, "exporting traces (OTLP/HTTP)");
+            tracing::info!(endpoint = %redact_url(&config.otlp_endpoint), ratio = config.sampling_ratio,
+                "exporting traces (OTLP/HTTP)");
         }
     }
     Ok(guard)

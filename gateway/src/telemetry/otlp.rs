@@ -4,6 +4,7 @@
 //! The batch processor (not the simple one) keeps exports off the request
 //! threads; [`shutdown`] exports what is left when the server stops.
 
+use crate::config::redact::redact_url;
 use crate::config::telemetry_section::TelemetryConfig;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig};
@@ -22,13 +23,7 @@ static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 /// Builds the exporter and tracer provider for `config`. Call outside any
 /// async runtime (the blocking HTTP client is created here).
 pub fn provider(config: &TelemetryConfig) -> anyhow::Result<SdkTracerProvider> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(config.otlp_endpoint.clone())
-        .with_timeout(config.export_timeout)
-        .build()
-        .map_err(|e| anyhow::anyhow!("OTLP exporter for {}: {e}", config.otlp_endpoint))?;
+    let exporter = exporter(config)?;
     let batch = BatchConfigBuilder::default().with_scheduled_delay(config.batch_delay).build();
     let processor = BatchSpanProcessor::builder(exporter).with_batch_config(batch).build();
     // A request with a `traceparent` follows its caller's sampling flag;
@@ -40,6 +35,29 @@ pub fn provider(config: &TelemetryConfig) -> anyhow::Result<SdkTracerProvider> {
         .with_sampler(sampler)
         .with_resource(resource)
         .build())
+}
+
+/// Builds the exporter as [`provider`] does and drops it: what
+/// `check-config` runs, so that an exporter `serve` could not build fails
+/// the check too. Call outside any async runtime.
+pub fn check(config: &TelemetryConfig) -> anyhow::Result<()> {
+    exporter(config).map(drop)
+}
+
+/// The OTLP/HTTP exporter for `config`.
+fn exporter(config: &TelemetryConfig) -> anyhow::Result<opentelemetry_otlp::SpanExporter> {
+    opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(config.otlp_endpoint.clone())
+        .with_timeout(config.export_timeout)
+        .build()
+        // The exporter's own message repeats the endpoint: not shown, it
+        // may carry a password.
+        .map_err(|e| {
+            let why = e.to_string().replace(&config.otlp_endpoint, &redact_url(&config.otlp_endpoint));
+            anyhow::anyhow!("OTLP exporter for {}: {why}", redact_url(&config.otlp_endpoint))
+        })
 }
 
 /// Keeps `provider` for [`tracer`] and [`shutdown`]; returns its tracer.

@@ -8,7 +8,7 @@
 //! client went away) changes neither.
 
 use super::ewma::{LatencySnapshot, PeakEwma};
-use crate::cache::breaker::{Breaker, BreakerState};
+use crate::breaker::{Breaker, BreakerState};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -16,8 +16,11 @@ use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 use thiserror::Error;
 
-/// How long an idle pooled connection is kept.
-const POOL_IDLE: Duration = Duration::from_secs(90);
+/// How long an idle pooled connection is kept: well under the usual
+/// server keep-alive timeouts (Switchyard's own default is 60 s), so the
+/// client drops an idle connection before the server closes it, rather
+/// than sending a request into a connection the server is closing.
+pub const POOL_IDLE: Duration = Duration::from_secs(30);
 
 /// A complete response.
 #[derive(Debug)]

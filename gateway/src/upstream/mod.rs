@@ -6,17 +6,15 @@
 //! - [`address`], [`ewma`], [`select`]: per-address health, breaker and
 //!   peak-EWMA latency; power-of-two-choices address selection.
 //! - [`health`]: active health checks (`pingora-load-balancing`).
-//! - [`client`], [`v2_codec`], [`v2_call`], [`metadata`]: the gateway's
-//!   own V2 calls (binary tensors over a pooled HTTP/1.1 client), with
+//! - [`client`], [`v2_codec`], [`v2_check`], [`v2_call`], [`metadata`]:
+//!   the gateway's own V2 calls (binary tensors over a pooled HTTP/1.1
+//!   client; answers checked against the request and the signature), with
 //!   retries on other addresses inside the request's budget.
-//! - [`backend`]: the routing backend over local and upstream models, so
-//!   that policies, fallbacks and the cache work unchanged.
 //! - [`catalog`]: model lookups for the V2 handlers.
 //! - [`startup`]: reading upstream signatures at start-up.
 //! - [`observe`]: the one place every upstream attempt is recorded.
 
 pub mod address;
-pub mod backend;
 pub mod catalog;
 pub mod client;
 pub mod ewma;
@@ -28,8 +26,8 @@ pub mod select;
 pub mod startup;
 pub mod stats;
 pub mod v2_call;
+pub mod v2_check;
 pub mod v2_codec;
 
-pub use backend::MixedBackend;
 pub use catalog::Catalog;
 pub use registry::{RemoteModel, SignatureState, Upstream, Upstreams};

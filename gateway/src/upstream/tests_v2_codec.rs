@@ -2,6 +2,12 @@
 //! writes, the other reads back unchanged; garbage is refused.
 
 use super::*;
+use crate::upstream::v2_check::Expected;
+use switchyard_runtime::ModelSignature;
+
+fn requested(names: &[String]) -> Expected<'_> {
+    Expected { requested: Some(names), ..Expected::default() }
+}
 use crate::v2::{decode_infer_request, encode_infer_response, InferResponseParts};
 use switchyard_runtime::{DataType, TensorSpec};
 
@@ -42,12 +48,12 @@ fn response(binary: bool) -> crate::v2::EncodedBody {
 fn binary_and_json_responses_decode() {
     for binary in [true, false] {
         let encoded = response(binary);
-        let outputs = decode_response(encoded.body, encoded.header_len, None, None).unwrap();
+        let outputs = decode_response(encoded.body, encoded.header_len, &Expected::default()).unwrap();
         assert_eq!(outputs, tensors(), "binary = {binary}");
     }
     let encoded = response(true);
     let wanted = vec!["S".to_string(), "X".to_string()];
-    let outputs = decode_response(encoded.body, encoded.header_len, Some(&wanted), None).unwrap();
+    let outputs = decode_response(encoded.body, encoded.header_len, &requested(&wanted)).unwrap();
     assert_eq!(outputs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["S", "X"]);
 }
 
@@ -72,16 +78,16 @@ fn garbage_and_mismatches_are_bad_responses() {
     ];
     for (body, len) in cases {
         let text = String::from_utf8_lossy(&body).to_string();
-        assert!(decode_response(body, len, None, None).is_err(), "{text}");
+        assert!(decode_response(body, len, &Expected::default()).is_err(), "{text}");
     }
     // Truncated binary data.
     let encoded = response(true);
     let cut = encoded.body.slice(..encoded.body.len() - 3);
-    assert!(decode_response(cut, encoded.header_len, None, None).is_err());
+    assert!(decode_response(cut, encoded.header_len, &Expected::default()).is_err());
     // A missing requested output.
     let encoded = response(true);
     let err =
-        decode_response(encoded.body, encoded.header_len, Some(&["label".to_string()]), None).unwrap_err();
+        decode_response(encoded.body, encoded.header_len, &requested(&["label".to_string()])).unwrap_err();
     assert!(err.0.contains("label"), "{err}");
     // A datatype the signature contradicts.
     let spec = |name: &str, dtype| TensorSpec { name: name.into(), dtype, shape: vec![-1] };
@@ -90,6 +96,7 @@ fn garbage_and_mismatches_are_bad_responses() {
         outputs: vec![spec("X", DataType::I64), spec("S", DataType::Bytes)],
     };
     let encoded = response(true);
-    let err = decode_response(encoded.body, encoded.header_len, None, Some(&sig)).unwrap_err();
+    let expected = Expected { signature: Some(&sig), ..Expected::default() };
+    let err = decode_response(encoded.body, encoded.header_len, &expected).unwrap_err();
     assert!(err.0.contains("signature"), "{err}");
 }

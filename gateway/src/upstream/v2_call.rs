@@ -7,7 +7,8 @@
 //!    peak-EWMA) among those not tried yet.
 //! 4. The attempt's timeouts are the upstream's, cut to the budget left:
 //!    no attempt or retry outlives the request's deadline.
-//! 5. Outcome: an answer is decoded and checked; a refused connection, a
+//! 5. Outcome: an answer is decoded and checked ([`super::v2_check`]:
+//!    datatypes, shapes, one row per request row); a refused connection, a
 //!    broken one, a timeout, a 5xx, a 429 or a garbled answer tries the
 //!    next address (inference is idempotent) while budget remains; a 4xx
 //!    is the request's fault and is returned at once.
@@ -20,6 +21,7 @@ use super::metadata::model_path;
 use super::observe::{attempt_finished, AttemptRecord, Outcome, Via};
 use super::registry::{RemoteModel, SignatureState, Upstream};
 use super::select::choose;
+use super::v2_check::Expected;
 use super::v2_codec::{decode_response, encode_request, EncodedRequest};
 use crate::telemetry::propagation::trace_headers;
 use crate::telemetry::spans::{self, UpstreamCall};
@@ -29,9 +31,7 @@ use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use switchyard_runtime::{
-    DeviceKind, ErrorClass, InferenceRequest, InferenceResponse, ModelSignature, RuntimeError, Tensor,
-};
+use switchyard_runtime::{DeviceKind, ErrorClass, InferenceRequest, InferenceResponse, RuntimeError, Tensor};
 use tracing::Span;
 
 /// Largest V2 response body accepted from an upstream.
@@ -41,10 +41,10 @@ pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
 struct Call<'a> {
     upstream: &'a Upstream,
     model: &'a RemoteModel,
-    signature: &'a ModelSignature,
     encoded: EncodedRequest,
     path: String,
-    requested: Option<&'a [String]>,
+    /// What the answer must fit: outputs asked for, signature, rows.
+    expected: Expected<'a>,
 }
 
 /// A failed attempt: the error, and whether another address may succeed.
@@ -70,10 +70,9 @@ pub async fn infer(
     let call = Call {
         upstream,
         model,
-        signature: &signature,
         encoded: encode_request(&request),
         path: model_path(&model.config, "/infer"),
-        requested: request.outputs.as_deref(),
+        expected: Expected::for_request(&request, &signature),
     };
     let mut tried = Vec::new();
     let mut last = None;
@@ -175,12 +174,7 @@ impl Call<'_> {
                 .get(INFERENCE_HEADER_CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<usize>().ok());
-            return match decode_response(
-                exchange.body.clone(),
-                header_len,
-                self.requested,
-                Some(self.signature),
-            ) {
+            return match decode_response(exchange.body.clone(), header_len, &self.expected) {
                 Ok(outputs) => (Outcome::Ok, Ok(outputs)),
                 Err(bad) => (
                     Outcome::BadResponse,

@@ -4,11 +4,13 @@
 //! the upstream's response (binary or JSON tensors) back to tensors.
 //!
 //! A response is trusted no further than it is checked: it must be a V2
-//! response object, every tensor must match its declared datatype and
-//! shape, the outputs asked for must all be there, and their datatypes must
-//! match the model's signature when it is known. Anything else is a
-//! [`BadResponse`] (the gateway answers 502).
+//! response object, every tensor's data must match its declared datatype
+//! and shape, and the outputs must fit the request and the model's
+//! signature ([`super::v2_check`]: datatypes, shapes, one row per request
+//! row, the outputs asked for). Anything else is a [`BadResponse`] (the
+//! gateway answers 502).
 
+use super::v2_check::{BadResponse, Expected};
 use crate::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
 use crate::v2::json_data::parse_json_data;
 use crate::v2::DecodeLimits;
@@ -16,7 +18,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchyard_runtime::{DataType, InferenceRequest, ModelSignature, Tensor, TensorData};
+use switchyard_runtime::{DataType, InferenceRequest, Tensor, TensorData};
 
 /// A request body and its `Inference-Header-Content-Length`.
 #[derive(Debug, Clone)]
@@ -60,11 +62,6 @@ pub fn encode_request(request: &InferenceRequest) -> EncodedRequest {
     EncodedRequest { body: Bytes::from(body), header_len }
 }
 
-/// Why an upstream's answer is unusable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid V2 response: {0}")]
-pub struct BadResponse(pub String);
-
 #[derive(Deserialize)]
 struct RawResponse<'a> {
     #[serde(borrow)]
@@ -82,13 +79,12 @@ struct RawOutput<'a> {
     data: Option<&'a RawValue>,
 }
 
-/// Decodes a response body into output tensors: those in `requested`, in
-/// that order, or all of them (in the response's order) when `None`.
+/// Decodes a response body into output tensors that fit `expected`: those
+/// asked for, in that order, or all of them (in the response's order).
 pub fn decode_response(
     body: Bytes,
     header_len: Option<usize>,
-    requested: Option<&[String]>,
-    signature: Option<&ModelSignature>,
+    expected: &Expected<'_>,
 ) -> Result<Vec<(String, Tensor)>, BadResponse> {
     let bad = |m: String| BadResponse(m);
     let header_len = header_len.unwrap_or(body.len());
@@ -132,42 +128,7 @@ pub fn decode_response(
     if offset != binary.len() {
         return Err(bad(format!("{} unexplained bytes after the outputs", binary.len() - offset)));
     }
-    check_outputs(outputs, requested, signature)
-}
-
-/// Keeps the requested outputs in order, and checks them against the
-/// signature.
-fn check_outputs(
-    mut outputs: Vec<(String, Tensor)>,
-    requested: Option<&[String]>,
-    signature: Option<&ModelSignature>,
-) -> Result<Vec<(String, Tensor)>, BadResponse> {
-    if let Some(sig) = signature {
-        for (name, tensor) in &outputs {
-            match sig.output(name) {
-                Some(spec) if spec.dtype == tensor.dtype() => {}
-                Some(spec) => {
-                    return Err(BadResponse(format!(
-                        "output '{name}' is {}, the model's signature says {}",
-                        tensor.dtype(),
-                        spec.dtype
-                    )))
-                }
-                None => return Err(BadResponse(format!("output '{name}' is not in the model's signature"))),
-            }
-        }
-    }
-    let Some(names) = requested else { return Ok(outputs) };
-    names
-        .iter()
-        .map(|name| {
-            let at = outputs
-                .iter()
-                .position(|(n, _)| n == name)
-                .ok_or_else(|| BadResponse(format!("requested output '{name}' is missing")))?;
-            Ok(outputs.swap_remove(at))
-        })
-        .collect()
+    expected.check(outputs)
 }
 
 #[cfg(test)]

@@ -22,11 +22,24 @@ pub struct DecodeLimits {
     pub max_outputs: usize,
     /// Most dimensions in one shape.
     pub max_rank: usize,
+    /// Most rows (leading dimension) of any input; `None` = no such limit
+    /// (e.g. a model that does not batch).
+    pub max_rows: Option<RowLimit>,
+}
+
+/// A bound on the rows of one request, with what sets it (for the 413
+/// message, so a client or operator knows which setting to change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowLimit {
+    /// Most rows.
+    pub max: usize,
+    /// What sets it, e.g. `model 'synth-heavy' (models[].limits.max_rows)`.
+    pub source: String,
 }
 
 impl Default for DecodeLimits {
     /// 16 Mi elements per input, 64 Mi per request, 64 inputs and outputs,
-    /// rank 16.
+    /// rank 16, rows unlimited.
     fn default() -> Self {
         DecodeLimits {
             max_elements: 16 << 20,
@@ -34,6 +47,7 @@ impl Default for DecodeLimits {
             max_inputs: 64,
             max_outputs: 64,
             max_rank: 16,
+            max_rows: None,
         }
     }
 }
@@ -58,6 +72,18 @@ impl DecodeLimits {
             )));
         }
         Ok(count)
+    }
+
+    /// Checks the rows (leading dimension) a shape of input `input`
+    /// declares against [`Self::max_rows`].
+    pub fn check_rows(&self, input: &str, shape: &[usize]) -> Result<(), V2Error> {
+        match (&self.max_rows, shape.first()) {
+            (Some(limit), Some(&rows)) if rows > limit.max => Err(V2Error::TooLarge(format!(
+                "input '{input}' has {rows} rows; {} accepts at most {} rows per request",
+                limit.source, limit.max
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Adds `count` elements to a running request total, checking the
@@ -86,6 +112,21 @@ mod tests {
         assert_eq!(limits.check_shape("x", &[1, 1, 1, 1]).map_err(|e| e.status()), Err(413));
         let overflow = limits.check_shape("x", &[usize::MAX, 2]);
         assert!(matches!(overflow, Err(V2Error::ShapeOverflow { .. })));
+    }
+
+    #[test]
+    fn row_checks() {
+        let mut limits = DecodeLimits::default();
+        assert_eq!(limits.check_rows("x", &[1_000_000, 1]), Ok(()));
+        limits.max_rows = Some(RowLimit { max: 8, source: "model 'm' (models[].limits.max_rows)".into() });
+        assert_eq!(limits.check_rows("x", &[8, 64]), Ok(()));
+        assert_eq!(limits.check_rows("x", &[]), Ok(()));
+        let e = limits.check_rows("x", &[9, 64]).unwrap_err();
+        assert_eq!(e.status(), 413);
+        assert!(
+            e.to_string().contains("9 rows") && e.to_string().contains("models[].limits.max_rows"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -34,8 +34,10 @@ mod float16;
 pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
+pub mod outputs;
 pub mod request;
 pub mod response;
+pub mod size;
 pub mod validate;
 
 #[cfg(test)]
@@ -47,8 +49,9 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
-pub use limits::DecodeLimits;
+pub use limits::{DecodeLimits, RowLimit};
 pub use metadata::{model_config, model_metadata, server_metadata};
+pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
 pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,

@@ -164,6 +164,7 @@ pub fn decode_infer_request(
         };
         let shape = parse_shape(parsed.shape, &context, limits)?;
         let count = limits.check_shape(&name, &shape)?;
+        limits.check_rows(&name, &shape)?;
         total = limits.add_total(total, count)?;
         let params = object(parsed.parameters, "parameters", &context)?;
         if params.contains_key("shared_memory_region") {

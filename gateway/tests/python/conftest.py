@@ -24,10 +24,12 @@ def free_port() -> int:
 class Gateway:
     """A running gateway process."""
 
-    def __init__(self, config=None, extra_args=(), env=None):
+    def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None):
+        """`port`/`admin_port`: fixed ports (to restart a replica where its
+        peers expect it); free ones by default."""
         binary = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
-        self.port = free_port()
-        self.admin_port = free_port()
+        self.port = port or free_port()
+        self.admin_port = admin_port or free_port()
         self.url = f"127.0.0.1:{self.port}"
         self.base = f"http://{self.url}"
         args = [binary, "serve", "--listen", self.url, "--admin-listen", f"127.0.0.1:{self.admin_port}"]

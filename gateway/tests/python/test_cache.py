@@ -125,8 +125,8 @@ def test_l2_shares_across_gateways_encodings_and_ids(two_gateways, redis_server)
     assert again.headers["x-cache"] == "hit-l1"
     assert again.json()["id"] == "two"
     wait_for(lambda: redis_server.dbsize() == 1, what="the background L2 write")
-    keys = redis_server.cli("KEYS", "switchyard:v1:*").split()
-    assert len(keys) == 1 and len(keys[0]) == len("switchyard:v1:") + 64
+    keys = redis_server.cli("KEYS", "switchyard:v2:*").split()
+    assert len(keys) == 1 and len(keys[0]) == len("switchyard:v2:{}") + 64
     # Gateway B: the same tensors sent as binary are an L2 hit, then L1.
     from_b = binary_infer(b, 1)
     assert from_b.headers["x-cache"] == "hit-l2"
@@ -158,7 +158,7 @@ def test_ttl_expiry_in_both_tiers(tmp_path, redis_server):
         assert json_infer(a, 3).headers["x-cache"] == "miss"
         assert json_infer(a, 3).headers["x-cache"] == "hit-l1"
         wait_for(lambda: redis_server.dbsize() == 1, what="the background L2 write")
-        key = redis_server.cli("KEYS", "switchyard:v1:*")
+        key = redis_server.cli("KEYS", "switchyard:v2:*")
         assert 0 < int(redis_server.cli("PTTL", key)) <= 1000
         time.sleep(1.3)
         assert redis_server.dbsize() == 0, "Redis expired the entry"
@@ -261,7 +261,7 @@ def test_redis_outage_costs_no_requests_and_l2_comes_back(two_gateways, redis_se
 
     wait_for(written, timeout=10, what="L2 writes after the restart")
     assert stats(a)["cache"]["l2_breaker"] == "closed"
-    last = redis_server.cli("KEYS", "switchyard:v1:*").split()
+    last = redis_server.cli("KEYS", "switchyard:v2:*").split()
     assert last
     hits = [binary_infer(b, s).headers["x-cache"] for s in range(1001, seed + 1)]
     assert "hit-l2" in hits, hits

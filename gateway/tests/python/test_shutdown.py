@@ -136,3 +136,69 @@ def test_readiness_is_503_during_the_shutdown_notice(tmp_path):
             pass
     finally:
         gw.stop()
+
+
+def test_requests_cut_off_at_the_end_of_the_grace_period_are_reported(tmp_path):
+    """Requests still running when the grace period ends are cut off (an
+    infer call waiting on a slow V2 upstream, and a proxied call to a slow
+    app): the log says how many (and never that every accepted request was
+    answered), and each client sees its connection end without a response."""
+    from proxy_util import upstream_app
+
+    app, slow = upstream_app("app"), upstream_app("v2-slow", 10000)
+    config = write_config(tmp_path, f"""
+[server]
+shutdown_grace_s = 2
+
+[[upstreams]]
+name = "app"
+addrs = ["{app.addr}"]
+timeouts = {{ first_byte_ms = 30000, total_ms = 30000 }}
+
+[[upstreams]]
+name = "slow"
+kind = "v2"
+addrs = ["{slow.addr}"]
+timeouts = {{ first_byte_ms = 30000, total_ms = 30000 }}
+models = [{{ name = "slow-remote", model = "digits" }}]
+
+[[routes]]
+name = "slow"
+models = ["slow-remote"]
+budget_ms = {{ default = 30000, max = 30000 }}
+
+[[prefix_routes]]
+name = "app"
+prefix = "/apps/app/"
+upstream = "app"
+""")
+    gw = Gateway(config=config)
+    outcomes = {}
+
+    def call(name, method, url, **kw):
+        try:
+            outcomes[name] = requests.request(method, f"{gw.base}{url}", timeout=30, **kw).status_code
+        except requests.RequestException as e:
+            outcomes[name] = repr(e)
+
+    try:
+        callers = [
+            threading.Thread(target=call, args=("proxied", "GET", "/apps/app/slow?ms=10000")),
+            threading.Thread(target=call, args=("infer", "POST", "/v2/models/slow/infer"),
+                             kwargs={"json": infer_body(np.ones((1, 64)))}),
+        ]
+        for c in callers:
+            c.start()
+        time.sleep(0.7)
+        gw.proc.send_signal(signal.SIGTERM)
+        assert gw.proc.wait(timeout=30) == 0
+        for c in callers:
+            c.join(timeout=30)
+    finally:
+        gw.stop()
+        app.stop()
+        slow.stop()
+    log = gw.log_path.read_text()
+    assert all(isinstance(v, str) for v in outcomes.values()), f"10 s requests answered in a 2 s grace? {outcomes}"
+    assert "every accepted request was answered" not in log, log[-3000:]
+    assert "requests were cut off" in log and "cut_off=2" in log, log[-3000:]

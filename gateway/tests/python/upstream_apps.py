@@ -1,10 +1,14 @@
 """Small real upstream servers for the proxy tests, run as separate
 processes on loopback by the harness (`conftest.UpstreamApp`):
 
-    python upstream_apps.py app PORT           an HTTP app (echo, SSE, byte counter, streams, slow, status)
+    python upstream_apps.py app PORT           an HTTP app (echo, SSE, byte counter, streams, slow, status,
+                                               a head trickled byte by byte, a truncated body, the paths seen)
     python upstream_apps.py v2-slow PORT MS    a V2 server with the digits signature that answers after MS ms
     python upstream_apps.py v2-garbage PORT    a V2 server whose metadata is fine but whose answers are garbage
     python upstream_apps.py v2-other PORT      a V2 server whose model has another signature than digits
+    python upstream_apps.py v2-shapes PORT     a V2 server with the digits signature whose model `rows` answers
+                                               3 rows whatever it is asked, `dims` 9 probabilities, `rank`
+                                               a label of rank 2, and `good` one correct row
     python upstream_apps.py raw-garbage PORT   answers every request with bytes that are not HTTP
 
 Each prints "ready" once listening. Nothing here buffers a request body
@@ -22,6 +26,8 @@ from urllib.parse import parse_qs, urlparse
 
 REQUESTS = {"count": 0}
 LOCK = threading.Lock()
+# Every request target the app received, in order (GET /seen lists them).
+SEEN = []
 # /sse-gated sends its next event only after a /release.
 GATE = threading.Semaphore(0)
 
@@ -80,6 +86,8 @@ class App(Quiet):
 
     def handle_any(self):
         n = bump()
+        with LOCK:
+            SEEN.append(self.path)
         url = urlparse(self.path)
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         route = url.path
@@ -100,12 +108,23 @@ class App(Quiet):
         if route == "/release":
             GATE.release()
             return self.send_json(200, {"released": True})
+        if route == "/seen":
+            with LOCK:
+                return self.send_json(200, {"paths": list(SEEN)})
+        if route == "/trickle-head":
+            return self.trickle_head(float(q.get("interval", "1")))
+        if route == "/truncated":
+            return self.truncated()
         body = b"".join(self.body_chunks())
         if route == "/slow":
             time.sleep(int(q.get("ms", "500")) / 1000)
         if route == "/status":
             return self.send_json(int(q.get("code", "500")), {"error": "as asked", "n": n})
         extra = [("Cache-Control", q["cc"])] if "cc" in q else []
+        if "vary" in q:
+            extra.append(("Vary", q["vary"]))
+        if "setcookie" in q:
+            extra.append(("Set-Cookie", q["setcookie"]))
         extra.append(("Connection", "keep-alive, X-Hop"))
         extra.append(("X-Hop", "must not reach the client"))
         self.send_json(200, {
@@ -114,6 +133,30 @@ class App(Quiet):
             "body_len": len(body), "body_sha256": hashlib.sha256(body).hexdigest(),
             "pad": "x" * int(q.get("pad", "0")),
         }, extra)
+
+    def trickle_head(self, interval):
+        """A complete 200 head (declaring a 10-byte body) written one byte
+        per `interval` seconds, then the connection closes with no body: a
+        proxy whose timeout restarts at every read waits for all of it."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\n"
+        self.close_connection = True
+        try:
+            for byte in head:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(interval)
+        except OSError:
+            pass  # the proxy gave up: what it should do
+
+    def truncated(self):
+        """A 200 that declares 100 bytes, sends 10 and closes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.wfile.write(b"0123456789")
+        self.wfile.flush()
+        self.close_connection = True
 
     def stream(self, mb):
         self.send_response(200)
@@ -188,6 +231,8 @@ def v2_handler(mode, delay_ms):
                 self.end_headers()
                 return self.wfile.write(body)
             time.sleep(delay_ms / 1000)
+            if mode == "shapes":
+                return self.send_json(200, shaped_answer(self.path.split("/")[3]))
             # One row: label 7, probabilities one-hot on 7.
             probs = [0.0] * 10
             probs[7] = 1.0
@@ -196,6 +241,23 @@ def v2_handler(mode, delay_ms):
                 {"name": "probabilities", "datatype": "FP32", "shape": [1, 10], "data": probs},
             ]})
     return V2
+
+
+def shaped_answer(model):
+    """A well-formed V2 answer whose shapes are wrong in the way `model`
+    names (`rows`, `dims`, `rank`), or right (`good`, one row)."""
+    rows, width, label_shape = 1, 10, None
+    if model == "rows":
+        rows = 3
+    elif model == "dims":
+        width = 9
+    elif model == "rank":
+        label_shape = [1, 1, 1]
+    probs = ([0.0] * 7 + [1.0] + [0.0] * (width - 8)) * rows
+    return {"model_name": model, "outputs": [
+        {"name": "label", "datatype": "INT64", "shape": label_shape or [rows], "data": [7] * rows},
+        {"name": "probabilities", "datatype": "FP32", "shape": [rows, width], "data": probs},
+    ]}
 
 
 class RawGarbage(socketserver.StreamRequestHandler):
@@ -219,6 +281,8 @@ def main():
         server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("garbage", 0))
     elif kind == "v2-other":
         server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("other", 0))
+    elif kind == "v2-shapes":
+        server = ThreadingHTTPServer(("127.0.0.1", port), v2_handler("shapes", 0))
     elif kind == "raw-garbage":
         server = Threaded(("127.0.0.1", port), RawGarbage)
     else:

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Budget;
 use crate::config_issue::ConfigIssue;
 use crate::device_choice::choose_pool;
-use crate::evaluate::{fallbacks, find, next_candidate_or_shed, place_all, single, Placed};
+use crate::evaluate::{fallbacks, find, next_candidate_or_shed, place_all, place_every, single, Placed};
 use crate::fleet::{CandidateModel, FleetView};
 use crate::plan::{CascadeStep, Plan};
 use crate::predict::Estimator;
@@ -44,7 +44,9 @@ impl CascadePolicy {
     /// 1. Resolve the cheap and heavy models (configured names, or the
     ///    defaults documented on the fields, chosen among all candidates
     ///    whether available or not).
-    /// 2. Place every usable model on its best pool for the remaining budget.
+    /// 2. Place every usable model on its best pool for the remaining budget
+    ///    (a model whose pools are all paused counts only when no other
+    ///    model is usable; the heavy model counts even then).
     /// 3. Both usable: a cascade plan, reason `cascade`; the cheap model is
     ///    placed with the whole remaining budget, the heavy target is as
     ///    predicted now. Fallbacks: the cheap model's other pools, then the
@@ -55,9 +57,13 @@ impl CascadePolicy {
     ///    else `unavailable`.
     pub fn decide(&self, budget: Budget, fleet: &FleetView, estimator: &Estimator) -> Plan {
         let placed = place_all(fleet, budget.remaining(), estimator);
+        let every = place_every(fleet, budget.remaining(), estimator);
         let (cheap, heavy) = self.resolve(fleet);
         let cheap = cheap.and_then(|m| find(&placed, &m.name));
-        let heavy = heavy.and_then(|m| find(&placed, &m.name));
+        // Beside a usable cheap model, a paused heavy one still makes a
+        // cascade: the cheap answer comes first, and `after_cheap` does
+        // not escalate to a pool that does not fit (a stream may wait).
+        let heavy = heavy.and_then(|m| find(if cheap.is_some() { &every } else { &placed }, &m.name));
         match (cheap, heavy) {
             (Some(cheap), Some(heavy)) => {
                 let order: Vec<&Placed<'_>> =
@@ -85,7 +91,8 @@ impl CascadePolicy {
     ///    the cheap answer, reason `cascade_unavailable`.
     /// 3. Its prediction fits the remaining budget: escalate to that pool,
     ///    reason `cascade_escalate`.
-    /// 4. Otherwise accept the cheap answer, reason `cascade_no_budget`.
+    /// 4. Otherwise (a paused heavy pool never fits) accept the cheap
+    ///    answer, reason `cascade_no_budget`.
     pub fn after_cheap(
         &self,
         confidence: f32,
@@ -106,7 +113,10 @@ impl CascadePolicy {
 
     /// Step 1 of [`CascadePolicy::decide`]: the cheap and heavy candidates,
     /// if present in the fleet.
-    fn resolve<'a>(&self, fleet: &'a FleetView) -> (Option<&'a CandidateModel>, Option<&'a CandidateModel>) {
+    pub(super) fn resolve<'a>(
+        &self,
+        fleet: &'a FleetView,
+    ) -> (Option<&'a CandidateModel>, Option<&'a CandidateModel>) {
         let cheap = match &self.cheap {
             Some(name) => fleet.find(name),
             None => fleet.candidates.iter().enumerate().min_by(|(ia, a), (ib, b)| {

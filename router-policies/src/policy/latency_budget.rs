@@ -3,6 +3,7 @@
 //! not a confidence score, should decide.
 
 use std::cmp::Ordering;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +58,8 @@ impl LatencyBudgetPolicy {
     ///    already spent (reason `budget_exhausted`) or when its prediction
     ///    exceeds `remaining * (1 + shed_margin)` (reason `shed`); an infinite
     ///    margin never sheds. Retry-After is that option's queue wait: the
-    ///    time until its backlog has drained.
+    ///    time until its backlog has drained (the minimum for a paused
+    ///    pool, whose resume time is unknown).
     /// 5. Else run it, reason `budget_fastest`.
     ///
     /// Fallbacks: the chosen model's other pools, then the other models in
@@ -73,7 +75,9 @@ impl LatencyBudgetPolicy {
             return single(first, &placed, Reason::BudgetFit);
         }
         let never_shed = self.shed_margin.is_infinite() && self.shed_margin > 0.0;
-        let drain = first.choice.prediction.queue_wait;
+        // A paused pool's resume time is unknown: the shortest hint.
+        let drain =
+            if first.choice.is_paused() { Duration::ZERO } else { first.choice.prediction.queue_wait };
         if !never_shed && budget.is_exhausted() {
             return shed(drain, Reason::BudgetExhausted);
         }

@@ -15,6 +15,7 @@
 mod cascade;
 mod fixed;
 mod latency_budget;
+mod pressure;
 mod weighted;
 
 pub use cascade::CascadePolicy;

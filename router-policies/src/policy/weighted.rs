@@ -121,7 +121,7 @@ impl WeightedPolicy {
 }
 
 /// An entry's usable share: its weight when finite and > 0, else 0.
-fn share(entry: &ModelWeight) -> f64 {
+pub(super) fn share(entry: &ModelWeight) -> f64 {
     if entry.weight.is_finite() && entry.weight > 0.0 {
         entry.weight
     } else {

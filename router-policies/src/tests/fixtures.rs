@@ -23,6 +23,7 @@ pub fn pool(name: &str, device: Device, cost: f64, batch_ms: u64) -> PoolView {
         name: name.to_string(),
         device,
         available: true,
+        paused: false,
         workers: 1,
         queue_depth: 0,
         in_flight: 0,

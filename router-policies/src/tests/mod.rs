@@ -7,6 +7,8 @@ mod device_choice;
 mod fixed;
 mod fixtures;
 mod latency_budget;
+mod paused;
 mod predict;
+mod pressure;
 mod simulation;
 mod weighted;

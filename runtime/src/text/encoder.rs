@@ -109,22 +109,50 @@ impl TextEncoder {
     /// `[N]` / `[N, 1]` with N >= 1, or a string that is not UTF-8. Texts
     /// longer than `max_length` tokens are truncated, not refused.
     pub fn encode(&self, model: &str, req: InferenceRequest) -> Result<InferenceRequest, RuntimeError> {
+        self.encode_within(model, req, usize::MAX)
+    }
+
+    /// [`Self::encode`], refusing (`TooLarge`, setting `max_tokens`) a
+    /// request whose texts hold more than `max_tokens` tokens in all, after
+    /// truncation; counted as the texts are tokenised, so the refusal
+    /// comes before the rest is tokenised. Only the first
+    /// `max_length x` [`PREFIX_BYTES_PER_TOKEN`] bytes of a text are
+    /// tokenised (cut at whitespace; see [`prefix`]).
+    pub fn encode_within(
+        &self,
+        model: &str,
+        req: InferenceRequest,
+        max_tokens: usize,
+    ) -> Result<InferenceRequest, RuntimeError> {
         let texts = self.texts(model, &req)?;
-        let encodings = texts
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let text = std::str::from_utf8(text).map_err(|e| {
-                    self.invalid(
-                        model,
-                        format!("element {i} is not UTF-8 text (invalid byte at offset {})", e.valid_up_to()),
-                    )
-                })?;
-                self.tokenizer
-                    .encode_fast(text, true)
-                    .map_err(|e| self.invalid(model, format!("element {i}: {e}")))
-            })
-            .collect::<Result<Vec<Encoding>, RuntimeError>>()?;
+        let mut encodings: Vec<Encoding> = Vec::with_capacity(texts.len());
+        let mut tokens = 0usize;
+        for (i, text) in texts.iter().enumerate() {
+            let text = std::str::from_utf8(text).map_err(|e| {
+                self.invalid(
+                    model,
+                    format!("element {i} is not UTF-8 text (invalid byte at offset {})", e.valid_up_to()),
+                )
+            })?;
+            let text = prefix(text, self.spec.max_length.saturating_mul(PREFIX_BYTES_PER_TOKEN));
+            let encoding = self
+                .tokenizer
+                .encode_fast(text, true)
+                .map_err(|e| self.invalid(model, format!("element {i}: {e}")))?;
+            tokens = tokens.saturating_add(encoding.len());
+            if tokens > max_tokens {
+                return Err(RuntimeError::TooLarge {
+                    model: model.into(),
+                    reason: format!(
+                        "the request's first {} texts already hold {tokens} tokens (after truncation to {}), more than the {max_tokens} tokens one request may carry",
+                        i + 1,
+                        self.spec.max_length
+                    ),
+                    setting: "max_tokens",
+                });
+            }
+            encodings.push(encoding);
+        }
         let length = encodings.iter().map(Encoding::len).max().unwrap_or(0).max(1);
         let inputs = self
             .feeds
@@ -221,6 +249,29 @@ impl TextEncoder {
 
     fn invalid(&self, model: &str, reason: String) -> RuntimeError {
         RuntimeError::InvalidData { model: model.into(), input: self.spec.input.clone(), reason }
+    }
+}
+
+/// Bytes of text tokenised per token of `max_length`: a text longer than
+/// `max_length x 512` bytes is cut before tokenising (its tokens past
+/// `max_length` are dropped anyway), so one long document costs a bounded
+/// amount of tokeniser work and memory. Real text averages under 10 bytes
+/// per token; only a text whose first `max_length x 512` bytes hold fewer
+/// than `max_length` tokens (e.g. mostly whitespace) is encoded
+/// differently than without the cut.
+pub const PREFIX_BYTES_PER_TOKEN: usize = 512;
+
+/// The first `limit` bytes of `text`, or less: cut at the last whitespace
+/// before the limit (so no word is split), else at a character boundary.
+pub fn prefix(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let cut = text.floor_char_boundary(limit);
+    let head = &text[..cut];
+    match head.rfind(char::is_whitespace) {
+        Some(space) if space > 0 => &head[..space],
+        _ => head,
     }
 }
 

@@ -12,6 +12,12 @@
 //! is validated and queued (a large request on tokio's blocking pool), so
 //! the pool workers only run the model.
 //!
+//! Limits: the repository refuses a request with more texts than the
+//! model's row limit before anything is tokenised; the encoder counts
+//! tokens as it goes and refuses past the token limit
+//! ([`crate::limits`]), and tokenises only a bounded prefix of each text
+//! ([`prefix`]).
+//!
 //! Batching: a batch needs one sequence length. Each request is padded to
 //! its own longest text; the batcher groups requests by length bucket
 //! ([`TextSpec::buckets`]: a request of 12 tokens and one of 15 share bucket
@@ -24,7 +30,7 @@ mod encoder;
 #[cfg(test)]
 mod tests;
 
-pub use encoder::TextEncoder;
+pub use encoder::{prefix, TextEncoder, PREFIX_BYTES_PER_TOKEN};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,12 +99,14 @@ impl TextSpec {
     }
 }
 
-/// Runs `encoder` on `req`: inline when its text is small, else on tokio's
-/// blocking pool (see [`INLINE_TEXT_BYTES`]).
+/// Runs `encoder` on `req` with at most `max_tokens` tokens in all (see
+/// [`TextEncoder::encode_within`]): inline when its text is small, else on
+/// tokio's blocking pool (see [`INLINE_TEXT_BYTES`]).
 pub async fn encode_request(
     encoder: &Arc<TextEncoder>,
     model: &str,
     req: InferenceRequest,
+    max_tokens: usize,
 ) -> Result<InferenceRequest, RuntimeError> {
     let text_bytes: usize = req
         .inputs
@@ -109,13 +117,15 @@ pub async fn encode_request(
         })
         .sum();
     if text_bytes <= INLINE_TEXT_BYTES {
-        return encoder.encode(model, req);
+        return encoder.encode_within(model, req, max_tokens);
     }
     let (encoder, owned_model) = (Arc::clone(encoder), model.to_string());
-    tokio::task::spawn_blocking(move || encoder.encode(&owned_model, req)).await.unwrap_or_else(|e| {
-        Err(RuntimeError::Execution {
-            model: model.to_string(),
-            reason: format!("tokenizer task failed: {e}"),
+    tokio::task::spawn_blocking(move || encoder.encode_within(&owned_model, req, max_tokens))
+        .await
+        .unwrap_or_else(|e| {
+            Err(RuntimeError::Execution {
+                model: model.to_string(),
+                reason: format!("tokenizer task failed: {e}"),
+            })
         })
-    })
 }

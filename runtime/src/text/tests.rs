@@ -214,3 +214,30 @@ fn public_signature_is_one_bytes_input_and_the_graph_outputs() {
     );
     assert_eq!(public.outputs, g.outputs);
 }
+
+#[test]
+fn tokens_past_the_limit_are_too_large_before_the_rest_is_tokenised() {
+    let enc = encoder(12, vec![12]);
+    // "the cat sat" = [CLS] the cat sat [SEP]: 5 tokens per text.
+    let ok = enc.encode_within("m", texts(&["the cat sat", "the cat sat"]), 10).unwrap();
+    assert_eq!(rows(&ok, "input_ids").len(), 2);
+    let e = enc.encode_within("m", texts(&["the cat sat", "the cat sat", "the"]), 10).unwrap_err();
+    assert_eq!((e.class(), e.label()), (ErrorClass::TooLarge, "too_large"));
+    assert!(e.to_string().contains("13 tokens") && e.to_string().contains("limits.max_tokens"), "{e}");
+    // Truncated tokens do not count: 200 words are 12 tokens.
+    let long = "the ".repeat(200);
+    assert!(enc.encode_within("m", texts(&[&long]), 12).is_ok());
+}
+
+#[test]
+fn only_a_prefix_of_a_long_text_is_tokenised_cut_at_whitespace() {
+    assert_eq!(prefix("short", 10), "short");
+    assert_eq!(prefix("the cat sat on", 10), "the cat");
+    assert_eq!(prefix("unbreakable words", 5), "unbre");
+    assert_eq!(prefix("café", 4), "caf", "never inside a character");
+    let enc = encoder(12, vec![12]);
+    let huge = "the cat ".repeat(100_000);
+    let out = enc.encode("m", texts(&[&huge, &"the cat ".repeat(20)])).unwrap();
+    let ids = rows(&out, "input_ids");
+    assert_eq!(ids[0], ids[1], "a cut text encodes like any text past max_length");
+}

@@ -45,6 +45,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
         idle_unload: None,
         warmup: false,
         text: None,
+        limits: Default::default(),
     }
 }
 

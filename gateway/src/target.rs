@@ -1,7 +1,7 @@
 //! Resolves the name in `/v2/models/{name}` to what serves it: a route
 //! (one public name over several models) or a model addressed directly.
 
-use crate::config::Config;
+use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::upstream::Catalog;
 use switchyard_runtime::ModelSignature;
@@ -24,6 +24,11 @@ impl Target {
     /// (most accurate) one.
     pub fn default_model(&self) -> &str {
         self.models.last().map_or(self.public_name.as_str(), String::as_str)
+    }
+
+    /// The route's config when the name is a route of `config`.
+    pub fn route<'c>(&self, config: &'c Config) -> Option<&'c RouteConfig> {
+        self.is_route.then(|| config.route(&self.public_name)).flatten()
     }
 }
 

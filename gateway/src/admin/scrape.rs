@@ -3,8 +3,8 @@
 //! the response cache ([`crate::cache::stats::CacheSnapshot`]) and the
 //! routing decisions ([`crate::routing::decisions::DecisionCounters`]).
 
-use super::family::Family;
 use crate::cache::stats::CacheSnapshot;
+use crate::metrics::family::Family;
 use crate::routing::decisions::DecisionKey;
 use prometheus::proto::MetricFamily;
 use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
@@ -46,6 +46,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
             ),
             |p| f64::from(u8::from(p.available)),
         ),
+        (
+            Family::gauge(
+                "switchyard_pool_paused",
+                "1 while an operator has paused the pool (admin API), else 0.",
+                POOL,
+            ),
+            |p| f64::from(u8::from(p.paused)),
+        ),
         (Family::counter("switchyard_pool_requests_total", "Requests accepted into the queue.", POOL), |p| {
             p.requests as f64
         }),
@@ -58,7 +66,7 @@ fn pool_scalars() -> Vec<PoolScalar> {
         (
             Family::counter(
                 "switchyard_pool_cancelled_total",
-                "Requests dropped before execution because the client went away.",
+                "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,
             ),
             |p| p.cancelled as f64,
@@ -211,6 +219,16 @@ pub fn cache_families(c: &CacheSnapshot) -> Vec<MetricFamily> {
             "switchyard_cache_l2_decode_errors_total",
             "L2 values that could not be decoded.",
             c.l2_decode_errors,
+        ),
+        (
+            "switchyard_cache_fleet_waits_total",
+            "Misses that waited for another replica computing the same request (fleet_coalesce).",
+            c.fleet_waits,
+        ),
+        (
+            "switchyard_cache_fleet_served_total",
+            "Fleet waits answered by the other replica (the rest computed their own).",
+            c.fleet_served,
         ),
     ];
     let mut out = vec![hits, misses];

@@ -8,6 +8,7 @@
 
 use super::cache::PrefixCache;
 use crate::config::{PrefixRouteConfig, ProxyConfig};
+use crate::reply::Reply;
 use crate::upstream::{Upstream, Upstreams};
 use std::sync::Arc;
 
@@ -75,7 +76,22 @@ impl PrefixRoutes {
         PrefixRoutes { routes }
     }
 
-    /// The route serving `path`, if any.
+    /// The route serving a request for `path`, if any; a 400 reply when
+    /// the path has a dot-segment (module docs). Called before anything
+    /// else routes the request.
+    pub fn route(&self, path: &str) -> Result<Option<&Arc<PrefixRoute>>, Reply> {
+        if has_dot_segment(path) {
+            let message = "the request path has a dot-segment ('.' or '..', also percent-encoded): \
+                           send the path normalised";
+            let mut reply = Reply::json_value(400, &serde_json::json!({ "error": message }));
+            reply.error_label = Some("bad_path");
+            return Err(reply);
+        }
+        Ok(self.find(path))
+    }
+
+    /// The route serving `path`, if any (no dot-segment check: see
+    /// [`PrefixRoutes::route`]).
     pub fn find(&self, path: &str) -> Option<&Arc<PrefixRoute>> {
         if self.routes.is_empty() || path == "/v2" || path.starts_with("/v2/") {
             return None;
@@ -87,6 +103,44 @@ impl PrefixRoutes {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<PrefixRoute>> {
         self.routes.iter()
     }
+}
+
+/// Whether `path` has a dot-segment, decoded as the module docs say.
+pub fn has_dot_segment(path: &str) -> bool {
+    if !path.contains('.') && !path.contains('%') {
+        return false;
+    }
+    path.split('/').any(|segment| {
+        let decoded = decode_for_dots(segment);
+        decoded.split('/').any(|piece| {
+            let name = piece.split(';').next().unwrap_or(piece);
+            name == "." || name == ".."
+        })
+    })
+}
+
+/// `segment` with `%2e` decoded to `.`, and `%2f`, `%5c` and `\` to `/`;
+/// every other byte (and escape) unchanged.
+fn decode_for_dots(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = String::with_capacity(segment.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escape = bytes.get(i..i + 3).filter(|e| e[0] == b'%').map(|e| e[1..].to_ascii_lowercase());
+        match escape.as_deref() {
+            Some(b"2e") => out.push('.'),
+            Some(b"2f") | Some(b"5c") => out.push('/'),
+            _ => {
+                // Escapes and UTF-8 sequences are copied through unchanged.
+                let c = segment[i..].chars().next().unwrap_or('\u{fffd}');
+                out.push(if c == '\\' { '/' } else { c });
+                i += c.len_utf8();
+                continue;
+            }
+        }
+        i += 3;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -114,6 +168,32 @@ mod tests {
         assert_eq!(r.find("/apps/a/deeper").unwrap().config.name, "a", "segments, not characters");
         assert!(r.find("/apps/ab").is_none());
         assert!(r.find("/v2/models/m").is_none());
+    }
+
+    #[test]
+    fn dot_segments_are_refused_in_every_spelling() {
+        for path in [
+            "/apps/a/../../secret",
+            "/apps/a/..",
+            "/apps/a/./x",
+            "/apps/a/%2e%2E/x",
+            "/apps/a/.%2e/x",
+            "/apps/a/..%2fx",
+            "/apps/a/x%2F..%2Fy",
+            "/apps/a/..%5cx",
+            "/apps/a/..\\x",
+            "/apps/a/..;jsessionid=1/x",
+            "/..",
+        ] {
+            assert!(has_dot_segment(path), "{path}");
+            assert!(routes("").route(path).is_err(), "{path}");
+        }
+        for path in
+            ["/apps/a/x", "/apps/a/a.b/..c/c../.hidden", "/apps/a/x%2Fy", "/apps/a/%252e%252e", "/", "/é/.."]
+        {
+            assert_eq!(has_dot_segment(path), path.ends_with(".."), "{path}");
+        }
+        assert_eq!(routes("").route("/apps/a/x").unwrap().unwrap().config.name, "a");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! In the fleet view an upstream model is a candidate with one pool, named
 //! after its upstream, on device `upstream`:
 //! - available: its signature is known and compatible, and some address
-//!   can take a request ([`super::select::eligible`]: health checks pass,
+//!   can take a request ([`crate::upstream::select::eligible`]: health checks pass,
 //!   or all fail; breaker closed or probing);
 //! - latency: one bucket with the lowest peak-EWMA latency among its
 //!   usable addresses (what the address selection will most likely get;
@@ -16,11 +16,10 @@
 //! - `cost` and `quality` from the upstream model's config, else the same
 //!   route-position defaults as local models.
 
-use super::registry::{RemoteModel, Upstream, Upstreams};
-use super::v2_call;
-use crate::routing::backend::{Backend, RuntimeBackend};
+use super::backend::{Backend, RuntimeBackend};
 use crate::snapshot::Snapshot;
-use crate::state::AppState;
+use crate::upstream::registry::{RemoteModel, Upstream, Upstreams};
+use crate::upstream::v2_call;
 use router_policies::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
 use std::future::Future;
 use std::time::Instant;
@@ -35,12 +34,14 @@ pub struct MixedBackend<'a> {
 }
 
 impl<'a> MixedBackend<'a> {
-    /// The backend for one request under `config`; upstream calls and
-    /// their retries end by `deadline` (arrival + budget).
-    pub fn new(state: &'a AppState, snap: &'a Snapshot, deadline: Instant) -> MixedBackend<'a> {
+    /// The backend for one request under `snap`'s config and models and
+    /// the running `upstreams`; upstream calls and their retries end by
+    /// `deadline` (arrival + budget), and so does a local request's wait on
+    /// a paused pool.
+    pub fn new(snap: &'a Snapshot, upstreams: &'a Upstreams, deadline: Instant) -> MixedBackend<'a> {
         MixedBackend {
-            local: RuntimeBackend { repo: &snap.repo, config: &snap.config },
-            upstreams: &state.upstreams,
+            local: RuntimeBackend { repo: &snap.repo, config: &snap.config, deadline: Some(deadline) },
+            upstreams,
             deadline,
         }
     }
@@ -83,7 +84,7 @@ impl Backend for MixedBackend<'_> {
 
 /// The fleet-view candidate of an upstream model (see the module docs).
 pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now: Instant) -> CandidateModel {
-    let ok = super::select::eligible(&upstream.addresses, now);
+    let ok = crate::upstream::select::eligible(&upstream.addresses, now);
     let usable: Vec<_> = upstream.addresses.iter().zip(ok).filter(|(_, ok)| *ok).map(|(a, _)| a).collect();
     let best = usable.iter().filter_map(|a| a.latency(now)).min_by_key(|l| l.estimate);
     let latency = LatencyModel {
@@ -96,6 +97,7 @@ pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now:
         name: upstream.config.name.clone(),
         device: Device::Upstream,
         available: !usable.is_empty(),
+        paused: false,
         workers: 1,
         queue_depth: 0,
         in_flight: 0,

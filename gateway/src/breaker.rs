@@ -1,8 +1,9 @@
-//! A circuit breaker for L2 (Redis): after `failures_to_open` consecutive
-//! failures or timeouts, L2 is skipped for `cool_down`; then one request
+//! A circuit breaker for a dependency that can fail or hang (the Redis L2,
+//! an upstream address): after `failures_to_open` consecutive failures or
+//! timeouts, the dependency is skipped for `cool_down`; then one request
 //! probes it. A success closes the breaker, a failure re-opens it.
 //!
-//! This keeps a down or slow Redis from adding a timeout to every request:
+//! This keeps a down or slow dependency from adding a timeout to every request:
 //! only the few requests that open the breaker, and one probe per
 //! cool-down, pay it. The state machine is pure and synchronous (time is
 //! passed in), so it is tested without a Redis.

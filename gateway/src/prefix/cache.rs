@@ -3,38 +3,34 @@
 //!
 //! Key (blake3, every field length-prefixed so the encoding is
 //! prefix-free): layout version, route and upstream names, method, path
-//! and query as the client sent them, each configured request header
-//! (name, value count, values in order), and the request body.
+//! and query as the client sent them, the client's `Host` (the upstream
+//! sees it as `X-Forwarded-Host`, or as `Host` with `preserve_host`), each
+//! configured request header (name, value count, values in order), and
+//! the request body. The rest of what the upstream sees is fixed by the
+//! route, or is the client's address (`X-Forwarded-For`), which an
+//! upstream that answers by address must mark `private`.
 //!
 //! A request is looked up when its method is listed, the client did not
 //! send `Cache-Control: no-store` (`no-cache`: not read, refreshed), and its
 //! body is known to fit `max_body_bytes` (`Content-Length`, or no body).
 //! Other requests pass through untouched (`x-cache: bypass`).
 //!
-//! A response is stored ([`PrefixCache::response_ttl`]) only when:
-//! 1. its status is 200 (errors and partial content never);
-//! 2. it has no `Set-Cookie`, no `Cache-Control: no-store / no-cache /
-//!    private`, and no `Vary` beyond the keyed headers (`Vary: *` never);
-//! 3. it is marked cacheable (`s-maxage` or `max-age` > 0, or `public`),
-//!    or the route sets `force = true`;
-//! 4. its body fits `max_entry_bytes`.
-//!
-//! The entry lives for the route's `ttl_s`, or less when the response's
-//! `s-maxage` / `max-age` says so.
+//! What may be stored and whom an entry may answer (credentials, `Vary`,
+//! `private`...): [`super::cache_policy`]. A stored body also fits
+//! `max_entry_bytes`.
 
+use super::sharing::Sharing;
 use crate::config::proxy_types::PrefixCacheConfig;
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, SET_COOKIE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use moka::future::Cache;
 use moka::Expiry;
-use pingora::http::ResponseHeader;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Version of the key layout.
-const KEY_LAYOUT: &[u8] = b"switchyard-prefix-cache-v1";
+const KEY_LAYOUT: &[u8] = b"switchyard-prefix-cache-v2";
 
 /// Bytes counted per entry besides its body and headers.
 const ENTRY_OVERHEAD: usize = 256;
@@ -50,6 +46,8 @@ pub struct CachedResponse {
     pub body: Bytes,
     /// How long it is served.
     pub ttl: Duration,
+    /// Which requests with unkeyed credentials it may answer.
+    pub sharing: Sharing,
 }
 
 impl CachedResponse {
@@ -106,6 +104,23 @@ impl std::fmt::Debug for PrefixCache {
     }
 }
 
+/// What a request's key is made of (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestKey<'a> {
+    /// The route's upstream.
+    pub upstream: &'a str,
+    /// The request method.
+    pub method: &'a Method,
+    /// Path and query as the client sent them.
+    pub path_and_query: &'a str,
+    /// The client's `Host`, when sent.
+    pub host: Option<&'a str>,
+    /// The request's headers (only the configured ones are keyed).
+    pub headers: &'a HeaderMap,
+    /// The request body.
+    pub body: &'a [u8],
+}
+
 /// Appends a length-prefixed field to the hasher.
 fn field(h: &mut blake3::Hasher, bytes: &[u8]) {
     h.update(&(bytes.len() as u64).to_le_bytes());
@@ -129,20 +144,22 @@ impl PrefixCache {
     }
 
     /// The key of a request (see the module docs).
-    pub fn key(
-        &self,
-        upstream: &str,
-        method: &Method,
-        path_and_query: &str,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> [u8; 32] {
+    pub fn key(&self, request: &RequestKey<'_>) -> [u8; 32] {
+        // Destructured: a new field does not build until it is keyed.
+        let RequestKey { upstream, method, path_and_query, host, headers, body } = *request;
         let mut h = blake3::Hasher::new();
         field(&mut h, KEY_LAYOUT);
         field(&mut h, self.route.as_bytes());
         field(&mut h, upstream.as_bytes());
         field(&mut h, method.as_str().as_bytes());
         field(&mut h, path_and_query.as_bytes());
+        match host {
+            Some(host) => field(&mut h, host.to_ascii_lowercase().as_bytes()),
+            // A length no field can have: no host differs from an empty one.
+            None => {
+                h.update(&u64::MAX.to_le_bytes());
+            }
+        }
         h.update(&(self.config.headers.len() as u64).to_le_bytes());
         for name in &self.config.headers {
             field(&mut h, name.as_str().as_bytes());
@@ -171,44 +188,6 @@ impl PrefixCache {
     pub fn entries(&self) -> u64 {
         self.store.entry_count()
     }
-
-    /// How long `resp` may be served from the cache; `None` when it must
-    /// not be stored (rules 1-3 of the module docs).
-    pub fn response_ttl(&self, resp: &ResponseHeader) -> Option<Duration> {
-        if resp.status != http::StatusCode::OK || resp.headers.contains_key(SET_COOKIE) {
-            return None;
-        }
-        for vary in resp.headers.get_all(VARY) {
-            let text = vary.to_str().ok()?;
-            for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                if name == "*" || !self.config.headers.iter().any(|k| k.as_str().eq_ignore_ascii_case(name)) {
-                    return None;
-                }
-            }
-        }
-        let (mut max_age, mut s_maxage, mut public) = (None, None, false);
-        for value in resp.headers.get_all(CACHE_CONTROL) {
-            for directive in value.to_str().ok()?.split(',') {
-                let mut parts = directive.trim().splitn(2, '=');
-                let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-                let seconds = parts.next().and_then(|v| v.trim().trim_matches('"').parse::<u64>().ok());
-                match name.as_str() {
-                    "no-store" | "no-cache" | "private" => return None,
-                    "public" => public = true,
-                    "max-age" => max_age = seconds,
-                    "s-maxage" => s_maxage = seconds,
-                    _ => {}
-                }
-            }
-        }
-        let ttl = match s_maxage.or(max_age) {
-            Some(0) => return None,
-            Some(s) => Duration::from_secs(s).min(self.config.ttl),
-            None if public || self.config.force => self.config.ttl,
-            None => return None,
-        };
-        Some(ttl)
-    }
 }
 
 #[cfg(test)]
@@ -230,56 +209,33 @@ mod tests {
         )
     }
 
-    fn response(status: u16, headers: &[(&str, &str)]) -> ResponseHeader {
-        let mut r = ResponseHeader::build(status, None).unwrap();
-        for (n, v) in headers {
-            r.append_header(n.to_string(), *v).unwrap();
-        }
-        r
-    }
-
     #[test]
-    fn keys_cover_method_path_keyed_headers_and_body_only() {
+    fn keys_cover_method_path_host_keyed_headers_and_body_only() {
         let c = cache(false);
         let mut h = HeaderMap::new();
-        let base = c.key("u", &Method::POST, "/x?a=1", &h, b"{}");
-        assert_ne!(base, c.key("u", &Method::GET, "/x?a=1", &h, b"{}"));
-        assert_ne!(base, c.key("u", &Method::POST, "/x?a=2", &h, b"{}"));
-        assert_ne!(base, c.key("u", &Method::POST, "/x?a=1", &h, b"{ }"));
-        assert_ne!(base, c.key("v", &Method::POST, "/x?a=1", &h, b"{}"));
+        let key = |upstream, method: &Method, path_and_query, host, headers: &HeaderMap, body: &[u8]| {
+            c.key(&RequestKey { upstream, method, path_and_query, host, headers, body })
+        };
+        let base = key("u", &Method::POST, "/x?a=1", Some("a.example"), &h, b"{}");
+        assert_ne!(base, key("u", &Method::GET, "/x?a=1", Some("a.example"), &h, b"{}"));
+        assert_ne!(base, key("u", &Method::POST, "/x?a=2", Some("a.example"), &h, b"{}"));
+        assert_ne!(base, key("u", &Method::POST, "/x?a=1", Some("a.example"), &h, b"{ }"));
+        assert_ne!(base, key("v", &Method::POST, "/x?a=1", Some("a.example"), &h, b"{}"));
+        assert_ne!(base, key("u", &Method::POST, "/x?a=1", Some("b.example"), &h, b"{}"), "host");
+        assert_ne!(base, key("u", &Method::POST, "/x?a=1", None, &h, b"{}"), "no host");
+        assert_ne!(
+            key("u", &Method::GET, "/", Some(""), &h, b""),
+            key("u", &Method::GET, "/", None, &h, b"")
+        );
+        assert_eq!(base, key("u", &Method::POST, "/x?a=1", Some("A.Example"), &h, b"{}"), "host case");
         h.insert("user-agent", HeaderValue::from_static("curl"));
-        assert_eq!(base, c.key("u", &Method::POST, "/x?a=1", &h, b"{}"), "unkeyed header");
+        assert_eq!(base, key("u", &Method::POST, "/x?a=1", Some("a.example"), &h, b"{}"), "unkeyed header");
         h.insert("accept", HeaderValue::from_static("text/plain"));
-        assert_ne!(base, c.key("u", &Method::POST, "/x?a=1", &h, b"{}"), "keyed header");
+        assert_ne!(base, key("u", &Method::POST, "/x?a=1", Some("a.example"), &h, b"{}"), "keyed header");
         // Prefix-free: moving bytes between path and body changes the key.
-        assert_ne!(c.key("u", &Method::GET, "/ab", &h, b"c"), c.key("u", &Method::GET, "/a", &h, b"bc"));
-    }
-
-    #[test]
-    fn only_marked_or_forced_200s_are_stored() {
-        let c = cache(false);
-        let ttl = |h: &[(&str, &str)]| c.response_ttl(&response(200, h));
-        assert_eq!(ttl(&[("cache-control", "max-age=5")]), Some(Duration::from_secs(5)));
-        assert_eq!(
-            ttl(&[("cache-control", "public, max-age=600, s-maxage=9")]),
-            Some(Duration::from_secs(9))
+        assert_ne!(
+            key("u", &Method::GET, "/ab", None, &h, b"c"),
+            key("u", &Method::GET, "/a", None, &h, b"bc")
         );
-        assert_eq!(ttl(&[("cache-control", "max-age=600")]), Some(Duration::from_secs(60)), "route ttl caps");
-        assert_eq!(ttl(&[("cache-control", "public")]), Some(Duration::from_secs(60)));
-        assert_eq!(ttl(&[]), None, "unmarked");
-        assert_eq!(ttl(&[("cache-control", "max-age=0")]), None);
-        assert_eq!(ttl(&[("cache-control", "private, max-age=60")]), None);
-        assert_eq!(ttl(&[("cache-control", "max-age=60"), ("set-cookie", "a=b")]), None);
-        assert_eq!(
-            ttl(&[("cache-control", "max-age=60"), ("vary", "Accept")]),
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(ttl(&[("cache-control", "max-age=60"), ("vary", "Accept, Cookie")]), None);
-        assert_eq!(c.response_ttl(&response(500, &[("cache-control", "max-age=60")])), None, "never errors");
-        assert_eq!(c.response_ttl(&response(206, &[("cache-control", "max-age=60")])), None);
-        let forced = cache(true);
-        assert_eq!(forced.response_ttl(&response(200, &[])), Some(Duration::from_secs(60)));
-        assert_eq!(forced.response_ttl(&response(200, &[("cache-control", "no-store")])), None);
-        assert_eq!(forced.response_ttl(&response(404, &[])), None);
     }
 }

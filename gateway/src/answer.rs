@@ -1,0 +1,51 @@
+//! The answer to an inference request and how it was reached: the
+//! outputs, and the model, pool, reason and budget behind them. What
+//! routing returns, the cache stores, and every front end encodes; kept at
+//! the bottom so each of them may use it.
+
+use switchyard_runtime::Tensor;
+
+/// The final answer to an inference request, and how it was reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The model that produced the outputs.
+    pub model: String,
+    /// Its version.
+    pub version: u64,
+    /// The device of the pool that ran it (`cpu`, `cuda`).
+    pub device: String,
+    /// The pool that ran it.
+    pub pool: String,
+    /// Why this model and pool were chosen (a low-cardinality label,
+    /// `router_policies::Reason::as_str`).
+    pub reason: String,
+    /// Rows in the batch that executed it.
+    pub batch_size: usize,
+    /// The requested outputs, in order.
+    pub outputs: Vec<(String, Tensor)>,
+    /// The request's latency budget in ms (route default or the client's
+    /// ask, clamped to the route maximum).
+    pub budget_ms: u64,
+    /// True when the policy chose this answer under pressure and would
+    /// have answered with another model without it (a tight budget, a
+    /// busy or unavailable model; [`router_policies::PolicyConfig::is_degraded`]). Such an
+    /// answer is never cached and is shared only with identical in-flight
+    /// requests whose budget is no larger ([`crate::cache`]).
+    pub degraded: bool,
+}
+
+impl Answer {
+    /// The V2 response `parameters` saying which model and device answered
+    /// (`switchyard_model`, `_device`, `_pool`, `_reason`, ...).
+    pub fn explain(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("switchyard_model".into(), self.model.clone().into());
+        map.insert("switchyard_model_version".into(), self.version.into());
+        map.insert("switchyard_device".into(), self.device.clone().into());
+        map.insert("switchyard_pool".into(), self.pool.clone().into());
+        map.insert("switchyard_reason".into(), self.reason.clone().into());
+        map.insert("switchyard_batch_size".into(), self.batch_size.into());
+        map.insert("switchyard_budget_ms".into(), self.budget_ms.into());
+        map
+    }
+}
