@@ -194,6 +194,7 @@ impl MappedModel {
             idle_unload: defaults.idle_unload,
             warmup: defaults.warmup,
             text: None,
+            limits: crate::limits::RequestLimits::default(),
         }
     }
 }
