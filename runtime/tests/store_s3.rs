@@ -243,3 +243,79 @@ fn a_missing_model_file_in_the_store_is_not_found() {
         assert_eq!(err.class(), ErrorClass::NotFound);
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_download_never_leaves_a_loadable_half_file() {
+    let mut moto = Moto::start();
+    let up = moto.uploader();
+    let data = payload(2 * 1024 * 1024, MARKER);
+    put(&up, "m/1/model.onnx", data.clone()).await;
+    let proxy = Proxy::start(&moto.endpoint).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(&proxy.endpoint, "", cache.path());
+    s.transfer.part_bytes = 4 * 1024 * 1024; // one GET, cut half-way
+    let store = open(s.clone(), &moto.env());
+
+    store.list().await.unwrap();
+    proxy.cut_after.store(700_000, Ordering::SeqCst);
+    let err = store.materialize("m", 1).await.unwrap_err();
+    assert!(store.stats().bytes_downloaded < data.len() as u64, "the body was cut: {err}");
+    assert_eq!(store.cache_bytes(), 0, "nothing was installed: {err}");
+    assert_eq!(tmp_entries(cache.path()), 0, "the partial file was removed");
+    let installed = walk_files(cache.path());
+    assert!(!installed.iter().any(|p| p.ends_with("model.onnx")), "no model.onnx anywhere: {installed:?}");
+    drop(store);
+
+    // A restart on the same cache with the store gone: nothing half-pulled
+    // is served, the version is "not cached".
+    moto.stop();
+    let restarted = open(s, &moto.env());
+    let err = restarted.materialize("m", 1).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotCached { version: 1, .. } | StoreError::Unreachable { .. }),
+        "{err}"
+    );
+    assert_eq!(err.class(), ErrorClass::Unavailable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_download_interrupted_once_completes_on_the_next_request() {
+    let moto = Moto::start();
+    let up = moto.uploader();
+    let data = payload(1024 * 1024, MARKER);
+    put(&up, "m/1/model.onnx", data.clone()).await;
+    let proxy = Proxy::start(&moto.endpoint).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(&proxy.endpoint, "", cache.path());
+    s.transfer.max_retries = 0;
+    s.transfer.offline_grace = std::time::Duration::from_millis(300);
+    let store = open(s, &moto.env());
+    store.list().await.unwrap();
+    proxy.cut_after.store(300_000, Ordering::SeqCst);
+    assert!(store.materialize("m", 1).await.is_err());
+    proxy.cut_after.store(0, Ordering::SeqCst);
+    // Within the offline grace the store is not asked again: a clear 503.
+    let err = store.materialize("m", 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::NotCached { .. }), "{err}");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let local = store.materialize("m", 1).await.unwrap();
+    assert_eq!(local.source, VersionSource::Downloaded);
+    assert_eq!(std::fs::read(local.file("model.onnx")).unwrap(), data);
+    assert_eq!(tmp_entries(cache.path()), 0);
+}
+
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

@@ -178,12 +178,15 @@ pub fn payload(size: usize, marker: &[u8]) -> Vec<u8> {
 }
 
 /// A TCP proxy to `upstream` that counts requests (`GET /` at the start of
-/// a request) and, while `corrupt` is on, rewrites `MARKER` in responses
-/// into `REPLACEMENT` (same length, so HTTP framing is untouched).
+/// a request), while `corrupt` is on rewrites `MARKER` in responses into
+/// `REPLACEMENT` (same length, so HTTP framing is untouched), and while
+/// `cut_after` is non-zero closes each connection after sending that many
+/// response bytes on it (a download interrupted half-way).
 pub struct Proxy {
     pub endpoint: String,
     pub gets: Arc<AtomicUsize>,
     pub corrupt: Arc<AtomicBool>,
+    pub cut_after: Arc<AtomicUsize>,
 }
 
 pub const MARKER: &[u8] = b"SWITCHYARD-INTACT-BYTES";
@@ -195,18 +198,25 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let (gets, corrupt) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
-        let (g, c) = (Arc::clone(&gets), Arc::clone(&corrupt));
+        let cut_after = Arc::new(AtomicUsize::new(0));
+        let (g, c, k) = (Arc::clone(&gets), Arc::clone(&corrupt), Arc::clone(&cut_after));
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-                tokio::spawn(relay(client, server, Arc::clone(&g), Arc::clone(&c)));
+                tokio::spawn(relay(client, server, Arc::clone(&g), Arc::clone(&c), Arc::clone(&k)));
             }
         });
-        Proxy { endpoint, gets, corrupt }
+        Proxy { endpoint, gets, corrupt, cut_after }
     }
 }
 
-async fn relay(client: TcpStream, server: TcpStream, gets: Arc<AtomicUsize>, corrupt: Arc<AtomicBool>) {
+async fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    gets: Arc<AtomicUsize>,
+    corrupt: Arc<AtomicBool>,
+    cut_after: Arc<AtomicUsize>,
+) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
     let up = async move {
@@ -225,6 +235,7 @@ async fn relay(client: TcpStream, server: TcpStream, gets: Arc<AtomicUsize>, cor
     let down = async move {
         let mut buf = vec![0u8; 64 * 1024];
         let mut carry: Vec<u8> = Vec::new();
+        let mut sent = 0usize;
         loop {
             // Bytes held back (a possible start of the marker) are sent
             // anyway when nothing follows within 50 ms.
@@ -252,6 +263,13 @@ async fn relay(client: TcpStream, server: TcpStream, gets: Arc<AtomicUsize>, cor
             }
             let keep = partial_marker_suffix(&carry);
             let send: Vec<u8> = carry.drain(..carry.len() - keep).collect();
+            let cut = cut_after.load(Ordering::SeqCst);
+            if cut > 0 && sent + send.len() > cut {
+                // Interrupt: the first `cut` bytes, then the connection drops.
+                let _ = cw.write_all(&send[..cut.saturating_sub(sent)]).await;
+                return;
+            }
+            sent += send.len();
             if cw.write_all(&send).await.is_err() {
                 break;
             }
