@@ -102,7 +102,7 @@ fn serve_command(
 }
 
 fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let config = match config::load_file(file) {
+    let mut config = match config::load_file(file) {
         Ok(c) => c,
         Err(issues) => {
             print_issues(&file.display().to_string(), &issues);
@@ -113,7 +113,8 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
     // starts), then `prepare::prepare`, the same function `serve` runs.
     let exporter = config.telemetry.as_ref().map_or(Ok(()), switchyard::telemetry::otlp::check);
     let checked = exporter.context("logging").and_then(|()| {
-        switchyard::prepare::prepare(&config, &switchyard::upstream::Upstreams::new(&config.proxy)).map(drop)
+        let upstreams = switchyard::upstream::Upstreams::new(&config.proxy);
+        switchyard::prepare::prepare(&mut config, &upstreams).map(drop)
     });
     match checked {
         Ok(()) => {

@@ -29,9 +29,9 @@ const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 /// Runs the server until it stops (graceful drain after SIGTERM, see
 /// [`crate::shutdown`]; SIGINT at once), then flushes pending L2 writes.
 /// `source` says which file hot reload rereads ([`crate::reload`]).
-pub fn run(config: Config, source: ConfigSource) -> anyhow::Result<()> {
+pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
-    let repo = crate::prepare::prepare(&config, &upstreams)?;
+    let repo = crate::prepare::prepare(&mut config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
     let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
     fit_connection_limit(&state.connections);

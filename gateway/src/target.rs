@@ -51,6 +51,24 @@ pub fn resolve(
         }
     } else if catalog.upstreams.has_model(name) {
         Target { public_name: name.to_string(), version: 1, models: vec![name.to_string()], is_route: false }
+    } else if let Some(e) = config.store.as_ref().and_then(|s| s.unavailable(name)) {
+        // A model the store names but could not deliver: its error's status (503 while down).
+        return Err(GatewayError::Runtime(switchyard_runtime::RuntimeError::StoreUnavailable {
+            model: name.to_string(),
+            class: e.class(),
+            label: e.label(),
+            message: e.to_string(),
+        }));
+    } else if let Some(uri) =
+        config.store.as_ref().filter(|s| s.offline()).map(|s| s.settings.uri.to_string())
+    {
+        // The store was down when this generation was built: it may hold the model.
+        return Err(GatewayError::Runtime(switchyard_runtime::RuntimeError::StoreUnavailable {
+            model: name.to_string(),
+            class: switchyard_runtime::ErrorClass::Unavailable,
+            label: "store_not_cached",
+            message: format!("{name:?} is not cached and the model store {uri} is unreachable"),
+        }));
     } else {
         return Err(GatewayError::NotFound(format!("unknown model or route {name:?}")));
     };

@@ -221,6 +221,21 @@ pub enum RuntimeError {
         /// What happened, for the client.
         message: String,
     },
+    /// A model of the model store ([`crate::store`]) that could not be
+    /// made local: not cached while the store is unreachable, an object
+    /// that failed its integrity check, refused credentials. Built from
+    /// the [`crate::store::StoreError`], whose class it keeps.
+    #[error("model '{model}' is not available from the model store: {message}")]
+    StoreUnavailable {
+        /// The model (`<model>` or `<model>@<version>`).
+        model: String,
+        /// The store error's class (503 for an unreachable store).
+        class: ErrorClass,
+        /// The store error's label (`not_cached`...).
+        label: &'static str,
+        /// The store error, for the client.
+        message: String,
+    },
 }
 
 impl RuntimeError {
@@ -243,7 +258,7 @@ impl RuntimeError {
             | E::Paused { .. }
             | E::ShuttingDown => ErrorClass::Unavailable,
             E::InvalidSpec { .. } | E::Execution { .. } => ErrorClass::Internal,
-            E::Upstream { class, .. } => *class,
+            E::Upstream { class, .. } | E::StoreUnavailable { class, .. } => *class,
         }
     }
 
@@ -269,7 +284,7 @@ impl RuntimeError {
             E::Paused { .. } => "paused",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
-            E::Upstream { label, .. } => label,
+            E::Upstream { label, .. } | E::StoreUnavailable { label, .. } => label,
         }
     }
 

@@ -56,8 +56,32 @@ pub fn config_json(config: &Config) -> Value {
         },
         "reload": { "watch": config.reload.watch, "interval_ms": ms(config.reload.interval) },
         "cache": config.cache.as_ref().map(cache_json),
+        "repository": config.store.as_ref().map(store_json),
         "models": config.models.iter().map(|m| model_json(config, m)).collect::<Vec<_>>(),
         "routes": config.routes.iter().map(route_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The model store's settings (credentials are never in the config; the
+/// URLs are redacted in case they carry user-info) and what it delivered.
+fn store_json(store: &crate::config::store_section::StoreConfig) -> Value {
+    let s = &store.settings;
+    let resolved = store.resolved.as_ref();
+    json!({
+        "uri": redact_url(&s.uri.to_string()),
+        "endpoint": s.s3.endpoint.as_deref().map(redact_url),
+        "region": s.s3.region,
+        "path_style": s.s3.path_style,
+        "profile": s.s3.profile,
+        "anonymous": s.s3.anonymous,
+        "cache_dir": s.cache.dir.display().to_string(),
+        "cache_max_bytes": s.cache.max_bytes,
+        "poll_interval_ms": store.poll_interval.map(ms),
+        "from_cache": resolved.map(|r| r.from_cache),
+        "unavailable": resolved.map(|r| {
+            r.unavailable.iter().map(|(m, e)| (m.clone(), json!(e.to_string()))).collect::<serde_json::Map<_, _>>()
+        }),
+        "warnings": resolved.map(|r| json!(r.warnings)),
     })
 }
 

@@ -19,6 +19,7 @@ pub mod raw;
 pub mod redact;
 pub mod secret;
 pub mod size;
+pub mod store_section;
 pub mod telemetry_section;
 pub mod text_section;
 pub mod types;

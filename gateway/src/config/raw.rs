@@ -84,13 +84,8 @@ pub struct RawOnnxRuntime {
     pub library: Option<String>,
 }
 
-/// `[repository]`
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawRepository {
-    /// Folder that relative model paths start from; default `models`.
-    pub path: Option<String>,
-}
+/// `[repository]` (its model store settings: [`super::store_section`]).
+pub use super::store_section::RawRepository;
 
 /// One `[[models]]` entry.
 #[derive(Debug, Deserialize)]

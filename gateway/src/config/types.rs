@@ -33,6 +33,9 @@ pub struct Config {
     pub proxy: super::proxy_types::ProxyConfig,
     /// OpenTelemetry trace export; `None` = off.
     pub telemetry: Option<super::telemetry_section::TelemetryConfig>,
+    /// `[repository] uri`'s model store; `None` = none. Its models are
+    /// added to `models` by `crate::prepare::store` before serving.
+    pub store: Option<super::store_section::StoreConfig>,
 }
 
 /// What routing policies know about one model beyond its [`ModelSpec`]:

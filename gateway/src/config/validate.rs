@@ -70,6 +70,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let admin = super::control_section::admin_config(raw.admin.as_ref(), &mut issues.0);
     let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
     let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues.0);
+    let store = super::store_section::store_config(&raw.repository, base_dir, &mut issues.0);
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
             let routes = routes
@@ -88,6 +89,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
                 reload,
                 proxy,
                 telemetry,
+                store,
             })
         }
         _ => Err(issues.0),

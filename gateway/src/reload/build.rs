@@ -20,9 +20,10 @@ pub struct Built {
 
 /// The snapshot after `current` for `config`, or the config's problems.
 pub fn next_snapshot(config: Config, current: &Snapshot) -> Result<Built, Vec<ConfigIssue>> {
-    let (config, restart_pending) = carry_over(config, &current.config);
+    let (mut config, restart_pending) = carry_over(config, &current.config);
     crate::prepare::check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| vec![ConfigIssue { path: "admin.token".into(), message }])?;
+    crate::prepare::store::resolve(&mut config, current.config.store.as_ref())?;
     let (repo, report) = ModelRepository::rebuild(config.models.clone(), &current.repo)
         .map_err(|e| vec![model_issue(&config, &e)])?;
     let issues = crate::prepare::check_routes(&config, &repo);

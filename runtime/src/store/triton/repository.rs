@@ -184,13 +184,16 @@ pub async fn load_repository(
         .iter()
         .flat_map(|m| m.versions.iter().enumerate().map(move |(i, v)| (m, *v, i == 0)))
         .collect();
-    let pulls = futures::stream::iter(wanted.iter().map(|(m, v, _)| {
-        let listing = m.listing.versions.get(v);
-        store.materialize_listed(&m.name, *v, listing)
-    }))
-    .buffered(PULLS_AT_ONCE)
-    .collect::<Vec<_>>()
-    .await;
+    // Owned inputs, so the future is `Send` for any caller's runtime.
+    let jobs: Vec<_> = wanted
+        .iter()
+        .map(|(m, v, _)| {
+            let (store, name, version) = (Arc::clone(store), m.name.clone(), *v);
+            let listing = m.listing.versions.get(v).cloned();
+            async move { store.materialize_listed(&name, version, listing.as_ref()).await }
+        })
+        .collect();
+    let pulls = futures::stream::iter(jobs).buffered(PULLS_AT_ONCE).collect::<Vec<_>>().await;
     let mut loaded = LoadedRepository {
         from_cache: scan.from_cache,
         rejected: scan.rejected.clone(),

@@ -2,7 +2,9 @@
 //! shared by `serve` (before it starts), `check-config` (so the two never
 //! disagree) and hot reload ([`crate::reload`], before a swap): the admin
 //! listener's exposure, the models and their route signatures, and the
-//! upstream models' signatures.
+//! upstream models' signatures; the model store's models ([`store`]).
+
+pub mod store;
 
 use crate::config::{AdminConfig, Config, ConfigIssue};
 use crate::upstream::Upstreams;
@@ -74,6 +76,8 @@ pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepos
 
 /// Every check `serve` makes on a parsed config before it starts serving,
 /// and `check-config` with it, so that the two never disagree:
+/// 0. the model store (`[repository] uri`) is listed and its models made
+///    local and added to `config.models` ([`store::resolve`]);
 /// 1. the admin listener is on a loopback address or has a token
 ///    ([`check_exposure`], named `server.admin_listen`);
 /// 2. ONNX Runtime loads, every model loads, and each route's models share
@@ -84,10 +88,14 @@ pub fn check_upstreams(upstreams: &Upstreams, config: &Config, repo: &ModelRepos
 /// What it cannot check is the machine `serve` will run on: whether the
 /// listeners can be bound, and the trace exporter, which is built when
 /// logging starts (`check-config` builds it too).
-pub fn prepare(config: &Config, upstreams: &Upstreams) -> anyhow::Result<Arc<ModelRepository>> {
+pub fn prepare(config: &mut Config, upstreams: &Upstreams) -> anyhow::Result<Arc<ModelRepository>> {
     // The message starts with the field path (`server.admin_listen ...`).
     check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
+    store::resolve(config, None).map_err(|issues| {
+        let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        anyhow::anyhow!("invalid config:\n  {}", lines.join("\n  "))
+    })?;
     let repo = open_repository(config)?;
     check_upstreams(upstreams, config, &repo)?;
     Ok(repo)

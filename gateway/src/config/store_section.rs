@@ -1,0 +1,226 @@
+//! `[repository]`: where model files come from. Without `uri` it is only
+//! the folder that `[[models]]` paths start from. With `uri` it is also a
+//! model store (`switchyard_runtime::store`): a Triton-layout repository
+//! (`<model>/config.pbtxt`, `<model>/<version>/model.onnx`) in S3-compatible
+//! object storage (`s3://bucket/prefix`) or a local folder (`file://`),
+//! whose models are served beside `[[models]]`. Objects are pulled into a
+//! local disk cache at start-up and on each reload (see `crate::prepare`).
+//!
+//! ```toml
+//! [repository]
+//! uri = "s3://models/prod"
+//! endpoint = "http://127.0.0.1:9000"   # MinIO, Ceph, moto; absent: AWS
+//! region = "eu-west-1"
+//! cache_dir = "/var/cache/switchyard"
+//! cache_max_bytes = "20GiB"
+//! poll_interval_ms = 30000
+//! ```
+//!
+//! Credentials never appear in the file: they come from the AWS
+//! environment variables or the shared credentials file (`profile`), as the
+//! AWS tools read them, and are never logged.
+
+use super::issue::ConfigIssue;
+use super::size::ByteSize;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_runtime::store::{
+    CacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri,
+};
+
+/// `[repository]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawRepository {
+    /// Folder that relative model paths start from; default `models`.
+    pub path: Option<String>,
+    /// A model store to serve: `s3://bucket[/prefix]` or `file:///abs/path`.
+    pub uri: Option<String>,
+    /// S3-compatible endpoint URL; absent: `AWS_ENDPOINT_URL_S3`,
+    /// `AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS.
+    pub endpoint: Option<String>,
+    /// Signing region; absent: `AWS_REGION`, `AWS_DEFAULT_REGION`, the
+    /// profile's, else `us-east-1`.
+    pub region: Option<String>,
+    /// Path-style addressing; absent: on with a custom endpoint.
+    pub path_style: Option<bool>,
+    /// AWS profile for the shared credentials/config files; absent:
+    /// `AWS_PROFILE`, else `default`.
+    pub profile: Option<String>,
+    /// Unsigned requests (a public bucket). Default false.
+    pub anonymous: Option<bool>,
+    /// Local cache of downloaded versions, relative to the config's
+    /// folder; default `model-cache`.
+    pub cache_dir: Option<String>,
+    /// Cache size bound (LRU eviction of unused versions); default 20GiB.
+    pub cache_max_bytes: Option<ByteSize>,
+    /// How often the store is listed for new or replaced versions (a
+    /// change reloads); 0 or absent: only on reload (`POST /admin/reload`).
+    pub poll_interval_ms: Option<u64>,
+    /// Check single-part ETags as MD5s; default true.
+    pub verify_etag: Option<bool>,
+    /// Refuse files with neither a `.sha256` object nor a checkable ETag.
+    pub require_checksum: Option<bool>,
+    /// Files larger than this are fetched in parallel ranges of this size;
+    /// default 8MiB.
+    pub part_bytes: Option<ByteSize>,
+    /// Ranged GETs in flight per file; default 8.
+    pub concurrency: Option<usize>,
+    /// Create the store models' sessions at start-up; default true.
+    pub warmup: Option<bool>,
+}
+
+/// `[repository]`'s model store, checked.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// What the runtime's store is opened with.
+    pub settings: StoreSettings,
+    /// Listing interval for new versions; `None`: no polling.
+    pub poll_interval: Option<Duration>,
+    /// Sessions created at start-up rather than on first use.
+    pub warmup: bool,
+    /// What the store gave this config generation; filled by
+    /// `crate::prepare::store` (`None` until then).
+    pub resolved: Option<Arc<ResolvedStore>>,
+}
+
+/// The model store as one config generation uses it.
+#[derive(Debug)]
+pub struct ResolvedStore {
+    /// The open store (shared by the generations that keep its settings,
+    /// so polling compares against the previous listing).
+    pub store: Arc<ModelStore>,
+    /// The served versions; holding them keeps their files in the cache.
+    pub versions: Vec<LocalVersion>,
+    /// Models (`<model>` or `<model>@<version>`) the store names but that
+    /// could not be made local, with why (e.g. not cached while the store
+    /// is down); a request for one is answered with the error's status.
+    pub unavailable: BTreeMap<String, StoreError>,
+    /// Per model: what its `config.pbtxt` asked that is not mapped exactly.
+    pub warnings: BTreeMap<String, Vec<String>>,
+    /// True when the store was unreachable and the cache answered.
+    pub from_cache: bool,
+}
+
+impl StoreConfig {
+    /// Why `model` (a store model) cannot be served, if it is one that
+    /// could not be made local.
+    pub fn unavailable(&self, model: &str) -> Option<&StoreError> {
+        self.resolved.as_ref().and_then(|r| r.unavailable.get(model))
+    }
+
+    /// True when the store was unreachable and its models came from the
+    /// cache: a name it does not know may still be in the store.
+    pub fn offline(&self) -> bool {
+        self.resolved.as_ref().is_some_and(|r| r.from_cache)
+    }
+}
+
+/// The model store of `raw`, if it names one; problems under `repository.*`.
+pub fn store_config(
+    raw: &RawRepository,
+    base_dir: &Path,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<StoreConfig> {
+    let uri_text = raw.uri.as_deref()?;
+    let mut issue = |field: &str, message: String| {
+        issues.push(ConfigIssue { path: format!("repository.{field}"), message });
+    };
+    let uri = match StoreUri::parse(uri_text, "repository.uri") {
+        Ok(uri) => uri,
+        Err(e) => {
+            issue("uri", e.to_string());
+            return None;
+        }
+    };
+    let cache_dir = base_dir.join(raw.cache_dir.as_deref().unwrap_or("model-cache"));
+    let mut settings = StoreSettings::new(uri, cache_dir);
+    if let Some(endpoint) = &raw.endpoint {
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            issue("endpoint", "must be an http:// or https:// URL".into());
+        }
+        settings.s3.endpoint = Some(endpoint.clone());
+    }
+    settings.s3.region = raw.region.clone();
+    settings.s3.path_style = raw.path_style;
+    settings.s3.profile = raw.profile.clone();
+    settings.s3.anonymous = raw.anonymous.unwrap_or(false);
+    settings.cache.max_bytes = raw.cache_max_bytes.map_or(CacheSettings::DEFAULT_MAX_BYTES, |b| b.0);
+    if settings.cache.max_bytes == 0 {
+        issue("cache_max_bytes", "must be more than 0".into());
+    }
+    settings.integrity.verify_etag = raw.verify_etag.unwrap_or(true);
+    settings.integrity.require_checksum = raw.require_checksum.unwrap_or(false);
+    if let Some(part) = raw.part_bytes {
+        if part.0 < 64 << 10 {
+            issue("part_bytes", "must be at least 64KiB".into());
+        }
+        settings.transfer.part_bytes = part.0;
+    }
+    if let Some(n) = raw.concurrency {
+        if !(1..=64).contains(&n) {
+            issue("concurrency", "must be between 1 and 64".into());
+        }
+        settings.transfer.concurrency = n;
+    }
+    let poll_interval = raw.poll_interval_ms.filter(|ms| *ms > 0).map(Duration::from_millis);
+    if poll_interval.is_some_and(|d| d < Duration::from_millis(100)) {
+        issue("poll_interval_ms", "must be 0 (off) or at least 100".into());
+    }
+    Some(StoreConfig { settings, poll_interval, warmup: raw.warmup.unwrap_or(true), resolved: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(raw: RawRepository) -> (Option<StoreConfig>, Vec<ConfigIssue>) {
+        let mut issues = Vec::new();
+        (store_config(&raw, Path::new("/etc/sy"), &mut issues), issues)
+    }
+
+    #[test]
+    fn no_uri_no_store() {
+        let (store, issues) = check(RawRepository { path: Some("m".into()), ..Default::default() });
+        assert!(store.is_none() && issues.is_empty());
+    }
+
+    #[test]
+    fn s3_settings_and_defaults() {
+        let raw = RawRepository {
+            uri: Some("s3://models/prod".into()),
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            poll_interval_ms: Some(5000),
+            ..Default::default()
+        };
+        let (store, issues) = check(raw);
+        assert!(issues.is_empty(), "{issues:?}");
+        let store = store.unwrap();
+        assert_eq!(store.settings.uri, StoreUri::S3 { bucket: "models".into(), prefix: "prod".into() });
+        assert_eq!(store.settings.s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(store.settings.cache.dir, Path::new("/etc/sy/model-cache"));
+        assert_eq!(store.poll_interval, Some(Duration::from_secs(5)));
+        assert!(store.warmup && store.settings.integrity.verify_etag);
+    }
+
+    #[test]
+    fn mistakes_name_the_field() {
+        let (store, issues) = check(RawRepository { uri: Some("gs://b".into()), ..Default::default() });
+        assert!(store.is_none());
+        assert_eq!(issues[0].path, "repository.uri", "{issues:?}");
+        assert!(issues[0].message.contains("not supported"), "{issues:?}");
+        let raw = RawRepository {
+            uri: Some("s3://b".into()),
+            endpoint: Some("127.0.0.1:9000".into()),
+            concurrency: Some(0),
+            poll_interval_ms: Some(5),
+            ..Default::default()
+        };
+        let paths: Vec<String> = check(raw).1.into_iter().map(|i| i.path).collect();
+        assert_eq!(paths, ["repository.endpoint", "repository.concurrency", "repository.poll_interval_ms"]);
+    }
+}
