@@ -31,6 +31,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchyard_runtime::store::ModelStore;
 
 /// What asked for a reload (logged and reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub enum Trigger {
     Signal,
     /// The config file's contents changed.
     FileChange,
+    /// The model store's poller saw a new, replaced or removed version.
+    StorePoll,
 }
 
 impl Trigger {
@@ -50,6 +53,7 @@ impl Trigger {
             Trigger::Admin => "admin",
             Trigger::Signal => "sighup",
             Trigger::FileChange => "file_change",
+            Trigger::StorePoll => "store_poll",
         }
     }
 }
@@ -166,6 +170,17 @@ impl Reloader {
         self.source.path.as_ref()?;
         let reload = self.state.snapshot.load().config.reload;
         reload.watch.then_some(reload.interval)
+    }
+
+    /// The model store to poll and how often, with whether the running
+    /// generation was built while it was unreachable (`None`: no store, no
+    /// polling, or no file to reload).
+    pub fn store_poll(&self) -> Option<(Duration, Arc<ModelStore>, bool)> {
+        self.source.path.as_ref()?;
+        let snap = self.state.snapshot.load();
+        let store = snap.config.store.as_ref()?;
+        let resolved = store.resolved.as_ref()?;
+        Some((store.poll_interval?, Arc::clone(&resolved.store), resolved.from_cache))
     }
 
     /// True when the file's contents differ from those last read.

@@ -46,6 +46,7 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
         }
     };
     let _ = ready.send(Ok(()));
+    tokio::spawn(poll_store(Arc::clone(&reloader)));
     loop {
         let interval = reloader.watch_interval();
         tokio::select! {
@@ -59,6 +60,27 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
                     reloader.reload(Trigger::FileChange);
                 }
             }
+        }
+    }
+}
+
+/// Lists the model store every `repository.poll_interval_ms` and reloads
+/// when a version appeared, was replaced or went away, or when the store
+/// answers again after the running generation was built from the cache.
+async fn poll_store(reloader: Arc<Reloader>) {
+    loop {
+        let Some((interval, store, offline)) = reloader.store_poll() else {
+            tokio::time::sleep(IDLE_TICK).await;
+            continue;
+        };
+        tokio::time::sleep(interval).await;
+        match crate::prepare::store::poll(store).await {
+            Ok(changes) if !changes.is_empty() || offline => {
+                tracing::info!(?changes, back_online = offline, "model store changed: reloading");
+                reloader.reload_async(Trigger::StorePoll).await;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "model store poll failed; serving the current models"),
         }
     }
 }

@@ -177,3 +177,25 @@ def test_wrong_credentials_fail_start_up_with_a_clear_error(store, tmp_path):
     text = str(failed.value)
     assert "repository.uri" in text and "SignatureDoesNotMatch" in text, text
     assert "not-the-secret" not in text
+
+
+def test_a_version_uploaded_under_load_is_polled_and_swapped_with_no_failed_request(store, tmp_path):
+    store.upload_repo(tmp_path / "v1", "digits-cheap", 1)
+    config = write_config(tmp_path, store.endpoint)
+    config.write_text(config.read_text() + "poll_interval_ms = 200\n")
+    gw = Gateway(config, env=store.env())
+    try:
+        x, statuses, versions = digits(), [], set()
+        store.upload_repo(tmp_path / "v2", "digits-cheap", 2)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            answer = infer(gw.base, "digits-cheap", x)
+            statuses.append(answer.status_code)
+            versions.add(answer.json().get("model_version"))
+            if "2" in versions and len(statuses) > 20:
+                break
+        assert set(statuses) == {200}, statuses
+        assert "2" in versions, (versions, gw.log_text())
+        assert requests.get(f"{gw.base}/v2/models/digits-cheap", timeout=5).json()["versions"] == ["2"]
+    finally:
+        gw.stop()
