@@ -214,7 +214,7 @@ mod tests {
         assert_eq!(issues[0].path, "repository.uri", "{issues:?}");
         assert!(issues[0].message.contains("not supported"), "{issues:?}");
         let raw = RawRepository {
-            uri: Some("s3://b".into()),
+            uri: Some("s3://bkt".into()),
             endpoint: Some("127.0.0.1:9000".into()),
             concurrency: Some(0),
             poll_interval_ms: Some(5),
