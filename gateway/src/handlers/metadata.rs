@@ -6,6 +6,7 @@ use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::{resolve, signature};
 use crate::v2;
+use switchyard_runtime::{DeviceKind, ModelSpec};
 
 /// `GET /v2`
 pub fn server() -> Reply {
@@ -52,11 +53,33 @@ pub fn config(
     let catalog = state.catalog(snap);
     let target = resolve(&snap.config, &catalog, name, version)?;
     let sig = signature(&catalog, &target)?;
-    // Upstream models' batching is their server's: without a local model
-    // the route reports no batching (dims include the batch dimension).
-    let batching = catalog.batching(&target.models).unwrap_or_default();
-    let max_batch = if batching.max_batch_size > 1 { batching.max_batch_size } else { 0 };
-    let queue_delay_us = u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX);
-    let dynamic = (max_batch > 1).then_some(queue_delay_us);
-    Ok(Reply::json_value(200, &v2::model_config(name, &sig, max_batch, dynamic)))
+    // Upstream models run on their server: without a local model the
+    // route reports no batching (dims include the batch dimension).
+    let serving = catalog.local_spec(&target.models).map(|spec| serving_view(&spec)).unwrap_or_default();
+    Ok(Reply::json_value(200, &v2::model_config(name, &sig, &serving)))
+}
+
+/// What a local model's configuration shows of its batching and pools.
+fn serving_view(spec: &ModelSpec) -> v2::ServingView {
+    let batching = &spec.batching;
+    let batched = batching.max_batch_size > 1;
+    let dynamic = batched.then(|| v2::DynamicBatchingView {
+        max_queue_delay_us: u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX),
+        preferred_batch_size: batching.max_batch_size,
+        max_queue_size: batching.queue_capacity,
+    });
+    let instance_groups = spec
+        .pools
+        .iter()
+        .filter_map(|pool| match pool.device {
+            DeviceKind::Cpu => Some(("KIND_CPU", pool.workers)),
+            DeviceKind::Cuda => Some(("KIND_GPU", pool.workers)),
+            DeviceKind::Upstream => None,
+        })
+        .collect();
+    v2::ServingView {
+        max_batch_size: if batched { batching.max_batch_size } else { 0 },
+        dynamic,
+        instance_groups,
+    }
 }

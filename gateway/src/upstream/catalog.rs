@@ -5,7 +5,9 @@
 
 use super::registry::{SignatureState, Upstreams};
 use crate::error::GatewayError;
-use switchyard_runtime::{BatchingSpec, ModelRepository, ModelSignature, ModelState, RuntimeError};
+use switchyard_runtime::{
+    BatchingSpec, ModelRepository, ModelSignature, ModelSpec, ModelState, RuntimeError,
+};
 
 /// The models a request can reach.
 #[derive(Clone, Copy)]
@@ -62,10 +64,13 @@ impl Catalog<'_> {
     /// Batching of the first local model among `models`; `None` when all
     /// are upstream models (their batching is the upstream's business).
     pub fn batching(&self, models: &[String]) -> Option<BatchingSpec> {
-        models
-            .iter()
-            .filter(|m| !self.upstreams.has_model(m))
-            .find_map(|m| self.repo.spec(m).ok().map(|s| s.batching))
+        self.local_spec(models).map(|s| s.batching)
+    }
+
+    /// The spec of the first local model among `models`; `None` when all
+    /// are upstream models.
+    pub fn local_spec(&self, models: &[String]) -> Option<ModelSpec> {
+        models.iter().filter(|m| !self.upstreams.has_model(m)).find_map(|m| self.repo.spec(m).ok())
     }
 
     /// Whether `model` can serve: a local model not failed to load, or an

@@ -96,20 +96,45 @@ fn config_output(spec: &TensorSpec, batched: bool) -> Value {
     value
 }
 
+/// How a local model runs, as a Triton model configuration shows it
+/// (`max_batch_size`, `dynamic_batching`, `instance_group`). Upstream
+/// models run elsewhere: their view is [`ServingView::default`] (no
+/// batching, no instance groups).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServingView {
+    /// Most rows per batch; 0 when the model does not batch (its shapes are
+    /// then shown whole).
+    pub max_batch_size: usize,
+    /// `Some` when requests are batched dynamically.
+    pub dynamic: Option<DynamicBatchingView>,
+    /// One group per device pool: Triton's `kind` (`KIND_CPU`,
+    /// `KIND_GPU`) and the pool's worker count.
+    pub instance_groups: Vec<(&'static str, usize)>,
+}
+
+/// The `dynamic_batching` block of a [`ServingView`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DynamicBatchingView {
+    /// How long a batch waits to fill, in microseconds.
+    pub max_queue_delay_us: u64,
+    /// Batches are sent once this full (Switchyard's one preferred size is
+    /// its `max_batch_size`).
+    pub preferred_batch_size: usize,
+    /// Requests each pool may hold waiting.
+    pub max_queue_size: usize,
+}
+
 /// `GET /v2/models/{m}/config`: a Triton model configuration.
 ///
 /// With `max_batch_size > 0` the first dimension of every signature shape
 /// is taken as the batch dimension and left out of `dims`, as Triton does;
 /// with 0 the shapes are shown whole. `dynamic_batching` (its presence
 /// tells `perf_analyzer` the model batches dynamically) appears only when
-/// `max_queue_delay_us` is given, with that `max_queue_delay_microseconds`.
-pub fn model_config(
-    name: &str,
-    signature: &ModelSignature,
-    max_batch_size: usize,
-    max_queue_delay_us: Option<u64>,
-) -> Value {
-    let batched = max_batch_size > 0;
+/// the model batches dynamically, and `instance_group` lists the model's
+/// device pools, so a Triton-layout repository's `config.pbtxt` settings
+/// can be checked as they were applied.
+pub fn model_config(name: &str, signature: &ModelSignature, serving: &ServingView) -> Value {
+    let batched = serving.max_batch_size > 0;
     let mut config = Map::new();
     config.insert("name".to_owned(), Value::from(name));
     config.insert("platform".to_owned(), Value::from(ONNX_PLATFORM));
@@ -118,7 +143,7 @@ pub fn model_config(
         "version_policy".to_owned(),
         object([("latest", object([("num_versions", Value::from(1))]))]),
     );
-    config.insert("max_batch_size".to_owned(), Value::from(max_batch_size));
+    config.insert("max_batch_size".to_owned(), Value::from(serving.max_batch_size));
     config.insert(
         "input".to_owned(),
         Value::from(signature.inputs.iter().map(|s| config_input(s, batched)).collect::<Vec<_>>()),
@@ -129,23 +154,36 @@ pub fn model_config(
     );
     config.insert("batch_input".to_owned(), Value::Array(Vec::new()));
     config.insert("batch_output".to_owned(), Value::Array(Vec::new()));
-    if let Some(delay) = max_queue_delay_us {
-        config.insert(
-            "dynamic_batching".to_owned(),
+    if let Some(dynamic) = &serving.dynamic {
+        config.insert("dynamic_batching".to_owned(), dynamic_batching(dynamic));
+    }
+    if !serving.instance_groups.is_empty() {
+        let groups = serving.instance_groups.iter().enumerate().map(|(i, (kind, count))| {
             object([
-                ("preferred_batch_size", Value::Array(Vec::new())),
-                ("max_queue_delay_microseconds", Value::from(delay)),
-                ("preserve_ordering", Value::Bool(false)),
-                ("priority_levels", Value::from(0)),
-                ("default_priority_level", Value::from(0)),
-                ("priority_queue_policy", Value::Object(Map::new())),
-            ]),
-        );
+                ("name", Value::from(format!("{name}_{i}"))),
+                ("kind", Value::from(*kind)),
+                ("count", Value::from(*count)),
+            ])
+        });
+        config.insert("instance_group".to_owned(), Value::from(groups.collect::<Vec<_>>()));
     }
     config.insert("default_model_filename".to_owned(), Value::from("model.onnx"));
     config.insert("model_transaction_policy".to_owned(), object([("decoupled", Value::Bool(false))]));
     config.insert("parameters".to_owned(), Value::Object(Map::new()));
     Value::Object(config)
+}
+
+/// The `dynamic_batching` block.
+fn dynamic_batching(view: &DynamicBatchingView) -> Value {
+    object([
+        ("preferred_batch_size", Value::from(vec![view.preferred_batch_size])),
+        ("max_queue_delay_microseconds", Value::from(view.max_queue_delay_us)),
+        ("preserve_ordering", Value::Bool(false)),
+        ("priority_levels", Value::from(0)),
+        ("default_priority_level", Value::from(0)),
+        ("default_queue_policy", object([("max_queue_size", Value::from(view.max_queue_size))])),
+        ("priority_queue_policy", Value::Object(Map::new())),
+    ])
 }
 
 #[cfg(test)]
@@ -184,7 +222,16 @@ mod tests {
 
     #[test]
     fn config_drops_batch_dim_when_batching() {
-        let v = model_config("digits", &signature(), 64, Some(500));
+        let serving = ServingView {
+            max_batch_size: 64,
+            dynamic: Some(DynamicBatchingView {
+                max_queue_delay_us: 500,
+                preferred_batch_size: 64,
+                max_queue_size: 256,
+            }),
+            instance_groups: vec![("KIND_CPU", 2), ("KIND_GPU", 1)],
+        };
+        let v = model_config("digits", &signature(), &serving);
         assert_eq!(v["max_batch_size"], 64);
         assert_eq!(v["platform"], "onnxruntime_onnx");
         assert_eq!(v["backend"], "onnxruntime");
@@ -194,12 +241,17 @@ mod tests {
         assert_eq!(v["input"][1]["reshape"]["shape"], serde_json::json!([]));
         assert_eq!(v["output"][0]["dims"], serde_json::json!([10]));
         assert_eq!(v["dynamic_batching"]["max_queue_delay_microseconds"], 500);
+        assert_eq!(v["dynamic_batching"]["preferred_batch_size"], serde_json::json!([64]));
+        assert_eq!(v["dynamic_batching"]["default_queue_policy"]["max_queue_size"], 256);
+        assert_eq!(v["instance_group"][0]["kind"], "KIND_CPU");
+        assert_eq!(v["instance_group"][0]["count"], 2);
+        assert_eq!(v["instance_group"][1]["kind"], "KIND_GPU");
         assert_eq!(v["model_transaction_policy"]["decoupled"], false);
     }
 
     #[test]
     fn config_keeps_full_shape_without_batching() {
-        let v = model_config("digits", &signature(), 0, None);
+        let v = model_config("digits", &signature(), &ServingView::default());
         assert_eq!(v["max_batch_size"], 0);
         assert_eq!(v["input"][0]["dims"], serde_json::json!([-1, 64]));
         assert!(v.get("dynamic_batching").is_none());

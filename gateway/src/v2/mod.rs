@@ -50,7 +50,7 @@ mod tests_malformed;
 pub use classification::classify;
 pub use error::{error_body, V2Error};
 pub use limits::{DecodeLimits, RowLimit};
-pub use metadata::{model_config, model_metadata, server_metadata};
+pub use metadata::{model_config, model_metadata, server_metadata, DynamicBatchingView, ServingView};
 pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
 pub use response::{

@@ -199,3 +199,92 @@ def test_a_version_uploaded_under_load_is_polled_and_swapped_with_no_failed_requ
         assert requests.get(f"{gw.base}/v2/models/digits-cheap", timeout=5).json()["versions"] == ["2"]
     finally:
         gw.stop()
+
+
+MINILM = REPO / "models/minilm-l6.onnx"
+needs_minilm = pytest.mark.skipif(not MINILM.is_file(), reason="models/minilm-l6.onnx missing (scripts/setup.sh text)")
+
+
+def token_inputs(rows=3, length=12):
+    """INT64 token tensors as a Triton client of the bare graph sends them."""
+    rng = np.random.default_rng(7)
+    ids = rng.integers(1000, 20000, size=(rows, length), dtype=np.int64)
+    ids[:, 0], ids[:, -1] = 101, 102
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def triton_inputs(tensors):
+    inputs = []
+    for name, array in tensors.items():
+        inp = httpclient.InferInput(name, list(array.shape), "INT64")
+        inp.set_data_from_numpy(array, binary_data=True)
+        inputs.append(inp)
+    return inputs
+
+
+@needs_minilm
+def test_minilm_from_a_triton_repository_keeps_its_batching_and_instance_groups(store, tmp_path):
+    """MiniLM-L6's config.pbtxt (max_batch_size 32, dynamic_batching with a
+    1 ms delay and a 256-request queue, instance_group KIND_CPU count 2)
+    shows in the model's Triton config as applied, and the bare graph
+    answers tritonclient with onnxruntime's embeddings."""
+    import onnxruntime as ort
+
+    store.upload_repo(tmp_path / "repo", "digits-cheap,minilm-l6", 1)
+    gw = Gateway(write_config(tmp_path, store.endpoint), env=store.env())
+    try:
+        client = httpclient.InferenceServerClient(url=gw.url)
+        config = client.get_model_config("minilm-l6")
+        assert config["max_batch_size"] == 32, config
+        batching = config["dynamic_batching"]
+        assert batching["max_queue_delay_microseconds"] == 1000, batching
+        assert batching["default_queue_policy"]["max_queue_size"] == 256, batching
+        assert [(g["kind"], g["count"]) for g in config["instance_group"]] == [("KIND_CPU", 2)], config
+        assert [i["name"] for i in config["input"]] == ["input_ids", "attention_mask", "token_type_ids"]
+        cheap = client.get_model_config("digits-cheap")
+        assert cheap["dynamic_batching"]["max_queue_delay_microseconds"] == 200, cheap
+        assert [(g["kind"], g["count"]) for g in cheap["instance_group"]] == [("KIND_CPU", 1)], cheap
+
+        tensors = token_inputs()
+        out = client.infer("minilm-l6", triton_inputs(tensors)).as_numpy("embedding")
+        session = ort.InferenceSession(str(MINILM), providers=["CPUExecutionProvider"])
+        expected = session.run(["embedding"], tensors)[0]
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    finally:
+        gw.stop()
+
+
+@needs_minilm
+def test_two_gateways_sharing_a_cache_pull_the_same_model_at_once(store, tmp_path):
+    """Two replicas on one cache folder (a shared volume) start at the same
+    moment and pull MiniLM-L6 (90 MB, in ranged parts) together: both come
+    up and serve the same embeddings, and the cache holds one complete copy
+    with no download folder left behind."""
+    import concurrent.futures
+
+    store.upload_repo(tmp_path / "repo", "minilm-l6", 1)
+    config = write_config(tmp_path, store.endpoint)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        starts = [pool.submit(Gateway, config, env=store.env()) for _ in range(2)]
+        gateways, errors = [], []
+        for start in starts:
+            try:
+                gateways.append(start.result())
+            except RuntimeError as e:
+                errors.append(str(e))
+    try:
+        assert not errors, errors
+        tensors = token_inputs(rows=2)
+        answers = []
+        for gw in gateways:
+            client = httpclient.InferenceServerClient(url=gw.url)
+            answers.append(client.infer("minilm-l6", triton_inputs(tensors)).as_numpy("embedding"))
+        np.testing.assert_array_equal(answers[0], answers[1])
+        copies = sorted(p for p in (tmp_path / "cache").rglob("model.onnx"))
+        assert len(copies) == 1 and copies[0].stat().st_size == MINILM.stat().st_size, copies
+        assert not any((tmp_path / "cache" / "tmp").iterdir()), list((tmp_path / "cache" / "tmp").iterdir())
+        stats = [requests.get(f"{gw.admin}/admin/config", timeout=5).json()["config"]["repository"] for gw in gateways]
+        assert all(s["from_cache"] is False for s in stats), stats
+    finally:
+        for gw in gateways:
+            gw.stop()

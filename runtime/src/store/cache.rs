@@ -22,7 +22,8 @@
 //! manifest's modification time, so the order survives restarts.
 //!
 //! Several processes may share a cache folder for downloads (renames are
-//! atomic; the second finisher keeps the first one's copy), but each
+//! atomic; when two pull the same version at once, the second finisher
+//! keeps the first one's copy and discards its own), but each
 //! evicts by its own view: give each gateway its own folder, or a bound
 //! that fits every model they serve.
 
@@ -147,9 +148,7 @@ impl DiskCache {
     /// case it is dropped from the index).
     pub(crate) fn lookup(&self, model: &str, version: u64) -> Option<VersionManifest> {
         let dir = self.version_dir(model, version);
-        let manifest = VersionManifest::read(&dir).map(|(m, _)| m).filter(|m| {
-            m.files.iter().all(|(rel, f)| std::fs::metadata(dir.join(rel)).is_ok_and(|md| md.len() == f.size))
-        });
+        let manifest = VersionManifest::read(&dir).map(|(m, _)| m).filter(|m| files_present(&dir, m));
         if manifest.is_none() {
             self.inner.state.lock().entries.remove(&(model.to_string(), version));
         }
@@ -181,6 +180,11 @@ impl DiskCache {
     /// replacing an older copy, after evicting what the size bound needs.
     /// Blocking. Returns a lease on the installed version (taken before
     /// anything else can evict it) and how many versions were evicted.
+    ///
+    /// When another process sharing the folder installed the same objects
+    /// first (both pulled at once), its copy is kept and ours discarded:
+    /// the folder in place is never swapped for an identical one, which
+    /// would pull the files from under a process about to load them.
     pub(crate) fn install(
         &self,
         manifest: &VersionManifest,
@@ -194,12 +198,22 @@ impl DiskCache {
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::cache(parent, e))?;
         }
-        if dest.exists() {
-            let old = self.temp_dir()?.join("replaced");
-            std::fs::rename(&dest, &old).map_err(|e| StoreError::cache(&dest, e))?;
-            let _ = std::fs::remove_dir_all(old.parent().unwrap_or(&old));
+        if holds_complete(&dest, manifest) {
+            let _ = std::fs::remove_dir_all(tmp);
+        } else {
+            if dest.exists() {
+                let old = self.temp_dir()?.join("replaced");
+                std::fs::rename(&dest, &old).map_err(|e| StoreError::cache(&dest, e))?;
+                let _ = std::fs::remove_dir_all(old.parent().unwrap_or(&old));
+            }
+            if let Err(e) = std::fs::rename(tmp, &dest) {
+                // Another process installed it between the check and here.
+                if !holds_complete(&dest, manifest) {
+                    return Err(StoreError::cache(&dest, e));
+                }
+                let _ = std::fs::remove_dir_all(tmp);
+            }
         }
-        std::fs::rename(tmp, &dest).map_err(|e| StoreError::cache(&dest, e))?;
         let mut state = self.inner.state.lock();
         state.entries.insert(key.clone(), Entry { bytes, used: SystemTime::now() });
         *state.pins.entry(key.clone()).or_default() += 1;
@@ -328,6 +342,18 @@ fn scan_versions(models: &Path) -> HashMap<Key, Entry> {
         }
     }
     entries
+}
+
+/// Whether `dir` is a complete cached version of exactly `manifest`'s
+/// objects (its manifest equal, every file present at its size).
+fn holds_complete(dir: &Path, manifest: &VersionManifest) -> bool {
+    VersionManifest::read(dir)
+        .is_some_and(|(found, _)| found.files == manifest.files && files_present(dir, &found))
+}
+
+/// Whether every file `manifest` records is in `dir` at its recorded size.
+fn files_present(dir: &Path, manifest: &VersionManifest) -> bool {
+    manifest.files.iter().all(|(rel, f)| std::fs::metadata(dir.join(rel)).is_ok_and(|md| md.len() == f.size))
 }
 
 /// Deletes temporary folders not touched for [`STALE_TMP`] (crashed

@@ -117,3 +117,29 @@ fn model_files_are_kept_for_offline_use() {
     assert_eq!((read_info, bytes.as_slice()), (info, b"name: \"m\"".as_slice()));
     assert!(open(dir.path(), 1 << 20).listing().models["m"].files.contains_key("config.pbtxt"));
 }
+
+#[test]
+fn a_second_process_installing_the_same_version_keeps_the_first_copy() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    // Two caches on one folder: two gateways sharing a volume.
+    let (first, second) = (open(dir.path(), 1 << 20), open(dir.path(), 1 << 20));
+    let second_tmp = second.temp_dir().unwrap();
+    std::fs::write(second_tmp.join("model.onnx"), vec![7u8; 100]).unwrap();
+    drop(put(&first, "m", 1, 100));
+    let placed = cache_inode(&first);
+    // The second finishes its download of the same objects later.
+    drop(second.install(&manifest("m", 1, 100), &second_tmp).unwrap());
+    assert_eq!(cache_inode(&first), placed, "the folder in place was swapped");
+    assert!(!second_tmp.exists());
+    assert_eq!(second.lookup("m", 1).unwrap().bytes(), 100);
+    // Different objects under the same version (re-uploaded) do replace it.
+    let tmp = second.temp_dir().unwrap();
+    std::fs::write(tmp.join("model.onnx"), vec![8u8; 120]).unwrap();
+    drop(second.install(&manifest("m", 1, 120), &tmp).unwrap());
+    assert_eq!(first.lookup("m", 1).unwrap().bytes(), 120);
+
+    fn cache_inode(cache: &DiskCache) -> u64 {
+        std::fs::metadata(cache.version_dir("m", 1).join("model.onnx")).unwrap().ino()
+    }
+}
