@@ -102,6 +102,15 @@ REASONS = {
     "text": (
         "no known reason: on quiet runs Switchyard's tokenisation, batching and HTTP in Rust beat the baseline; a "
         "loss here usually means outside load hit one side's runs (the two servers run one after the other)."),
+    "store.start": (
+        "a cold start is process start + listing the store + pulling + ONNX Runtime session creation + the first "
+        "run; on a busy machine each step waits for CPU (the goal figures are Everinfer's, on their hardware)."),
+    "store.download": (
+        "not explained yet. Against moto (a Python server on the same two CPUs) each 8 MiB ranged GET of the "
+        "store takes ~60-70 ms to arrive where boto3's take ~25 ms (strace: the store waits on the socket, the "
+        "server sends slowly); one GET of the whole object (part_bytes above the object size) measured ~1.3x "
+        "boto3. If-Match on the ranges made no difference to boto3. Needs a profile against a real S3 endpoint "
+        "before changing the defaults."),
     "perf.fastapi": (
         "no known reason: perf_analyzer measured the FastAPI baseline faster here; check the noise and re-run."),
 }

@@ -295,8 +295,16 @@ def test_upstream_attempts_and_prefix_route_requests(front, upstreams):
     for _ in range(2):
         assert requests.post(f"{front.base}/v2/models/fast/infer", json=row, timeout=10).status_code == 200
     assert requests.post(f"{front.base}/v2/models/slow/infer", json=row, timeout=10).status_code == 504
-    text = scrape(front)
-    after = parse(text)
+    # A request is counted in its logging phase, just after its answer is
+    # sent: wait (briefly) until all 9 are in.
+    deadline = time.monotonic() + 5
+    while True:
+        text = scrape(front)
+        after = parse(text)
+        counted = value(after, "switchyard_requests_total") - value(before, "switchyard_requests_total")
+        if counted >= 9 or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
 
     def delta(name, **labels):
         return value(after, name, **labels) - value(before, name, **labels)
