@@ -111,6 +111,7 @@ mod tests {
             warmup: false,
             text: None,
             limits: RequestLimits::default(),
+            source: None,
         }
     }
 

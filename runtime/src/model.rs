@@ -4,7 +4,7 @@
 //! sure only one load per model runs at a time.
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,11 +85,53 @@ pub struct Model {
     /// The model file's identity when the model was registered; a load
     /// that finds another file there warns (see [`Model::load_blocking`]).
     pub identity: Option<FileIdentity>,
+    /// True while a sourced model's signature is the declared one (its
+    /// file not fetched and probed yet).
+    awaiting_file: AtomicBool,
     /// Cold-start time of each successful load (µs).
     pub cold_starts: Histogram,
     signature: Mutex<Option<ModelSignature>>,
     text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
+}
+
+/// [`probe`], then the graph checked against what `source` declared (a
+/// mismatch fails the model like a corrupt file).
+fn probe_checked(
+    spec: &ModelSpec,
+    source: &crate::source::ModelSource,
+) -> Result<(ModelSignature, Option<Arc<TextEncoder>>), RuntimeError> {
+    let (graph, text) = probe(spec)?;
+    let problems = source.fetcher.check(&graph);
+    if !problems.is_empty() {
+        return Err(RuntimeError::CorruptModel {
+            model: spec.name.clone(),
+            path: spec.path.clone(),
+            reason: format!("the graph does not match its declared signature: {}", problems.join("; ")),
+        });
+    }
+    Ok((graph, text))
+}
+
+/// Why a load stopped: the file could not be fetched (the model stays
+/// unloaded and is tried again) or the model cannot serve (it fails).
+enum FetchOrFail {
+    Fetch(RuntimeError),
+    Fail(RuntimeError),
+}
+
+impl FetchOrFail {
+    fn into_error(self) -> RuntimeError {
+        match self {
+            FetchOrFail::Fetch(e) | FetchOrFail::Fail(e) => e,
+        }
+    }
+}
+
+impl From<RuntimeError> for FetchOrFail {
+    fn from(e: RuntimeError) -> Self {
+        FetchOrFail::Fail(e)
+    }
 }
 
 /// Reads the graph's signature and, for a text model, builds its encoder
@@ -108,10 +150,21 @@ fn probe(spec: &ModelSpec) -> Result<(ModelSignature, Option<Arc<TextEncoder>>),
 impl Model {
     /// Registers a model: probes its signature; a probe failure leaves the
     /// model `Failed` with the error (other models are unaffected).
+    ///
+    /// A model with a [`crate::ModelSource`] whose file is not there yet
+    /// registers with the signature its source declares and fetches the
+    /// file on first load; one whose file is there has its graph checked
+    /// against that declaration.
     pub fn register(spec: ModelSpec) -> Model {
         let pools = spec.pools.iter().map(|p| Arc::new(PoolShared::new(p.clone()))).collect();
         let identity = FileIdentity::of(&spec.path);
-        let (signature, text, state, failure) = match probe(&spec) {
+        let awaiting_file = spec.source.is_some() && !spec.path.exists();
+        let registered = match &spec.source {
+            Some(source) if awaiting_file => Ok((source.declared.clone(), None)),
+            Some(source) => probe_checked(&spec, source),
+            None => probe(&spec),
+        };
+        let (signature, text, state, failure) = match registered {
             Ok((sig, text)) => (Some(sig), text, ModelState::Unloaded, None),
             Err(e) => {
                 tracing::error!(model = %spec.name, error = %e, "model cannot be registered");
@@ -124,6 +177,7 @@ impl Model {
             load_lock: tokio::sync::Mutex::new(()),
             load_attempts: AtomicU64::new(0),
             identity,
+            awaiting_file: AtomicBool::new(awaiting_file),
             cold_starts: Histogram::new(COLD_START_US_BOUNDS),
             signature: Mutex::new(signature),
             text: Mutex::new(text),
@@ -237,16 +291,19 @@ impl Model {
                 inner.loads += 1;
                 self.cold_starts.record_duration(report.cold_start);
             }
-            Err(e) => {
+            // The store could not deliver the file: unloaded, tried again
+            // by the next request.
+            Err(FetchOrFail::Fetch(_)) => inner.state = ModelState::Unloaded,
+            Err(FetchOrFail::Fail(e)) => {
                 inner.state = ModelState::Failed(e.to_string());
                 inner.failure = Some(e.clone());
             }
         }
-        result.map(|(_, report)| report)
+        result.map(|(_, report)| report).map_err(FetchOrFail::into_error)
     }
 
-    fn build_pools(&self, started: Instant) -> Result<(Arc<LoadedModel>, LoadReport), RuntimeError> {
-        let signature = self.signature_or_probe()?;
+    fn build_pools(&self, started: Instant) -> Result<(Arc<LoadedModel>, LoadReport), FetchOrFail> {
+        let signature = self.fetched_signature()?;
         let batch = self.spec.any_batching() && batchable(&signature);
         if self.spec.any_batching() && !batch {
             tracing::warn!(model = %self.spec.name, "inputs have a fixed batch dimension; batching disabled");
@@ -271,14 +328,33 @@ impl Model {
             pools.push(outcome.ok());
         }
         if pools.iter().all(Option::is_none) {
-            return Err(RuntimeError::DeviceUnavailable {
+            return Err(FetchOrFail::Fail(RuntimeError::DeviceUnavailable {
                 model: self.spec.name.clone(),
                 reason: describe_failures(&outcomes),
-            });
+            }));
         }
         let report = LoadReport { cold_start: started.elapsed(), pools: outcomes };
         tracing::info!(model = %self.spec.name, cold_start_ms = report.cold_start.as_millis() as u64, "model loaded");
         Ok((Arc::new(LoadedModel { pools, signature, batch }), report))
+    }
+
+    /// A sourced model's graph signature: the file fetched if it is not
+    /// there (an error leaves the model unloaded, to be tried again), then
+    /// probed and checked against the source's declaration (a mismatch
+    /// fails the model like a corrupt file).
+    fn fetched_signature(&self) -> Result<ModelSignature, FetchOrFail> {
+        let Some(source) = self.spec.source.as_ref().filter(|_| self.awaiting_file.load(Ordering::SeqCst))
+        else {
+            return Ok(self.signature_or_probe()?);
+        };
+        if !self.spec.path.exists() {
+            source.fetcher.fetch().map_err(FetchOrFail::Fetch)?;
+        }
+        let (graph, text) = probe_checked(&self.spec, source)?;
+        *self.signature.lock() = Some(graph.clone());
+        *self.text.lock() = text;
+        self.awaiting_file.store(false, Ordering::SeqCst);
+        Ok(graph)
     }
 
     fn signature_or_probe(&self) -> Result<ModelSignature, RuntimeError> {

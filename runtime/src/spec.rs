@@ -118,6 +118,11 @@ pub struct ModelSpec {
     /// (see [`crate::limits`]).
     #[serde(default)]
     pub limits: crate::limits::RequestLimits,
+    /// Where the file comes from when a model store delivers it (`None`:
+    /// a file on disk). With a source the model registers before its file
+    /// exists and fetches it on first load (see [`crate::source`]).
+    #[serde(skip)]
+    pub source: Option<crate::source::ModelSource>,
 }
 
 impl ModelSpec {
@@ -194,6 +199,7 @@ mod tests {
             warmup: false,
             text: None,
             limits: Default::default(),
+            source: None,
         }
     }
 

@@ -123,9 +123,12 @@ async fn a_triton_repository_in_s3_is_pulled_served_updated_and_survives_the_sto
     let cache = tempfile::tempdir().unwrap();
     let endpoint = moto.endpoint.clone();
     let s = || -> StoreSettings { settings(&endpoint, "triton", cache.path()) };
+    // Warm-up on: every version is pulled while the repository is loaded
+    // (off, versions not cached are pulled on first load).
+    let eager = SpecDefaults { warmup: true, ..SpecDefaults::default() };
 
     let store = ModelStore::open(s(), &moto.env()).unwrap();
-    let loaded = load_repository(&store, &SpecDefaults::default()).await.unwrap();
+    let loaded = load_repository(&store, &eager).await.unwrap();
     let (name, err) = &loaded.rejected[0];
     assert_eq!(loaded.rejected.len(), 1);
     assert_eq!(name, "broken");
@@ -144,7 +147,7 @@ async fn a_triton_repository_in_s3_is_pulled_served_updated_and_survives_the_sto
     triton_repo(v2.path(), "digits-heavy", 2, false);
     upload_dir(&up, &v2.path().join("digits-heavy/2"), "triton/digits-heavy/2").await;
     assert_eq!(store.poll().await.unwrap(), [RepositoryChange::VersionAdded("digits-heavy".into(), 2)]);
-    let reloaded = load_repository(&store, &SpecDefaults::default()).await.unwrap();
+    let reloaded = load_repository(&store, &eager).await.unwrap();
     assert_eq!(spec(&reloaded, "digits-heavy").version, 2, "latest-1 policy: the new version");
     let sources: Vec<_> = reloaded.versions.iter().map(|v| (v.model.as_str(), v.version, v.source)).collect();
     assert!(sources.contains(&("digits-heavy", 2, VersionSource::Downloaded)), "{sources:?}");
@@ -154,7 +157,7 @@ async fn a_triton_repository_in_s3_is_pulled_served_updated_and_survives_the_sto
     // The store goes down: a restarted gateway serves what its cache holds.
     moto.stop();
     let restarted = ModelStore::open(s(), &moto.env()).unwrap();
-    let offline = load_repository(&restarted, &SpecDefaults::default()).await.unwrap();
+    let offline = load_repository(&restarted, &eager).await.unwrap();
     assert!(offline.from_cache);
     assert!(offline.versions.iter().all(|v| v.source == VersionSource::CachedOffline));
     assert_eq!(spec(&offline, "digits-heavy").version, 2);
@@ -162,4 +165,40 @@ async fn a_triton_repository_in_s3_is_pulled_served_updated_and_survives_the_sto
     serve(&offline).await;
     let err = restarted.materialize("digits-cheap", 9).await.unwrap_err();
     assert!(matches!(err, StoreError::NotCached { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_warmup_off_versions_are_pulled_on_first_load_and_checked_against_their_config() {
+    let moto = Moto::start();
+    let up = moto.uploader();
+    let dir = tempfile::tempdir().unwrap();
+    triton_repo(dir.path(), "digits-cheap,digits-heavy", 1, false);
+    // digits-heavy's config lies about its input's datatype.
+    let config = dir.path().join("digits-heavy/config.pbtxt");
+    std::fs::write(&config, std::fs::read_to_string(&config).unwrap().replace("TYPE_FP32", "TYPE_FP64"))
+        .unwrap();
+    upload_dir(&up, dir.path(), "triton").await;
+    let cache = tempfile::tempdir().unwrap();
+    let store = ModelStore::open(settings(&moto.endpoint, "triton", cache.path()), &moto.env()).unwrap();
+
+    let loaded = load_repository(&store, &SpecDefaults::default()).await.unwrap();
+    assert!(loaded.versions.is_empty(), "nothing pulled while loading the repository");
+    assert!(!spec(&loaded, "digits-cheap").path.exists());
+    assert_eq!(store.stats().versions_downloaded, 0);
+    common::init();
+    let repo = ModelRepository::new(loaded.specs.clone()).unwrap();
+    assert!(repo.failures().is_empty(), "{:?}", repo.failures());
+    // Registered from the declaration: the signature clients see.
+    assert_eq!(repo.signature("digits-cheap").unwrap().inputs[0].shape, [-1, 64]);
+
+    let out = common::within(repo.infer("digits-cheap", None, common::classify(3, 5))).await.unwrap();
+    assert_eq!(out.outputs.iter().find(|(n, _)| n == "label").unwrap().1.shape(), [3]);
+    assert!(spec(&loaded, "digits-cheap").path.exists());
+    assert_eq!(store.stats().versions_downloaded, 1);
+
+    let err = common::within(repo.infer("digits-heavy", None, common::classify(1, 5))).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("does not match its declared signature") && text.contains("FP64"), "{text}");
+    assert_eq!(err.class(), switchyard_runtime::ErrorClass::Unavailable, "{err:?}");
+    repo.shutdown();
 }

@@ -106,11 +106,10 @@ REASONS = {
         "a cold start is process start + listing the store + pulling + ONNX Runtime session creation + the first "
         "run; on a busy machine each step waits for CPU (the goal figures are Everinfer's, on their hardware)."),
     "store.download": (
-        "not explained yet. Against moto (a Python server on the same two CPUs) each 8 MiB ranged GET of the "
-        "store takes ~60-70 ms to arrive where boto3's take ~25 ms (strace: the store waits on the socket, the "
-        "server sends slowly); one GET of the whole object (part_bytes above the object size) measured ~1.3x "
-        "boto3. If-Match on the ranges made no difference to boto3. Needs a profile against a real S3 endpoint "
-        "before changing the defaults."),
+        "not explained yet. Against moto three parallel 8 MiB ranged GETs take ~85 ms in the store's HTTP client "
+        "(object_store over reqwest) where boto3 threads take ~25 ms and three curls 20-40 ms; one GET of the "
+        "whole object measured 1.3-1.5x boto3, and one range at a time matches boto3 doing the same. See "
+        "benchmarks/NOTES.md (model store)."),
     "perf.fastapi": (
         "no known reason: perf_analyzer measured the FastAPI baseline faster here; check the noise and re-run."),
 }

@@ -70,6 +70,7 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
         warmup: false,
         text: None,
         limits: Default::default(),
+        source: None,
     }
 }
 

@@ -82,6 +82,19 @@ fn store_json(store: &crate::config::store_section::StoreConfig) -> Value {
             r.unavailable.iter().map(|(m, e)| (m.clone(), json!(e.to_string()))).collect::<serde_json::Map<_, _>>()
         }),
         "warnings": resolved.map(|r| json!(r.warnings)),
+        "stats": resolved.map(|r| {
+            let stats = r.store.stats();
+            json!({
+                "gets": stats.gets,
+                "lists": stats.lists,
+                "bytes_downloaded": stats.bytes_downloaded,
+                "versions_downloaded": stats.versions_downloaded,
+                "cache_hits": stats.cache_hits,
+                "offline_hits": stats.offline_hits,
+                "evictions": stats.evictions,
+                "cache_bytes": r.store.cache_bytes(),
+            })
+        }),
     })
 }
 

@@ -209,6 +209,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         warmup: raw.warmup,
         text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, &mut issues.0),
         limits: request_limits(raw, path, issues),
+        source: None,
     }
 }
 

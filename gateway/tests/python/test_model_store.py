@@ -288,3 +288,54 @@ def test_two_gateways_sharing_a_cache_pull_the_same_model_at_once(store, tmp_pat
     finally:
         for gw in gateways:
             gw.stop()
+
+
+@needs_minilm
+def test_with_warmup_off_a_model_is_pulled_by_its_first_request(store, tmp_path):
+    """`warmup = false`: start-up lists the store and registers the models
+    from their config.pbtxt without downloading a byte; the first requests
+    for MiniLM-L6 (eight at once) share one download and all answer; the
+    model nobody asked for is never pulled; once the store is down, the
+    uncached model answers 503 (every time: it is tried again, not marked
+    failed) while the pulled one keeps serving."""
+    import concurrent.futures
+
+    store.upload_repo(tmp_path / "repo", "digits-cheap,minilm-l6", 1)
+    config = write_config(tmp_path, store.endpoint)
+    config.write_text(config.read_text() + "warmup = false\n")
+    gw = Gateway(config, env=store.env())
+
+    def repository():
+        return requests.get(f"{gw.admin}/admin/config", timeout=5).json()["config"]["repository"]
+
+    try:
+        assert not list((tmp_path / "cache").rglob("model.onnx"))
+        assert repository()["stats"]["versions_downloaded"] == 0
+        client = httpclient.InferenceServerClient(url=gw.url)
+        assert client.is_model_ready("minilm-l6")
+        meta = client.get_model_metadata("minilm-l6")
+        assert [(i["name"], i["datatype"], i["shape"]) for i in meta["inputs"]][0] == ("input_ids", "INT64", [-1, -1])
+
+        tensors = token_inputs(rows=2)
+
+        def first(_):
+            c = httpclient.InferenceServerClient(url=gw.url)
+            return c.infer("minilm-l6", triton_inputs(tensors)).as_numpy("embedding")
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(first, range(8)))
+        for answer in answers[1:]:
+            np.testing.assert_array_equal(answer, answers[0])
+        pulled = list((tmp_path / "cache").rglob("model.onnx"))
+        assert [p.parent.parent.name for p in pulled] == ["minilm-l6"], pulled
+        stats = repository()["stats"]
+        assert stats["versions_downloaded"] == 1, stats
+
+        store.stop()
+        for _ in range(2):
+            down = infer(gw.base, "digits-cheap", digits())
+            assert down.status_code == 503, down.text
+            assert "model store" in down.json()["error"], down.text
+        assert client.infer("minilm-l6", triton_inputs(tensors)).as_numpy("embedding").shape == (2, 384)
+    finally:
+        gw.stop()

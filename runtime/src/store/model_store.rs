@@ -223,6 +223,18 @@ impl ModelStore {
         }
     }
 
+    /// Where version `version` of `model` is (or will be) in the cache;
+    /// `None` for a `file://` store, whose versions are read in place.
+    pub fn cache_dir_of(&self, model: &str, version: u64) -> Option<PathBuf> {
+        self.cache.as_ref().map(|c| c.version_dir(model, version))
+    }
+
+    /// Whether the cache holds version `version` of `model` with exactly
+    /// `listing`'s objects (no request is sent).
+    pub fn is_cached(&self, model: &str, version: u64, listing: &VersionListing) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.lookup(model, version).is_some_and(|m| m.matches(listing)))
+    }
+
     /// Makes version `version` of `model` available locally, listing the
     /// version folder first to compare with the cache (one LIST request).
     pub async fn materialize(

@@ -46,6 +46,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
         warmup: false,
         text: None,
         limits: Default::default(),
+        source: None,
     }
 }
 

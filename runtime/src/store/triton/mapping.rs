@@ -195,6 +195,7 @@ impl MappedModel {
             warmup: defaults.warmup,
             text: None,
             limits: crate::limits::RequestLimits::default(),
+            source: None,
         }
     }
 }

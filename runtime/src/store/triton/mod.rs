@@ -5,6 +5,7 @@
 //! repositories read from a [`crate::store::ModelStore`] ([`repository`]).
 
 pub mod config;
+pub mod fetcher;
 pub mod mapping;
 pub mod repository;
 pub mod schema;
@@ -12,6 +13,7 @@ pub mod schema;
 mod tests;
 
 pub use config::{DynamicBatching, InstanceGroup, InstanceKind, TensorDecl, TritonConfig};
+pub use fetcher::{declared_signature, StoreFetcher};
 pub use mapping::{check_signature, map_config, MappedModel, SpecDefaults};
 pub use repository::{
     load_repository, scan_repository, served_name, LoadedRepository, RepositoryScan, TritonModel,

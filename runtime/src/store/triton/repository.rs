@@ -18,6 +18,7 @@ use crate::store::listing::ModelListing;
 use crate::store::model_store::{LocalVersion, ModelStore};
 
 use super::config::TritonConfig;
+use super::fetcher::StoreFetcher;
 use super::mapping::{map_config, MappedModel, SpecDefaults};
 
 /// Name of a model's configuration file.
@@ -173,24 +174,42 @@ pub struct LoadedRepository {
 }
 
 /// Scans the repository and makes every selected version local (pulling
-/// into the cache as needed, [`PULLS_AT_ONCE`] at a time).
+/// into the cache as needed, [`PULLS_AT_ONCE`] at a time). With
+/// `defaults.warmup` off, versions of an object store that are not cached
+/// yet are not pulled: their specs carry a [`StoreFetcher`] source that
+/// pulls them on the model's first load. Every store model's graph is
+/// checked against its declared inputs and outputs when it is probed.
 pub async fn load_repository(
     store: &Arc<ModelStore>,
     defaults: &SpecDefaults,
 ) -> Result<LoadedRepository, StoreError> {
     let scan = scan_repository(store, defaults).await?;
+    let runtime = tokio::runtime::Handle::current();
     let wanted: Vec<(&TritonModel, u64, bool)> = scan
         .models
         .iter()
         .flat_map(|m| m.versions.iter().enumerate().map(move |(i, v)| (m, *v, i == 0)))
         .collect();
+    let on_demand = |m: &TritonModel, v: u64| -> Option<std::path::PathBuf> {
+        let listing = m.listing.versions.get(&v)?;
+        let dir = store.cache_dir_of(&m.name, v)?;
+        (!defaults.warmup && !store.is_cached(&m.name, v, listing)).then_some(dir)
+    };
     // Owned inputs, so the future is `Send` for any caller's runtime.
     let jobs: Vec<_> = wanted
         .iter()
         .map(|(m, v, _)| {
+            let deferred = on_demand(m, *v);
             let (store, name, version) = (Arc::clone(store), m.name.clone(), *v);
             let listing = m.listing.versions.get(v).cloned();
-            async move { store.materialize_listed(&name, version, listing.as_ref()).await }
+            async move {
+                match deferred {
+                    Some(dir) => Ok(Pulled::Deferred(dir)),
+                    None => {
+                        store.materialize_listed(&name, version, listing.as_ref()).await.map(Pulled::Local)
+                    }
+                }
+            }
         })
         .collect();
     let pulls = futures::stream::iter(jobs).buffered(PULLS_AT_ONCE).collect::<Vec<_>>().await;
@@ -201,15 +220,38 @@ pub async fn load_repository(
     };
     for ((model, version, newest), pulled) in wanted.iter().zip(pulls) {
         let name = served_name(&model.name, *version, *newest);
-        match pulled {
-            Ok(local) => {
-                let path = local.file(&model.config.default_model_filename);
-                loaded.specs.push(model.mapped.spec(&name, *version, path, defaults));
+        let file = &model.config.default_model_filename;
+        let source = StoreFetcher::source(
+            store,
+            &name,
+            &model.name,
+            *version,
+            model.listing.versions.get(version).cloned(),
+            &model.config,
+            runtime.clone(),
+        );
+        let path = match pulled {
+            Ok(Pulled::Local(local)) => {
+                let path = local.file(file);
                 loaded.versions.push(local);
+                path
             }
-            Err(e) => loaded.rejected.push((name, e)),
-        }
+            Ok(Pulled::Deferred(dir)) => dir.join(file),
+            Err(e) => {
+                loaded.rejected.push((name, e));
+                continue;
+            }
+        };
+        let mut spec = model.mapped.spec(&name, *version, path, defaults);
+        spec.source = Some(source);
+        loaded.specs.push(spec);
     }
     loaded.models = scan.models;
     Ok(loaded)
+}
+
+/// A selected version: local now, or pulled on first load into `dir`.
+enum Pulled {
+    Local(LocalVersion),
+    Deferred(std::path::PathBuf),
 }
