@@ -39,6 +39,9 @@ struct Args {
     /// Parts in flight at once (default: the gateway's).
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Tokio worker threads (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 fn main() -> Result<()> {
@@ -54,7 +57,11 @@ fn main() -> Result<()> {
     if let Some(concurrency) = args.concurrency {
         settings.transfer.concurrency = concurrency;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.threads {
+        builder.worker_threads(threads.max(1));
+    }
+    let runtime = builder.enable_all().build()?;
     let result = runtime.block_on(async {
         let store = ModelStore::open(settings, &AwsEnv::from_process()).context("opening the store")?;
         let started = Instant::now();
