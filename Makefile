@@ -5,7 +5,9 @@ ORT_LIB := $(CURDIR)/.cache/onnxruntime/libonnxruntime.so.1.31.1
 export ORT_DYLIB_PATH ?= $(ORT_LIB)
 PY := $(CURDIR)/.venv/bin/python
 
-.PHONY: image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak clean-cache
+FUZZ_SECONDS ?=
+
+.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -48,6 +50,14 @@ python-tests: build
 
 fmt:
 	$(CARGO) fmt --all
+
+## fuzz-quick: every fuzz target for a minute under AFL++ (cargo-afl on stable; installs it, builds instrumented targets in target/afl, ~12 min the first time on 2 CPUs)
+fuzz-quick: setup-test
+	fuzz/run.sh $(or $(FUZZ_SECONDS),60)
+
+## fuzz: every fuzz target for an hour (FUZZ_SECONDS=... to change); findings land in fuzz/findings/
+fuzz: setup-test
+	fuzz/run.sh $(or $(FUZZ_SECONDS),3600)
 
 ## image: the CPU container image localhost/switchyard:latest (podman; public bases, or bases made from Debian packages when no registry is reachable)
 image:
