@@ -7,7 +7,7 @@ PY := $(CURDIR)/.venv/bin/python
 
 FUZZ_SECONDS ?=
 
-.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak clean-cache
+.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -89,6 +89,11 @@ bench: setup-bench
 ## memory-soak: 60 s of mixed load then 60 s idle on the release build; fails if RSS stays >20% above its post-warm-up level
 memory-soak: setup-test build-release
 	$(PY) benchmarks/memory_soak.py --bin $(CURDIR)/target/release/switchyard
+
+## soak: SOAK_MINUTES (default 30) of mixed traffic with Redis, an upstream app and a reload a minute; samples RSS, descriptors, threads, queues and errors every 10 s; writes benchmarks/out/soak/<stamp>/ (soak.json, soak.png); fails on memory growth >10%, leaked descriptors or threads, or any unexpected error
+soak: setup-test build-release
+	$(PY) -m pip install -q -r benchmarks/requirements.txt
+	$(PY) benchmarks/soak/run.py --bin $(CURDIR)/target/release/switchyard --minutes $(or $(SOAK_MINUTES),30)
 
 clean-cache:
 	rm -rf .cache
