@@ -7,7 +7,7 @@ PY := $(CURDIR)/.venv/bin/python
 
 FUZZ_SECONDS ?=
 
-.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak clean-cache
+.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -94,6 +94,11 @@ memory-soak: setup-test build-release
 soak: setup-test build-release
 	$(PY) -m pip install -q -r benchmarks/requirements.txt
 	$(PY) benchmarks/soak/run.py --bin $(CURDIR)/target/release/switchyard --minutes $(or $(SOAK_MINUTES),30)
+
+## chaos: CHAOS_RUNS (default 3) runs of the fault scenario under steady load (Redis killed, an upstream address flapped, model files swapped and reloaded, a burst at 3x capacity, SIGTERM to one of two replicas behind a front); fails when the client ledger has any request neither answered correctly nor rejected with 429/503 + Retry-After
+chaos: setup-test build-release
+	$(CARGO) build --release -p switchyard-benchmarks --bin loadgen
+	$(PY) benchmarks/chaos/run.py --bin $(CURDIR)/target/release/switchyard --loadgen $(CURDIR)/target/release/loadgen --runs $(or $(CHAOS_RUNS),3)
 
 clean-cache:
 	rm -rf .cache

@@ -43,14 +43,20 @@ def text_models_present() -> bool:
 
 
 class Redis:
-    """A throw-away `redis-server` without persistence."""
+    """A throw-away `redis-server` without persistence. `kill()` and
+    `start()` make an outage on the same port."""
 
-    def __init__(self, workdir: Path):
-        self.port = free_port()
-        self.log = open(workdir / "redis.log", "wb")
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.workdir = workdir
+        self.proc = None
+        self.start()
+
+    def start(self) -> None:
+        self.log = open(self.workdir / "redis.log", "ab")
         self.proc = subprocess.Popen(
             [os.environ.get("REDIS_SERVER_BIN", "redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+             "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -67,22 +73,43 @@ class Redis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}"
 
+    def kill(self) -> None:
+        """SIGKILL: the server vanishes mid-conversation."""
+        stop(self.proc, signal.SIGKILL)
+        self.log.close()
+
     def close(self) -> None:
         stop(self.proc)
         self.log.close()
 
 
 class UpstreamApp:
-    """The HTTP app behind the prefix route (echo, byte counter, SSE)."""
+    """The HTTP app behind the prefix route (echo, byte counter, SSE).
+    `kill()` and `start()` flap it on the same port."""
 
-    def __init__(self, workdir: Path):
-        self.port = free_port()
-        self.log = open(workdir / "upstream.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, str(UPSTREAM_APPS), "app", str(self.port)],
-                                     stdout=subprocess.PIPE, stderr=self.log)
-        line = self.proc.stdout.readline() if self.proc.stdout else b""
-        if b"ready" not in line:
-            raise RuntimeError("the upstream app did not start")
+    def __init__(self, workdir: Path, port: int | None = None):
+        self.port = port or free_port()
+        self.workdir = workdir
+        self.start()
+
+    def start(self) -> None:
+        self.log = open(self.workdir / f"upstream-{self.port}.log", "ab")
+        deadline = time.monotonic() + 10
+        while True:
+            self.proc = subprocess.Popen([sys.executable, str(UPSTREAM_APPS), "app", str(self.port)],
+                                         stdout=subprocess.PIPE, stderr=self.log)
+            line = self.proc.stdout.readline() if self.proc.stdout else b""
+            if b"ready" in line:
+                return
+            # The port may still be held by the previous process's sockets.
+            self.proc.wait()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the upstream app did not start on port {self.port}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        stop(self.proc, signal.SIGKILL)
+        self.log.close()
 
     def close(self) -> None:
         stop(self.proc)
@@ -163,31 +190,49 @@ cache = {{ ttl_s = 30 }}
 
 
 class Gateway:
-    """The gateway under test, serving `config_path` (watched for reloads)."""
+    """A gateway serving `config_path`, on free ports or on the given ones
+    (to restart a replica where its peers expect it)."""
 
-    def __init__(self, binary: str, config_path: Path, workdir: Path):
-        self.port, self.admin_port = free_port(), free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+    def __init__(self, binary: str, config_path: Path, workdir: Path, name: str = "switchyard",
+                 port: int | None = None, admin_port: int | None = None):
+        self.binary, self.config_path, self.workdir, self.name = binary, config_path, workdir, name
+        self.port, self.admin_port = port or free_port(), admin_port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.base = f"http://{self.addr}"
         self.admin = f"http://127.0.0.1:{self.admin_port}"
-        self.log_path = workdir / "switchyard.log"
-        self.log = open(self.log_path, "wb")
+        self.log_path = workdir / f"{name}.log"
+        self.start()
+
+    def start(self) -> None:
+        self.log = open(self.log_path, "ab")
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
         env.setdefault("ORT_DYLIB_PATH", str(REPO / ".cache/onnxruntime/libonnxruntime.so.1.31.1"))
         self.proc = subprocess.Popen(
-            [binary, "serve", "--config", str(config_path), "--listen", f"127.0.0.1:{self.port}",
+            [self.binary, "serve", "--config", str(self.config_path), "--listen", self.addr,
              "--admin-listen", f"127.0.0.1:{self.admin_port}"],
             cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"switchyard exited with {self.proc.returncode}: see {self.log_path}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
             try:
                 if requests.get(f"{self.base}/v2/health/ready", timeout=1).status_code == 200:
                     return
             except requests.RequestException:
                 pass
-            time.sleep(0.2)
-        raise RuntimeError("switchyard was not ready within 120 s")
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} was not ready within 120 s")
+
+    def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM and wait for the graceful exit; returns the exit code."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.log.close()
+        return code
 
     def generation(self) -> int:
         return int(requests.get(f"{self.admin}/admin/config", timeout=10).json().get("generation", 0))
