@@ -17,6 +17,7 @@ pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
 pub mod redact;
+pub mod resolver;
 pub mod secret;
 pub mod size;
 pub mod store_section;
@@ -28,6 +29,7 @@ pub mod validate;
 
 pub use issue::ConfigIssue;
 pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
+pub use resolver::use_resolver;
 pub use types::{
     AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
     RouteConfig, ServerConfig, TokenSource,

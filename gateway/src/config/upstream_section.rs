@@ -157,9 +157,8 @@ fn resolve(text: &str) -> Result<Vec<SocketAddr>, String> {
     if !valid_host || port.parse::<u16>().is_err() {
         return Err(usage);
     }
-    match std::net::ToSocketAddrs::to_socket_addrs(text) {
+    match super::resolver::lookup(text) {
         Ok(found) => {
-            let found: Vec<SocketAddr> = found.collect();
             if found.is_empty() {
                 Err(format!("{shown:?}: the name has no address"))
             } else {
