@@ -7,7 +7,7 @@ PY := $(CURDIR)/.venv/bin/python
 
 FUZZ_SECONDS ?=
 
-.PHONY: fuzz fuzz-quick image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
+.PHONY: fuzz fuzz-quick schemathesis image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -58,6 +58,10 @@ fuzz-quick: setup-test
 ## fuzz: every fuzz target for an hour (FUZZ_SECONDS=... to change); findings land in fuzz/findings/
 fuzz: setup-test
 	fuzz/run.sh $(or $(FUZZ_SECONDS),3600)
+
+## schemathesis: the long Schemathesis run (CLI): the V2 OpenAPI document (gateway/openapi/) with 2000 cases per operation (SCHEMATHESIS_EXAMPLES=... to change), then 500 valid ones per operation on the example models; fails on any 5xx or failed check; reports in target/schemathesis/
+schemathesis: setup-test build
+	$(PY) gateway/openapi/long_run.py --bin $(CURDIR)/target/debug/switchyard $(if $(SCHEMATHESIS_EXAMPLES),--max-examples $(SCHEMATHESIS_EXAMPLES))
 
 ## image: the CPU container image localhost/switchyard:latest (podman; public bases, or bases made from Debian packages when no registry is reachable)
 image:

@@ -172,13 +172,13 @@ pub fn decode_infer_request(
                 "input '{name}' uses shared memory, which Switchyard does not support; send its data in the request body"
             )));
         }
-        let binary_size =
-            match params.get("binary_data_size") {
-                None => None,
-                Some(v) => Some(v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
-                    invalid("binary_data_size", &context, "must be a non-negative integer")
-                })?),
-            };
+        let binary_size = match params.get("binary_data_size") {
+            None => None,
+            Some(v) => Some(
+                whole_number(v)
+                    .ok_or_else(|| invalid("binary_data_size", &context, "must be a non-negative integer"))?,
+            ),
+        };
         let data = match (parsed.data, binary_size) {
             (Some(_), Some(_)) => return Err(V2Error::ConflictingData { input: name }),
             (None, None) => return Err(V2Error::MissingData { input: name }),
@@ -245,7 +245,7 @@ fn parse_outputs(
         };
         let classification = match parameters.get("classification") {
             None => None,
-            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+            Some(v) => match whole_number(v) {
                 Some(k) if k > 0 => Some(k),
                 _ => return Err(invalid("classification", &context, "must be a positive integer")),
             },
@@ -272,11 +272,28 @@ fn parse_shape(raw: Option<Value>, context: &str, limits: &DecodeLimits) -> Resu
     }
     dims.iter()
         .map(|d| {
-            d.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+            whole_number(d).ok_or_else(|| {
                 invalid_owned("shape", context.to_owned(), format!("{d} is not a non-negative integer"))
             })
         })
         .collect()
+}
+
+/// A non-negative whole JSON number (`3`, `3.0`, `3e2`) as a `usize`;
+/// `None` for anything else. JSON has one number type, so an integer may
+/// come with a fraction part or an exponent (Python's `json.dumps(3.0)`,
+/// JSON Schema's `integer`), as tensor elements already may
+/// ([`super::json_data`]).
+fn whole_number(value: &Value) -> Option<usize> {
+    let whole = match value.as_u64() {
+        Some(n) => n,
+        // Below 2^64 the cast is exact; `-0.0` is 0.
+        None => match value.as_f64() {
+            Some(f) if f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) => f as u64,
+            _ => return None,
+        },
+    };
+    usize::try_from(whole).ok()
 }
 
 /// Whether JSON text is an object (serde would also take a struct from an

@@ -134,6 +134,39 @@ fn scalars_and_empty_tensors() {
     assert_eq!(empty_bin.input("e").unwrap().data(), &TensorData::Strings(Vec::new()));
 }
 
+/// JSON has one number type: the protocol's integers (shape dimensions,
+/// `binary_data_size`, `classification`) may be written `2.0` or `2e0`, as
+/// JSON Schema's `integer` (and Schemathesis) allows; fractions, negatives
+/// and values past `u64` stay 400s.
+#[test]
+fn integral_numbers_with_fraction_or_exponent() {
+    let plain = decode_json(
+        r#"{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}],"outputs":[{"name":"y","parameters":{"classification":3}}]}"#,
+    )
+    .unwrap();
+    let written = decode_json(
+        r#"{"inputs":[{"name":"x","shape":[1.0,2e0],"datatype":"FP32","data":[1,2]}],"outputs":[{"name":"y","parameters":{"classification":3.0}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(written.inputs, plain.inputs);
+    assert_eq!(written.outputs[0].classification, Some(3));
+    let header =
+        r#"{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8.0}}]}"#;
+    let binary = decode_with_binary(header, &le(&[1.0f32, 2.0], f32::to_le_bytes)).unwrap();
+    assert_eq!(binary.input("x").unwrap().to_f32_vec(), Some(vec![1.0, 2.0]));
+    for bad in ["1.5", "-1", "-1.0", "1e20", "18446744073709551616.0", "\"2\"", "null"] {
+        let shape = format!(r#"{{"inputs":[{{"name":"x","shape":[{bad}],"datatype":"FP32","data":[1]}}]}}"#);
+        let err = decode_json(&shape).unwrap_err();
+        assert!(matches!(err, V2Error::InvalidField { field: "shape", .. }), "{bad}: {err}");
+        let classification =
+            format!(r#"{{"inputs":[],"outputs":[{{"name":"y","parameters":{{"classification":{bad}}}}}]}}"#);
+        let err = decode_json(&classification).unwrap_err();
+        assert!(matches!(err, V2Error::InvalidField { field: "classification", .. }), "{bad}: {err}");
+    }
+    let zero = decode_json(r#"{"inputs":[],"outputs":[{"name":"y","parameters":{"classification":0.0}}]}"#);
+    assert!(matches!(zero.unwrap_err(), V2Error::InvalidField { field: "classification", .. }));
+}
+
 #[test]
 fn tritonclient_style_mixed_request() {
     // As tritonclient builds it: id, parameters, binary inputs in order,
