@@ -10,7 +10,7 @@
 //! functions run two ways:
 //!
 //! - under AFL++ (coverage-guided, on stable Rust through `cargo afl`):
-//!   `make fuzz-quick` (in `make test`) and `make fuzz` (long), the
+//!   `make fuzz-quick` (a minute per target) and `make fuzz` (long), the
 //!   binaries in `src/bin/` built with the `afl` feature;
 //! - as ordinary tests (`tests/corpus.rs`): every file of `corpus/<target>/`
 //!   (seeds taken from the tests) and `regressions/<target>/` (inputs that
