@@ -84,6 +84,10 @@ pub enum GatewayError {
     /// `100-continue` (417).
     #[error("unsupported expectation {0:?}: only \"100-continue\" is supported")]
     ExpectationFailed(String),
+    /// A defect of the gateway itself (for example two of its schemas
+    /// disagreeing); reported as 500 with what went wrong, never a panic.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -118,6 +122,7 @@ impl GatewayError {
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
             GatewayError::Unauthorized { .. } => 401,
+            GatewayError::Internal(_) => 500,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
             GatewayError::Shed { .. } => 429,
@@ -138,6 +143,7 @@ impl GatewayError {
             GatewayError::TooManyRequests => "too_many_requests",
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::Internal(_) => "internal",
             GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::Budget(e) => e.label(),

@@ -33,6 +33,9 @@ enum Command {
         /// Override `server.admin_listen`.
         #[arg(long)]
         admin_listen: Option<SocketAddr>,
+        /// Override `server.grpc_listen` (turns the gRPC listener on).
+        #[arg(long)]
+        grpc_listen: Option<SocketAddr>,
     },
     /// Check a config file (and its models' signatures); print what is
     /// wrong with field paths and exit non-zero on any problem.
@@ -45,8 +48,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config, listen, admin_listen } => {
-            serve_command(cli.log_json, config, listen, admin_listen)
+        Command::Serve { config, listen, admin_listen, grpc_listen } => {
+            let overrides = CliOverrides { listen, admin_listen, grpc_listen };
+            serve_command(cli.log_json, config, overrides)
         }
         Command::CheckConfig { file } => {
             switchyard::telemetry::init(cli.log_json, None).and_then(|_log_guard| check_command(&file))
@@ -76,12 +80,7 @@ fn print_issues(source: &str, issues: &[ConfigIssue]) {
     }
 }
 
-fn serve_command(
-    log_json: bool,
-    path: Option<PathBuf>,
-    listen: Option<SocketAddr>,
-    admin_listen: Option<SocketAddr>,
-) -> anyhow::Result<ExitCode> {
+fn serve_command(log_json: bool, path: Option<PathBuf>, overrides: CliOverrides) -> anyhow::Result<ExitCode> {
     let source = path.as_ref().map_or("built-in config".to_string(), |p| p.display().to_string());
     let (digest, loaded) = load(path.as_ref());
     let mut config = match loaded {
@@ -91,7 +90,6 @@ fn serve_command(
             return Ok(ExitCode::FAILURE);
         }
     };
-    let overrides = CliOverrides { listen, admin_listen };
     overrides.apply(&mut config);
     let source = ConfigSource { path, loaded_digest: digest, overrides };
     // Logs and traces start once the config (its `[telemetry]`) is known;

@@ -1,6 +1,6 @@
 //! Starts the gateway: ONNX Runtime, the model repository, the reload
-//! triggers, then the Pingora server (V2 and admin listeners) on its own
-//! thread; stops it gracefully ([`crate::shutdown`]).
+//! triggers, then the Pingora server (V2 and admin listeners, and the gRPC
+//! listener when `server.grpc_listen` is set) on its own thread; stops it gracefully ([`crate::shutdown`]).
 
 use crate::admin::AdminApp;
 use crate::app::GatewayApp;
@@ -8,6 +8,7 @@ use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
 use crate::config::Config;
 use crate::connections::{rlimit, ConnTable, GuardedApp};
+use crate::grpc::GrpcListener;
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
@@ -36,6 +37,12 @@ pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
     fit_connection_limit(&state.connections);
     crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
+    let grpc_listen = state.snapshot.load().config.server.grpc_listen;
+    let grpc = grpc_listen
+        .map(|addr| {
+            GrpcListener::bind(state.clone(), addr).with_context(|| format!("bind server.grpc_listen {addr}"))
+        })
+        .transpose()?;
     let reloader = Arc::new(Reloader::new(state.clone(), source));
     crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
@@ -43,7 +50,7 @@ pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("sy-server".into())
         .spawn(move || {
-            serve_until_stopped(server_state, reloader, stopped_tx.clone());
+            serve_until_stopped(server_state, reloader, grpc, stopped_tx.clone());
             let _ = stopped_tx.send(Stopped::ServerExited);
         })
         .context("start the server thread")?;
@@ -105,7 +112,12 @@ where
 
 /// Builds the Pingora server (V2 listener, admin listener, cache
 /// service) and runs it until it shuts down.
-fn serve_until_stopped(state: Arc<AppState>, reloader: Arc<Reloader>, stopped: Sender<Stopped>) {
+fn serve_until_stopped(
+    state: Arc<AppState>,
+    reloader: Arc<Reloader>,
+    grpc: Option<GrpcListener>,
+    stopped: Sender<Stopped>,
+) {
     let server_config = state.snapshot.load().config.server.clone();
     let server_conf = ServerConf {
         threads: server_config.threads,
@@ -131,6 +143,12 @@ fn serve_until_stopped(state: Arc<AppState>, reloader: Arc<Reloader>, stopped: S
     // L2 connection and writer run inside Pingora's runtimes.
     server.add_service(background_service("cache", CacheService::new(state.cache.clone())));
     server.add_service(background_service("upstream health", HealthService::new(state.upstreams.clone())));
-    tracing::info!(%listen, %admin_listen, "switchyard serving");
+    let grpc_listen = grpc.as_ref().map(|g| g.local_addr().to_string());
+    if let Some(grpc) = grpc {
+        let mut service = background_service("grpc", grpc);
+        service.threads = Some(server_config.threads);
+        server.add_service(service);
+    }
+    tracing::info!(%listen, %admin_listen, grpc_listen = grpc_listen.as_deref().unwrap_or("off"), "switchyard serving");
     server.run(RunArgs { shutdown_signal: Box::new(SignalWatch::new(state, stopped)) });
 }

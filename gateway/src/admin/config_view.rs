@@ -37,6 +37,7 @@ pub fn config_json(config: &Config) -> Value {
         "server": {
             "listen": server.listen.to_string(),
             "admin_listen": server.admin_listen.to_string(),
+            "grpc_listen": server.grpc_listen.map(|a| a.to_string()),
             "threads": server.threads,
             "max_body_bytes": server.limits.max_body_bytes,
             "max_concurrent_requests": server.limits.max_concurrent_requests,

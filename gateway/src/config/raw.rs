@@ -49,6 +49,8 @@ pub struct RawServer {
     pub listen: Option<String>,
     /// Admin listener (metrics, admin API), default `127.0.0.1:9000`.
     pub admin_listen: Option<String>,
+    /// gRPC listener (Open Inference Protocol over gRPC); absent = off.
+    pub grpc_listen: Option<String>,
     /// Worker threads of the HTTP server, default: number of cores.
     pub threads: Option<usize>,
     /// Largest request body accepted (413 beyond), default 64MiB.

@@ -59,6 +59,8 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Admin listener.
     pub admin_listen: SocketAddr,
+    /// gRPC listener ([`crate::grpc`]); `None`: gRPC is off.
+    pub grpc_listen: Option<SocketAddr>,
     /// HTTP worker threads.
     pub threads: usize,
     /// Request limits.

@@ -121,6 +121,8 @@ fn positive(value: Option<usize>, default: usize, path: &str, issues: &mut Issue
 fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8000", "server.listen", issues);
     let admin = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:9000", "server.admin_listen", issues);
+    let grpc =
+        raw.grpc_listen.as_deref().map(|text| parse_addr(Some(text), "", "server.grpc_listen", issues));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = positive(raw.threads, cores, "server.threads", issues);
     let max_body = raw.max_body_bytes.map_or(64 << 20, |s| s.0);
@@ -161,6 +163,10 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin?,
+        grpc_listen: match grpc {
+            Some(addr) => Some(addr?),
+            None => None,
+        },
         threads,
         limits,
         shutdown_grace,

@@ -1,19 +1,20 @@
-//! `POST /v2/models/{m}[/versions/{v}]/infer`: decode, run, encode.
+//! `POST /v2/models/{m}[/versions/{v}]/infer`: the exact-repeat replay
+//! cache, decode (JSON or Triton's binary tensors), [`crate::inference`]
+//! (shared with gRPC), encode.
 
 use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
+use crate::inference::{self, Answered, Outcome};
 use crate::reply::Reply;
-use crate::request_limits as limits;
-use crate::routing::{self, budget, RouteRequest};
+use crate::routing::budget;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use crate::stream::{self, produce::Job, Response};
+use crate::stream::Response;
 use crate::target::resolve;
 use crate::telemetry;
-use crate::v2::{self, DecodeLimits, InferResponseParts};
+use crate::v2;
 use http::HeaderMap;
-use switchyard_runtime::InferenceRequest;
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";
@@ -63,46 +64,19 @@ pub async fn infer<'a>(
         }
         return Ok(entry.reply.clone().into());
     }
-    let max_response = config.server.limits.max_response_bytes;
-    let mut decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
-        let signature = catalog.shared_signature(&target.models)?;
-        let limits = DecodeLimits {
-            max_elements: config.server.limits.max_request_elements,
-            max_rows: limits::row_limit(config, &target, &signature),
-            ..DecodeLimits::default()
-        };
+    let (limits, signature) = inference::decode_limits(state, snap, &target)?;
+    let decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
         let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
-        v2::check_signature(&decoded, &target.public_name, &signature)?;
-        v2::reshape_columns(&mut decoded, &signature)?;
-        limits::check_planned_response(max_response, &signature, &decoded)?;
+        inference::check_decoded(snap, &target, &signature, &mut decoded)?;
         Ok(decoded)
     })?;
-    if let Some(id) = &decoded.id {
-        telemetry::adopt_request_id(id);
-    }
-    let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
-    let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
-    let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
-    let request = InferenceRequest {
-        inputs: std::mem::take(&mut decoded.inputs),
-        outputs: if requested.is_empty() { None } else { Some(requested) },
+    let stream = crate::endpoint::wants_stream(headers, &decoded.parameters)?;
+    let call = inference::Call { target, decoded, headers, tenant, received, stream };
+    let answered = match inference::run(state, snap, call).await? {
+        Outcome::Events(events) => return Ok(Response::Events(events)),
+        Outcome::Answered(answered) => answered,
     };
-    let batched = catalog.batching(&target.models).is_some_and(|b| b.enabled());
-    if crate::endpoint::wants_stream(headers, &decoded.parameters)? {
-        let job = Job { target, decoded, request, plan, budget, received, batched };
-        return Ok(Response::Events(stream::start(state, snap, job)));
-    }
-    let compute =
-        routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
-    let (answer, cache_status) = state.cache.answer(&plan, budget.total, compute).await?;
-    let parts = InferResponseParts {
-        model_name: target.public_name.clone(),
-        model_version: Some(target.version.to_string()),
-        id: decoded.id.clone(),
-        parameters: answer.explain(),
-        outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
-    };
-    limits::check_response(max_response, &parts.outputs)?;
+    let Answered { parts, answer, cache, plan, id } = answered;
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;
@@ -110,13 +84,13 @@ pub async fn infer<'a>(
         reply = reply.with_header(HEADER_LENGTH, len.to_string());
     }
     let reply = reply
-        .with_header("x-cache", cache_status.as_str())
+        .with_header("x-cache", cache.as_str())
         .with_header("x-switchyard-model", answer.model.clone())
         .with_header("x-switchyard-device", answer.device.clone())
         .with_header("x-switchyard-reason", answer.reason.clone())
         .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string());
     if let Some(key) = replay_key {
-        state.cache.remember(key, &plan, &answer, &reply, decoded.id.clone()).await;
+        state.cache.remember(key, &plan, &answer, &reply, id).await;
     }
     Ok(reply.into())
 }

@@ -92,8 +92,9 @@ pub struct RequestLabels<'a> {
     /// A route, model or prefix-route name from `config`, or [`OTHER`].
     pub route: &'a str,
     /// `infer`, `model_metadata`, `model_ready`, `model_config`,
-    /// `server_metadata`, `health`, `proxy` (a prefix route), or `other`
-    /// (not a V2 path).
+    /// `server_metadata`, `health`, `proxy` (a prefix route), `other`
+    /// (not a V2 path), or a gRPC call's (`grpc_infer`,
+    /// `grpc_stream_infer`, `grpc_model_metadata`, ...).
     pub endpoint: &'static str,
 }
 
@@ -102,6 +103,13 @@ impl<'a> RequestLabels<'a> {
     /// name, so bounded like the others): endpoint `proxy`.
     pub fn prefix_route(name: &'a str) -> RequestLabels<'a> {
         RequestLabels { route: name, endpoint: "proxy" }
+    }
+
+    /// Labels of a gRPC call ([`crate::grpc`]) on `name` (when the call
+    /// names a model): `endpoint` is the call's (`grpc_infer`, ...), from
+    /// a closed set; names not in the config map to [`OTHER`].
+    pub fn grpc(config: &'a Config, name: Option<&str>, endpoint: &'static str) -> RequestLabels<'a> {
+        RequestLabels { route: name.and_then(|n| configured_name(config, n)).unwrap_or(OTHER), endpoint }
     }
 
     /// Labels for `path` under `config`. Names not in the config map to

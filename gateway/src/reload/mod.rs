@@ -65,6 +65,8 @@ pub struct CliOverrides {
     pub listen: Option<SocketAddr>,
     /// `--admin-listen`.
     pub admin_listen: Option<SocketAddr>,
+    /// `--grpc-listen`.
+    pub grpc_listen: Option<SocketAddr>,
 }
 
 impl CliOverrides {
@@ -75,6 +77,9 @@ impl CliOverrides {
         }
         if let Some(addr) = self.admin_listen {
             config.server.admin_listen = addr;
+        }
+        if let Some(addr) = self.grpc_listen {
+            config.server.grpc_listen = Some(addr);
         }
     }
 }

@@ -31,6 +31,8 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     s.listen = r.listen;
     keep(s.admin_listen != r.admin_listen, "server.admin_listen");
     s.admin_listen = r.admin_listen;
+    keep(s.grpc_listen != r.grpc_listen, "server.grpc_listen");
+    s.grpc_listen = r.grpc_listen;
     keep(s.threads != r.threads, "server.threads");
     s.threads = r.threads;
     keep(

@@ -12,6 +12,9 @@
 //!    ([`crate::routing::execute`]) and gets one `final` event.
 //! 3. The final answer is stored by the cache (drafts never are), then
 //!    emitted; an error is emitted instead of a final.
+//!
+//! Events are emitted as V2 response parts; the front end encodes them
+//! (SSE in [`super::respond`], gRPC in `crate::grpc::stream`).
 
 use super::draft::{draft_then_final, Finished, PairRun, Ran};
 use crate::cache::{CacheStatus, Plan};
@@ -25,8 +28,7 @@ use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::Target;
-use crate::v2::{self, DecodedRequest, InferResponseParts};
-use bytes::Bytes;
+use crate::v2::{DecodedRequest, InferResponseParts};
 use parking_lot::Mutex;
 use router_policies::{Budget, CascadePolicy, Estimator, PolicyConfig};
 use serde_json::Value;
@@ -74,13 +76,15 @@ impl Stage {
 /// What the producer hands the writer.
 #[derive(Debug)]
 pub enum Emitted {
-    /// An encoded SSE event; `cache` is the `x-cache` value it implies
-    /// when it is the first thing written.
+    /// An event; `cache` is the `x-cache` value it implies when it is the
+    /// first thing written. Each front end encodes it in its format (SSE:
+    /// [`super::respond`]; gRPC: `crate::grpc::stream`).
     Event {
         /// Draft or final.
         stage: Stage,
-        /// The framed event.
-        bytes: Bytes,
+        /// The V2 response of this stage (outputs shaped, `parameters`
+        /// saying the stage; every output as JSON data).
+        parts: Box<InferResponseParts>,
         /// `x-cache` for the response header.
         cache: CacheStatus,
     },
@@ -113,9 +117,9 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let on_draft = |answer: &Answer, confidence: Option<f32>| {
         let info = EventInfo { stage: Stage::Draft, confidence, ran: None, from_draft: None, cache: None };
         match encode(answer, info) {
-            Ok(bytes) => {
+            Ok(parts) => {
                 counters.bump(StreamCount::Draft);
-                let _ = tx.send(Emitted::Event { stage: Stage::Draft, bytes, cache: computing });
+                let _ = tx.send(Emitted::Event { stage: Stage::Draft, parts, cache: computing });
             }
             Err(e) => tracing::debug!(error = %e, "draft not encodable; the final will say why"),
         }
@@ -151,8 +155,8 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
             from_draft: Some(note.as_ref().is_some_and(|n| n.from_draft)),
             cache: Some(cache),
         };
-        let bytes = encode(&answer, info)?;
-        Ok(Emitted::Event { stage: Stage::Final, bytes, cache })
+        let parts = encode(&answer, info)?;
+        Ok(Emitted::Event { stage: Stage::Final, parts, cache })
     });
     let _ = tx.send(emitted.unwrap_or_else(Emitted::Failed));
 }
@@ -236,16 +240,16 @@ async fn run_pair(
     outcome
 }
 
-/// One event: the V2 response for `answer` (JSON tensors only: an event
-/// is text) with the stage's `parameters`, framed as SSE; 413 when it
-/// could exceed `max_response` bytes (`server.max_response_bytes`).
+/// One event: the V2 response for `answer` (JSON tensors only: an SSE
+/// event is text) with the stage's `parameters`; 413 when it could exceed
+/// `max_response` bytes (`server.max_response_bytes`).
 fn encode_event(
     target: &Target,
     decoded: &DecodedRequest,
     (batched, max_response): (bool, usize),
     answer: &Answer,
     info: EventInfo,
-) -> Result<Bytes, GatewayError> {
+) -> Result<Box<InferResponseParts>, GatewayError> {
     let mut parameters = answer.explain();
     parameters.insert("stage".into(), info.stage.as_str().into());
     parameters.insert("model".into(), answer.model.clone().into());
@@ -272,5 +276,5 @@ fn encode_event(
         parameters,
         outputs,
     };
-    Ok(super::sse::event(info.stage.as_str(), &v2::encode_infer_response(&parts).body))
+    Ok(Box::new(parts))
 }

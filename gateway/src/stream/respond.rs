@@ -85,10 +85,11 @@ pub async fn respond(session: &mut Session, stream: EventStream<'_>) -> pingora:
                 Ok(())
             }
             Step::Emitted(None) => break,
-            Step::Emitted(Some(Emitted::Event { bytes, cache, stage })) => {
+            Step::Emitted(Some(Emitted::Event { parts, cache, stage })) => {
                 if stage == Stage::Final {
                     tracing::debug!(cache = cache.as_str(), "final event");
                 }
+                let bytes = sse::event(stage.as_str(), &crate::v2::encode_infer_response(&parts).body);
                 send(session, &mut header_sent, cache, bytes).await
             }
             Step::Emitted(Some(Emitted::Failed(err))) => {

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 use switchyard_runtime::signature::{ModelSignature, TensorSpec};
+use switchyard_runtime::{DeviceKind, ModelSpec};
 
 /// Server name reported by `GET /v2`.
 pub const SERVER_NAME: &str = "switchyard";
@@ -110,6 +111,33 @@ pub struct ServingView {
     /// One group per device pool: Triton's `kind` (`KIND_CPU`,
     /// `KIND_GPU`) and the pool's worker count.
     pub instance_groups: Vec<(&'static str, usize)>,
+}
+
+impl ServingView {
+    /// What a local model's configuration shows of its batching and pools.
+    pub fn of(spec: &ModelSpec) -> ServingView {
+        let batching = &spec.batching;
+        let batched = batching.max_batch_size > 1;
+        let dynamic = batched.then(|| DynamicBatchingView {
+            max_queue_delay_us: u64::try_from(batching.max_queue_delay.as_micros()).unwrap_or(u64::MAX),
+            preferred_batch_size: batching.max_batch_size,
+            max_queue_size: batching.queue_capacity,
+        });
+        let instance_groups = spec
+            .pools
+            .iter()
+            .filter_map(|pool| match pool.device {
+                DeviceKind::Cpu => Some(("KIND_CPU", pool.workers)),
+                DeviceKind::Cuda => Some(("KIND_GPU", pool.workers)),
+                DeviceKind::Upstream => None,
+            })
+            .collect();
+        ServingView {
+            max_batch_size: if batched { batching.max_batch_size } else { 0 },
+            dynamic,
+            instance_groups,
+        }
+    }
 }
 
 /// The `dynamic_batching` block of a [`ServingView`].

@@ -1,0 +1,39 @@
+//! Compiles the gRPC service (`proto/grpc_service.proto`, which imports
+//! the Triton model configuration from `runtime/proto`) with `protox`
+//! (pure Rust: no `protoc` needed) and generates its Rust types and server
+//! trait with `tonic-prost-build`; `src/grpc/proto.rs` includes them. The
+//! descriptor set is written beside them for `prost-reflect`.
+
+fn main() {
+    let protos = ["proto/grpc_service.proto", "../runtime/proto/triton_model_config.proto"];
+    for proto in protos {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    let descriptors = match protox::compile(["grpc_service.proto"], ["proto", "../runtime/proto"]) {
+        Ok(set) => set,
+        Err(e) => fail(&format!("compiling the gRPC protocol: {e}")),
+    };
+    // The descriptors also go into the binary: the gRPC `ModelConfig` is read
+    // from the same JSON the REST `/config` endpoint sends (src/grpc/metadata.rs).
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));
+    if let Err(e) = std::fs::write(out.join("grpc_service.bin"), prost::Message::encode_to_vec(&descriptors))
+    {
+        fail(&format!("writing the descriptor set: {e}"));
+    }
+    let generated = tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .bytes(".inference.ModelInferRequest.raw_input_contents")
+        .bytes(".inference.ModelInferResponse.raw_output_contents")
+        .bytes(".inference.InferTensorContents.bytes_contents")
+        .compile_fds(descriptors);
+    if let Err(e) = generated {
+        fail(&format!("generating the gRPC code: {e}"));
+    }
+}
+
+/// Stops the build with a message (build scripts report errors by exit code).
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1)
+}

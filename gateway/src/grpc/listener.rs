@@ -1,0 +1,73 @@
+//! The gRPC listener: a tonic server for [`GrpcFront`] on
+//! `server.grpc_listen`, run as a Pingora background service (its own
+//! multi-threaded runtime with `server.threads` workers) so it starts and
+//! stops with the HTTP listeners.
+//!
+//! The address is bound when the server starts ([`GrpcListener::bind`]), so
+//! a port in use fails start-up with a message as the HTTP listeners do.
+//! Messages are bounded by `server.max_body_bytes` as bodies are (a
+//! larger message is refused before it is decoded; that bound is read at
+//! start-up, like the listener's address). On shutdown the listener stops
+//! accepting and calls in flight finish.
+
+use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
+use super::service::GrpcFront;
+use crate::state::AppState;
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tonic::transport::server::TcpIncoming;
+
+/// The gRPC listener, bound, waiting for its runtime.
+pub struct GrpcListener {
+    state: Arc<AppState>,
+    listener: parking_lot::Mutex<Option<std::net::TcpListener>>,
+    addr: SocketAddr,
+}
+
+impl GrpcListener {
+    /// Binds `addr` now (so that start-up fails when it cannot).
+    pub fn bind(state: Arc<AppState>, addr: SocketAddr) -> std::io::Result<GrpcListener> {
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        Ok(GrpcListener { state, listener: parking_lot::Mutex::new(Some(listener)), addr })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+#[async_trait]
+impl BackgroundService for GrpcListener {
+    /// Serves until shutdown.
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(std_listener) = self.listener.lock().take() else { return };
+        let listener = match tokio::net::TcpListener::from_std(std_listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, addr = %self.addr, "the gRPC listener could not start");
+                return;
+            }
+        };
+        let max_message = self.state.snapshot.load().config.server.limits.max_body_bytes;
+        let service = GrpcInferenceServiceServer::new(GrpcFront::new(self.state.clone()))
+            .max_decoding_message_size(max_message)
+            .max_encoding_message_size(usize::MAX);
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let stop = async move {
+            let _ = shutdown.changed().await;
+        };
+        let served = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, stop)
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the gRPC listener stopped");
+        }
+    }
+}

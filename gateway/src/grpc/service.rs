@@ -1,0 +1,212 @@
+//! `GRPCInferenceService` over the gateway's state: each call turns its
+//! metadata into headers ([`super::call`]), authorizes the name it
+//! addresses exactly as REST does ([`crate::auth`]), and answers through
+//! the same functions as the REST handlers: [`crate::inference`] for
+//! inference, [`crate::inference::views`] for metadata.
+
+use super::call::{call_headers, CallObs, Rpc};
+use super::encode::encode_model_infer;
+use super::infer::{infer_call, CACHE_PARAMETER};
+use super::metadata::from_document;
+use super::proto::grpc_inference_service_server::GrpcInferenceService;
+use super::proto::*;
+use super::statistics::model_statistics;
+use crate::error::GatewayError;
+use crate::inference::{self, views, Answered, Outcome};
+use crate::snapshot::Snapshot;
+use crate::state::AppState;
+use crate::target::resolve;
+use http::HeaderMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+use tonic::{Request, Response, Status, Streaming};
+
+/// The gRPC front end: the service `serve` mounts on `server.grpc_listen`.
+#[derive(Clone)]
+pub struct GrpcFront {
+    pub(super) state: Arc<AppState>,
+}
+
+impl GrpcFront {
+    /// A front end serving from `state`.
+    pub fn new(state: Arc<AppState>) -> GrpcFront {
+        GrpcFront { state }
+    }
+
+    /// Runs one unary call `rpc` on `name` (empty: none): observed,
+    /// authorized when it names a model, admitted when `admit` (inference).
+    async fn unary<T, F, Fut>(
+        &self,
+        rpc: Rpc,
+        metadata: tonic::metadata::MetadataMap,
+        name: &str,
+        admit: bool,
+        handle: F,
+    ) -> Result<Response<T>, Status>
+    where
+        F: FnOnce(Arc<Snapshot>, HeaderMap, Option<Arc<str>>) -> Fut,
+        Fut: Future<Output = Result<T, GatewayError>>,
+    {
+        let headers = call_headers(metadata);
+        let state = &*self.state;
+        let snap = state.snapshot.load_full();
+        let mut call = CallObs::start(state, rpc, &headers);
+        let checked = (|| {
+            if admit {
+                call.admit(state)?;
+            }
+            if name.is_empty() {
+                return Ok(None);
+            }
+            snap.access.authorize(&snap.config, name, &headers)
+        })();
+        let result = match checked {
+            Ok(tenant) => call.obs.scope().run(handle(snap.clone(), headers, tenant)).await,
+            Err(e) => Err(e),
+        };
+        call.finish(&snap, (!name.is_empty()).then_some(name), result.as_ref().map(|_| ()));
+        result.map(Response::new).map_err(Status::from)
+    }
+}
+
+/// A version string as the REST path would carry it (`""`: none).
+pub(super) fn version(v: &str) -> Option<&str> {
+    (!v.is_empty()).then_some(v)
+}
+
+#[tonic::async_trait]
+impl GrpcInferenceService for GrpcFront {
+    async fn server_live(
+        &self,
+        request: Request<ServerLiveRequest>,
+    ) -> Result<Response<ServerLiveResponse>, Status> {
+        self.unary(Rpc::ServerLive, request.into_parts().0, "", false, |_, _, _| async {
+            Ok(ServerLiveResponse { live: true })
+        })
+        .await
+    }
+
+    async fn server_ready(
+        &self,
+        request: Request<ServerReadyRequest>,
+    ) -> Result<Response<ServerReadyResponse>, Status> {
+        let draining = self.state.lifecycle.is_draining();
+        self.unary(Rpc::ServerReady, request.into_parts().0, "", false, |_, _, _| async move {
+            Ok(ServerReadyResponse { ready: !draining })
+        })
+        .await
+    }
+
+    async fn model_ready(
+        &self,
+        request: Request<ModelReadyRequest>,
+    ) -> Result<Response<ModelReadyResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let (state, message) = (&*self.state, &message);
+        self.unary(Rpc::ModelReady, metadata, &message.name, false, |snap, _, _| async move {
+            let ready = views::model_ready(state, &snap, &message.name, version(&message.version))?;
+            Ok(ModelReadyResponse { ready })
+        })
+        .await
+    }
+
+    async fn server_metadata(
+        &self,
+        request: Request<ServerMetadataRequest>,
+    ) -> Result<Response<ServerMetadataResponse>, Status> {
+        self.unary(Rpc::ServerMetadata, request.into_parts().0, "", false, |_, _, _| async {
+            from_document("inference.ServerMetadataResponse", &crate::v2::server_metadata())
+        })
+        .await
+    }
+
+    async fn model_metadata(
+        &self,
+        request: Request<ModelMetadataRequest>,
+    ) -> Result<Response<ModelMetadataResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let (state, message) = (&*self.state, &message);
+        self.unary(Rpc::ModelMetadata, metadata, &message.name, false, |snap, _, _| async move {
+            let doc = views::model_metadata(state, &snap, &message.name, version(&message.version))?;
+            from_document("inference.ModelMetadataResponse", &doc)
+        })
+        .await
+    }
+
+    async fn model_infer(
+        &self,
+        request: Request<ModelInferRequest>,
+    ) -> Result<Response<ModelInferResponse>, Status> {
+        let received = Instant::now();
+        let (metadata, _, message) = request.into_parts();
+        let name = message.model_name.clone();
+        let state = &*self.state;
+        self.unary(Rpc::ModelInfer, metadata, &name, true, |snap, headers, tenant| async move {
+            let call = infer_call(state, &snap, &headers, tenant.as_deref(), message, received, false)?;
+            match inference::run(state, &snap, call).await? {
+                Outcome::Answered(answered) => Ok(respond(answered)),
+                Outcome::Events(_) => {
+                    Err(GatewayError::Internal("a unary call was answered with a stream".into()))
+                }
+            }
+        })
+        .await
+    }
+
+    type ModelStreamInferStream = super::stream::ResponseStream;
+
+    async fn model_stream_infer(
+        &self,
+        request: Request<Streaming<ModelInferRequest>>,
+    ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
+        let (metadata, _, requests) = request.into_parts();
+        Ok(Response::new(super::stream::start(self.state.clone(), call_headers(metadata), requests)))
+    }
+
+    async fn model_config(
+        &self,
+        request: Request<ModelConfigRequest>,
+    ) -> Result<Response<ModelConfigResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let (state, message) = (&*self.state, &message);
+        self.unary(Rpc::ModelConfig, metadata, &message.name, false, |snap, _, _| async move {
+            let doc = views::model_config(state, &snap, &message.name, version(&message.version))?;
+            Ok(ModelConfigResponse { config: Some(from_document("inference.ModelConfig", &doc)?) })
+        })
+        .await
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let (state, message) = (&*self.state, &message);
+        self.unary(Rpc::ModelStatistics, metadata, &message.name, false, |snap, _, _| async move {
+            let runtime = snap.repo.stats();
+            let models: Vec<String> = if message.name.is_empty() {
+                Vec::new()
+            } else {
+                let target =
+                    resolve(&snap.config, &state.catalog(&snap), &message.name, version(&message.version))?;
+                target.models.clone()
+            };
+            let stats = if models.is_empty() {
+                model_statistics(&runtime, "", None)
+            } else {
+                models.iter().flat_map(|m| model_statistics(&runtime, m, None)).collect()
+            };
+            Ok(ModelStatisticsResponse { model_stats: stats })
+        })
+        .await
+    }
+}
+
+/// The response to a unary call: the answer, with `x-cache` beside the
+/// explain parameters (`switchyard_model`, ...).
+fn respond(answered: Answered) -> ModelInferResponse {
+    let Answered { mut parts, cache, .. } = answered;
+    parts.parameters.insert(CACHE_PARAMETER.into(), cache.as_str().into());
+    encode_model_infer(parts)
+}

@@ -1,0 +1,91 @@
+//! Every gRPC error comes from a [`GatewayError`], by its HTTP status, in
+//! this one place, so a REST client and a gRPC client see the same failure
+//! (the message is the same text as the REST `error` field).
+//!
+//! | HTTP | gRPC code |
+//! |---|---|
+//! | 400, 415, 417, 422 | `INVALID_ARGUMENT` |
+//! | 401 | `UNAUTHENTICATED` |
+//! | 403 | `PERMISSION_DENIED` |
+//! | 404 | `NOT_FOUND` |
+//! | 405, 501 | `UNIMPLEMENTED` |
+//! | 408, 504 | `DEADLINE_EXCEEDED` |
+//! | 413, 429 | `RESOURCE_EXHAUSTED` |
+//! | 499 | `CANCELLED` |
+//! | 502, 503 | `UNAVAILABLE` |
+//! | other 4xx | `FAILED_PRECONDITION` |
+//! | 500, other 5xx | `INTERNAL` |
+//!
+//! A 429 or 503 also carries `retry-after` (seconds) in its metadata, as
+//! the REST answer does in its header.
+
+use crate::error::GatewayError;
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Status};
+
+/// The gRPC code for an HTTP status (table in the module docs).
+pub fn code_for(status: u16) -> Code {
+    match status {
+        400 | 415 | 417 | 422 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        405 | 501 => Code::Unimplemented,
+        408 | 504 => Code::DeadlineExceeded,
+        413 | 429 => Code::ResourceExhausted,
+        499 => Code::Cancelled,
+        502 | 503 => Code::Unavailable,
+        400..=499 => Code::FailedPrecondition,
+        _ => Code::Internal,
+    }
+}
+
+/// The gRPC status for `err`.
+pub fn status_of(err: &GatewayError) -> Status {
+    let mut status = Status::new(code_for(err.status()), err.to_string());
+    if let Some(secs) = err.retry_after() {
+        status.metadata_mut().insert("retry-after", MetadataValue::from(secs));
+    }
+    status
+}
+
+impl From<GatewayError> for Status {
+    fn from(err: GatewayError) -> Status {
+        status_of(&err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_statuses_map_to_the_documented_codes() {
+        let table = [
+            (400, Code::InvalidArgument),
+            (401, Code::Unauthenticated),
+            (404, Code::NotFound),
+            (408, Code::DeadlineExceeded),
+            (413, Code::ResourceExhausted),
+            (429, Code::ResourceExhausted),
+            (500, Code::Internal),
+            (502, Code::Unavailable),
+            (503, Code::Unavailable),
+            (504, Code::DeadlineExceeded),
+            (409, Code::FailedPrecondition),
+        ];
+        for (http, code) in table {
+            assert_eq!(code_for(http), code, "HTTP {http}");
+        }
+    }
+
+    #[test]
+    fn overload_carries_retry_after() {
+        let status = status_of(&GatewayError::TooManyRequests);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(status.metadata().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+        let missing = status_of(&GatewayError::NotFound("model \"nope\"".into()));
+        assert_eq!(missing.code(), Code::NotFound);
+        assert!(missing.message().contains("nope"));
+    }
+}

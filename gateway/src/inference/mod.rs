@@ -1,0 +1,138 @@
+//! The part of an inference call that every front end shares: the REST
+//! handler ([`crate::handlers::infer`]) and the gRPC service
+//! ([`crate::grpc`]) each decode their wire format into a
+//! [`DecodedRequest`], then hand it here, so that one place decides the
+//! checks against the model's signature, the latency budget, the cache,
+//! routing and the shape of the outputs. Each front end then encodes the
+//! [`Answered`] (or writes the event stream) in its own format.
+//!
+//! Order, as for every request: [`decode_limits`] before decoding (rows and
+//! elements bounded by the route), [`check_decoded`] after it, then
+//! [`run`]: budget -> cache plan -> stream, or routing through the cache ->
+//! outputs shaped and bounded by `server.max_response_bytes`.
+
+pub mod views;
+
+use crate::answer::Answer;
+use crate::cache::{CacheStatus, Plan};
+use crate::error::GatewayError;
+use crate::request_limits as limits;
+use crate::routing::{self, budget, RouteRequest};
+use crate::snapshot::Snapshot;
+use crate::state::AppState;
+use crate::stream::{self, produce::Job, respond::EventStream};
+use crate::target::Target;
+use crate::telemetry;
+use crate::v2::{self, DecodeLimits, DecodedRequest, InferResponseParts};
+use http::HeaderMap;
+use std::sync::Arc;
+use std::time::Instant;
+use switchyard_runtime::{InferenceRequest, ModelSignature};
+
+/// The bounds a request to `target` is decoded under, and the signature
+/// its inputs are checked against ([`check_decoded`]).
+pub fn decode_limits(
+    state: &AppState,
+    snap: &Snapshot,
+    target: &Target,
+) -> Result<(DecodeLimits, ModelSignature), GatewayError> {
+    let config = &snap.config;
+    let signature = state.catalog(snap).shared_signature(&target.models)?;
+    let limits = DecodeLimits {
+        max_elements: config.server.limits.max_request_elements,
+        max_rows: limits::row_limit(config, target, &signature),
+        ..DecodeLimits::default()
+    };
+    Ok((limits, signature))
+}
+
+/// Checks a decoded request against the model's signature, reshapes
+/// column inputs, and refuses (413) a request whose answer could exceed
+/// `server.max_response_bytes` before anything runs.
+pub fn check_decoded(
+    snap: &Snapshot,
+    target: &Target,
+    signature: &ModelSignature,
+    decoded: &mut DecodedRequest,
+) -> Result<(), GatewayError> {
+    v2::check_signature(decoded, &target.public_name, signature)?;
+    v2::reshape_columns(decoded, signature)?;
+    limits::check_planned_response(snap.config.server.limits.max_response_bytes, signature, decoded)
+}
+
+/// One decoded inference call, as every front end hands it over.
+pub struct Call<'h> {
+    /// The route or model addressed.
+    pub target: Target,
+    /// The decoded, checked request ([`check_decoded`]).
+    pub decoded: DecodedRequest,
+    /// The request's headers (gRPC: its metadata): the budget header and
+    /// cache control.
+    pub headers: &'h HeaderMap,
+    /// The authenticated caller ([`crate::auth`]); it scopes the cache.
+    pub tenant: Option<&'h str>,
+    /// When the request arrived; the budget counts from here.
+    pub received: Instant,
+    /// Answer with an event stream (draft then final) instead of one answer.
+    pub stream: bool,
+}
+
+/// A complete answer, ready to encode.
+pub struct Answered {
+    /// The response: names, `id`, the explain `parameters`, shaped outputs.
+    pub parts: InferResponseParts,
+    /// How it was reached.
+    pub answer: Arc<Answer>,
+    /// Where it came from (`x-cache`).
+    pub cache: CacheStatus,
+    /// What the cache did; the REST replay cache keys on it.
+    pub plan: Plan,
+    /// The request `id`, kept for the replay cache.
+    pub id: Option<String>,
+}
+
+/// What [`run`] gives back.
+pub enum Outcome<'a> {
+    /// One answer.
+    Answered(Answered),
+    /// An event stream (draft then final) the front end writes out.
+    Events(EventStream<'a>),
+}
+
+/// Runs one call through the budget, the cache and routing (module docs).
+pub async fn run<'a>(
+    state: &'a AppState,
+    snap: &'a Snapshot,
+    call: Call<'_>,
+) -> Result<Outcome<'a>, GatewayError> {
+    let Call { target, mut decoded, headers, tenant, received, stream } = call;
+    let config = &snap.config;
+    if let Some(id) = &decoded.id {
+        telemetry::adopt_request_id(id);
+    }
+    let route_budget = budget::route_budget(target.route(config));
+    let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
+    let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
+    let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
+    let request = InferenceRequest {
+        inputs: std::mem::take(&mut decoded.inputs),
+        outputs: if requested.is_empty() { None } else { Some(requested) },
+    };
+    let batched = state.catalog(snap).batching(&target.models).is_some_and(|b| b.enabled());
+    if stream {
+        let job = Job { target, decoded, request, plan, budget, received, batched };
+        return Ok(Outcome::Events(stream::start(state, snap, job)));
+    }
+    let compute =
+        routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
+    let (answer, cache) = state.cache.answer(&plan, budget.total, compute).await?;
+    let parts = InferResponseParts {
+        model_name: target.public_name.clone(),
+        model_version: Some(target.version.to_string()),
+        id: decoded.id.clone(),
+        parameters: answer.explain(),
+        outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
+    };
+    limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
+    Ok(Outcome::Answered(Answered { parts, answer, cache, plan, id: decoded.id }))
+}
