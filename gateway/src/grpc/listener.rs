@@ -6,12 +6,14 @@
 //! The address is bound when the server starts ([`GrpcListener::bind`]), so
 //! a port in use fails start-up with a message as the HTTP listeners do.
 //! Messages are bounded by `server.max_body_bytes` as bodies are (a
-//! larger message is refused before it is decoded; that bound is read at
-//! start-up, like the listener's address). On shutdown the listener stops
-//! accepting and calls in flight finish.
+//! larger message is refused from its length prefix, before it is read,
+//! with `RESOURCE_EXHAUSTED` as gRPC's own servers answer it; that bound
+//! is read at start-up, like the listener's address). On shutdown the
+//! listener stops accepting and calls in flight finish.
 
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::GrpcFront;
+use super::status::TONIC_OVERSIZED;
 use crate::state::AppState;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
@@ -63,6 +65,7 @@ impl BackgroundService for GrpcListener {
             let _ = shutdown.changed().await;
         };
         let served = tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, stop)
             .await;
@@ -70,4 +73,21 @@ impl BackgroundService for GrpcListener {
             tracing::error!(error = %e, "the gRPC listener stopped");
         }
     }
+}
+
+/// tonic refuses a message over the size limit with `OUT_OF_RANGE`; gRPC's
+/// reference servers (and Triton) answer `RESOURCE_EXHAUSTED`, which
+/// clients treat as "too big / too much", so the status is rewritten.
+/// tonic answers such a unary call trailers-only: the status is in the
+/// response head, its message percent-encoded (spaces as `%20`).
+fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    let oversized = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"11")
+        && headers
+            .get("grpc-message")
+            .is_some_and(|m| m.as_bytes().starts_with(TONIC_OVERSIZED.replace(' ', "%20").as_bytes()));
+    if oversized {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
 }

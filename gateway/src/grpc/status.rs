@@ -49,6 +49,19 @@ pub fn status_of(err: &GatewayError) -> Status {
     status
 }
 
+/// The start of tonic's message for a message over the size limit.
+pub const TONIC_OVERSIZED: &str = "Error, decoded message length too large";
+
+/// tonic's `OUT_OF_RANGE` for a message over the size limit as the
+/// `RESOURCE_EXHAUSTED` gRPC servers answer (see [`super::listener`]);
+/// any other status unchanged.
+pub fn oversized_as_exhausted(status: Status) -> Status {
+    if status.code() == Code::OutOfRange && status.message().starts_with(TONIC_OVERSIZED) {
+        return Status::new(Code::ResourceExhausted, status.message().to_string());
+    }
+    status
+}
+
 impl From<GatewayError> for Status {
     fn from(err: GatewayError) -> Status {
         status_of(&err)

@@ -65,8 +65,12 @@ async fn serve(
 ) {
     let mut running = FuturesUnordered::new();
     let mut reading = true;
+    let mut ended_by = None;
     loop {
         if !reading && running.is_empty() {
+            if let Some(status) = ended_by {
+                let _ = tx.send(Err(status)).await;
+            }
             return;
         }
         tokio::select! {
@@ -75,8 +79,12 @@ async fn serve(
                 Ok(Some(message)) => running.push(one(&state, &headers, message, &tx)),
                 Ok(None) => reading = false,
                 Err(status) => {
+                    // The client sent something unreadable (e.g. a message
+                    // over the limit): the stream ends with that status
+                    // once the requests in flight have answered.
                     tracing::debug!(%status, "gRPC stream ended with an error");
                     reading = false;
+                    ended_by = Some(super::status::oversized_as_exhausted(status));
                 }
             },
             Some(()) = running.next(), if !running.is_empty() => {}
