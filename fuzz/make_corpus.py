@@ -13,7 +13,10 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2
+from tritonclient.grpc._utils import _get_inference_request
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "fuzz" / "corpus"
@@ -30,6 +33,26 @@ def triton_body(inputs, outputs=None, binary_output=False):
         inputs, outputs=outputs, request_id="7", parameters={"tenant_hint": "fuzz"}
     )
     return body, json_size
+
+
+def fp32_grpc(x):
+    i = grpcclient.InferInput("X", list(x.shape), "FP32")
+    i.set_data_from_numpy(x)
+    return i
+
+
+def bytes_grpc():
+    i = grpcclient.InferInput("text", [2], "BYTES")
+    i.set_data_from_numpy(np.array([b"hello", "w\u00f6rld".encode()], dtype=np.object_))
+    return i
+
+
+def grpc_request(inputs):
+    """The ModelInferRequest tritonclient[grpc] sends for `inputs`."""
+    outputs = [grpcclient.InferRequestedOutput("probabilities", class_count=2)]
+    return _get_inference_request(model_name="digits", inputs=inputs, model_version="", request_id="7",
+                                  outputs=outputs, sequence_id=0, sequence_start=False, sequence_end=False,
+                                  priority=0, timeout=None, parameters={"tenant_hint": "fuzz"})
 
 
 def main():
@@ -76,6 +99,19 @@ def main():
     write("text_prefix", "words.bin", struct.pack("<H", 12) + "a few words of text here".encode())
     write("text_prefix", "multibyte.bin", struct.pack("<H", 5) + "\u00e9\u00e9\u00e9 \u65e5\u672c".encode())
     write("text_prefix", "no-space.bin", struct.pack("<H", 3) + b"abcdefgh")
+    # gRPC ModelInferRequest messages as tritonclient[grpc] serializes them
+    # (raw contents), and typed contents built with its protobuf classes.
+    for name, inputs in (("fp32", [fp32_grpc(x)]), ("bytes", [bytes_grpc()]), ("mixed", [fp32_grpc(x), bytes_grpc()])):
+        request = grpc_request(inputs)
+        write("grpc_infer", f"raw-{name}.bin", request.SerializeToString())
+    typed = service_pb2.ModelInferRequest(model_name="digits", id="t", parameters={
+        "timeout": service_pb2.InferParameter(int64_param=5000)})
+    tensor = typed.inputs.add(name="X", datatype="FP32", shape=[2, 64])
+    tensor.contents.fp32_contents.extend(x.ravel().tolist())
+    ints = typed.inputs.add(name="ids", datatype="INT8", shape=[3])
+    ints.contents.int_contents.extend([1, -2, 127])
+    typed.outputs.add(name="probabilities").parameters["classification"].int64_param = 3
+    write("grpc_infer", "typed.bin", typed.SerializeToString())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(v2_json v2_binary config sse text_prefix)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(v2_json v2_binary grpc_infer config sse text_prefix)
 say() { printf '\033[1m[fuzz]\033[0m %s\n' "$*" >&2; }
 
 if ! cargo afl --version >/dev/null 2>&1; then

@@ -1,5 +1,6 @@
 //! Fuzz targets for the parsers that take bytes from outside: the V2 JSON
-//! request decoder, the binary tensor extension, the TOML config loader
+//! request decoder, the binary tensor extension, the gRPC infer request
+//! (protobuf, then its tensors), the TOML config loader
 //! and validator, the SSE event framing, and the text bounding that runs
 //! before tokenisation.
 //!

@@ -397,3 +397,35 @@ def test_with_tracing_off_the_callers_traceparent_reaches_the_upstream(tmp_path,
         assert (received["traceparent"], received["tracestate"]) == (sent["traceparent"], "vendor=client")
     finally:
         gw.stop()
+
+
+def test_grpc_calls_are_traced_under_the_callers_traceparent(tmp_path, receiver):
+    """The gRPC front end reads `traceparent` from the call's metadata and
+    builds the same span tree as REST under the caller's span."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    from conftest import free_port
+
+    path = tmp_path / "grpc-traced.toml"
+    path.write_text(config_text(receiver.endpoint))
+    port = free_port()
+    gw = Gateway(config=path, extra_args=["--grpc-listen", f"127.0.0.1:{port}"])
+    client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+    try:
+        trace_id, caller = secrets.token_hex(16), secrets.token_hex(8)
+        x = grpcclient.InferInput("X", [1, 64], "FP32")
+        x.set_data_from_numpy(np.asarray([row(50)], np.float32))
+        client.infer("fixed", [x], request_id="grpc-tree-1", headers=traceparent(trace_id, caller))
+        spans = whole_trace(receiver, trace_id)
+        names = sorted(s.name for s in spans)
+        assert names == sorted(["request", "parse", "cache_lookup", "decide", "queue_wait", "inference",
+                                "cache_fill"]), names
+        root = next(s for s in spans if s.name == "request")
+        assert root.parent_span_id == caller
+        assert root.attributes["url.path"] == "/inference.GRPCInferenceService/ModelInfer"
+        assert root.attributes["http.response.status_code"] == 200
+        assert root.attributes["request_id"] == "grpc-tree-1"
+    finally:
+        client.close()
+        gw.stop()
