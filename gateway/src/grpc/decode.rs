@@ -14,7 +14,6 @@ use super::proto::{InferTensorContents, ModelInferRequest};
 use crate::v2::binary::decode_binary;
 use crate::v2::{DecodeLimits, DecodedRequest, Parameters, RequestedOutput, V2Error};
 use bytes::Bytes;
-use serde_json::Value;
 use switchyard_runtime::tensor::{DataType, TensorData};
 use switchyard_runtime::Tensor;
 
@@ -253,7 +252,133 @@ fn decode_outputs(
     Ok(decoded)
 }
 
-/// Whether a JSON parameter value is set to `true`.
-pub fn is_true(parameters: &Parameters, key: &str) -> bool {
-    matches!(parameters.get(key), Some(Value::Bool(true)))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::proto::InferParameter;
+    use serde_json::Value;
+
+    fn input(
+        name: &str,
+        datatype: &str,
+        shape: &[i64],
+        contents: Option<InferTensorContents>,
+    ) -> InferInputTensor {
+        InferInputTensor {
+            name: name.into(),
+            datatype: datatype.into(),
+            shape: shape.to_vec(),
+            parameters: Default::default(),
+            contents,
+        }
+    }
+
+    fn request(inputs: Vec<InferInputTensor>, raw: Vec<Bytes>) -> ModelInferRequest {
+        ModelInferRequest { model_name: "m".into(), inputs, raw_input_contents: raw, ..Default::default() }
+    }
+
+    fn decode(req: ModelInferRequest) -> Result<DecodedRequest, V2Error> {
+        decode_model_infer(req, &DecodeLimits::default())
+    }
+
+    #[test]
+    fn typed_and_raw_contents_give_the_same_tensor() {
+        let typed = InferTensorContents { fp32_contents: vec![1.0, -2.5, 3.0, 0.0], ..Default::default() };
+        let a = decode(request(vec![input("X", "FP32", &[2, 2], Some(typed))], vec![])).unwrap();
+        let raw: Vec<u8> = [1.0f32, -2.5, 3.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let b = decode(request(vec![input("X", "FP32", &[2, 2], None)], vec![Bytes::from(raw)])).unwrap();
+        assert_eq!(a.inputs, b.inputs);
+        let words =
+            InferTensorContents { bytes_contents: vec![Bytes::from_static(b"hi")], ..Default::default() };
+        let s = decode(request(vec![input("t", "BYTES", &[1], Some(words))], vec![])).unwrap();
+        assert_eq!(s.inputs[0].1.data(), &TensorData::Strings(vec![Bytes::from_static(b"hi")]));
+    }
+
+    #[test]
+    fn narrow_integer_types_are_range_checked() {
+        let fits = InferTensorContents { int_contents: vec![-128, 127], ..Default::default() };
+        let ok = decode(request(vec![input("i", "INT8", &[2], Some(fits))], vec![])).unwrap();
+        assert_eq!(ok.inputs[0].1.raw_bytes().unwrap().as_ref(), &[0x80, 0x7f]);
+        let over = InferTensorContents { int_contents: vec![1, 128], ..Default::default() };
+        let err = decode(request(vec![input("i", "INT8", &[2], Some(over))], vec![])).unwrap_err();
+        assert!(matches!(err, V2Error::InvalidElement { index: 1, .. }), "{err}");
+        let big = InferTensorContents { uint_contents: vec![65_536], ..Default::default() };
+        assert!(decode(request(vec![input("u", "UINT16", &[1], Some(big))], vec![])).is_err());
+    }
+
+    #[test]
+    fn contents_must_match_the_datatype_and_the_shape() {
+        let wrong_field = InferTensorContents { int64_contents: vec![1, 2], ..Default::default() };
+        let err = decode(request(vec![input("X", "FP32", &[2], Some(wrong_field))], vec![])).unwrap_err();
+        assert!(err.to_string().contains("fp32_contents"), "{err}");
+        let short = InferTensorContents { fp32_contents: vec![1.0], ..Default::default() };
+        let err = decode(request(vec![input("X", "FP32", &[2], Some(short))], vec![])).unwrap_err();
+        assert!(err.to_string().contains("1 elements, the shape needs 2"), "{err}");
+        let half = InferTensorContents { fp32_contents: vec![1.0], ..Default::default() };
+        let err = decode(request(vec![input("h", "FP16", &[1], Some(half))], vec![])).unwrap_err();
+        assert!(err.to_string().contains("raw_input_contents"), "{err}");
+        let fp16 =
+            decode(request(vec![input("h", "FP16", &[2], None)], vec![Bytes::from_static(&[0, 60, 0, 64])]));
+        assert_eq!(fp16.unwrap().inputs[0].1.len(), 2, "FP16 travels raw");
+    }
+
+    #[test]
+    fn raw_contents_cover_every_input_or_none_and_match_their_size() {
+        let two = vec![input("a", "FP32", &[1], None), input("b", "FP32", &[1], None)];
+        let err = decode(request(two, vec![Bytes::from_static(&[0; 4])])).unwrap_err();
+        assert!(err.to_string().contains("1 entries for 2 inputs"), "{err}");
+        let err = decode(request(vec![input("a", "FP32", &[2], None)], vec![Bytes::from_static(&[0; 4])]))
+            .unwrap_err();
+        assert!(matches!(err, V2Error::BinarySize { expected: 8, actual: 4, .. }), "{err}");
+        let both = InferTensorContents { fp32_contents: vec![1.0], ..Default::default() };
+        let err =
+            decode(request(vec![input("a", "FP32", &[1], Some(both))], vec![Bytes::from_static(&[0; 4])]));
+        assert!(matches!(err, Err(V2Error::ConflictingData { .. })));
+        assert!(matches!(
+            decode(request(vec![input("a", "FP32", &[1], None)], vec![])),
+            Err(V2Error::MissingData { .. })
+        ));
+    }
+
+    #[test]
+    fn shapes_and_counts_are_bounded_like_rest() {
+        let limits = DecodeLimits::default();
+        let err = decode(request(vec![input("a", "FP32", &[-1], None)], vec![Bytes::new()])).unwrap_err();
+        assert_eq!(err.status(), 400, "{err}");
+        let huge = i64::try_from(limits.max_elements).unwrap() + 1;
+        let err = decode(request(vec![input("a", "FP32", &[huge], None)], vec![Bytes::new()])).unwrap_err();
+        assert_eq!(err.status(), 413, "{err}");
+        let deep = vec![1i64; limits.max_rank + 1];
+        assert_eq!(
+            decode(request(vec![input("a", "FP32", &deep, None)], vec![Bytes::new()])).unwrap_err().status(),
+            413
+        );
+        let dup = vec![input("a", "FP32", &[0], None), input("a", "FP32", &[0], None)];
+        assert!(matches!(
+            decode(request(dup, vec![Bytes::new(), Bytes::new()])),
+            Err(V2Error::Duplicate { .. })
+        ));
+    }
+
+    #[test]
+    fn parameters_and_outputs_carry_over() {
+        let mut req = request(vec![input("X", "FP32", &[0], None)], vec![Bytes::new()]);
+        req.id = "req-1".into();
+        let timeout = InferParameter {
+            parameter_choice: Some(super::super::proto::infer_parameter::ParameterChoice::Int64Param(5000)),
+        };
+        req.parameters.insert("timeout".into(), timeout.clone());
+        let mut classify = InferRequestedOutputTensor { name: "probabilities".into(), ..Default::default() };
+        classify.parameters.insert(
+            "classification".into(),
+            InferParameter {
+                parameter_choice: Some(super::super::proto::infer_parameter::ParameterChoice::Int64Param(3)),
+            },
+        );
+        req.outputs = vec![classify];
+        let decoded = decode(req).unwrap();
+        assert_eq!(decoded.id.as_deref(), Some("req-1"));
+        assert_eq!(decoded.parameters["timeout"], Value::from(5000));
+        assert_eq!(decoded.outputs[0].classification, Some(3));
+    }
 }
