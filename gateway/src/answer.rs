@@ -32,6 +32,10 @@ pub struct Answer {
     /// answer is never cached and is shared only with identical in-flight
     /// requests whose budget is no larger ([`crate::cache`]).
     pub degraded: bool,
+    /// The cheap model's confidence when a cascade judged it (whichever
+    /// model answered in the end); `None` otherwise, and for answers read
+    /// back from Redis (the traffic sample records it, [`crate::record`]).
+    pub confidence: Option<f32>,
 }
 
 impl Answer {

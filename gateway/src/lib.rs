@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod prefix;
 pub mod prepare;
 pub mod proxy;
+pub mod record;
 pub mod reload;
 pub mod reply;
 pub mod request_limits;

@@ -30,6 +30,8 @@ pub struct AppState {
     pub lifecycle: Arc<Lifecycle>,
     /// Counters of streamed (SSE) infer calls.
     pub streams: crate::metrics::streams::StreamCounters,
+    /// The routes' traffic samples (`routes[].record`).
+    pub recorders: crate::record::Recorders,
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics. Built at start-up:
     /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
@@ -63,6 +65,7 @@ impl AppState {
             cache,
             lifecycle: Arc::new(Lifecycle::default()),
             streams: Default::default(),
+            recorders: Default::default(),
             prefix_routes,
             upstreams,
             connections: ConnTable::new(config_connections),

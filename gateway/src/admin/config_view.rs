@@ -163,6 +163,12 @@ fn route_json(route: &RouteConfig) -> Value {
                 None => json!({ "tenant": &*k.tenant, "key": REDACTED }),
             }).collect::<Vec<_>>(),
         })),
+        "record": route.record.as_ref().map(|r| json!({
+            "sample": r.sample,
+            "path": r.path.display().to_string(),
+            "max_bytes": r.max_bytes,
+            "files": r.files,
+        })),
     })
 }
 

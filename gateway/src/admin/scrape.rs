@@ -5,6 +5,7 @@
 
 use crate::cache::stats::CacheSnapshot;
 use crate::metrics::family::Family;
+use crate::record::RecordStats;
 use crate::routing::decisions::DecisionKey;
 use prometheus::proto::MetricFamily;
 use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
@@ -273,6 +274,36 @@ pub fn decision_families(decisions: &[(DecisionKey, u64)]) -> Vec<MetricFamily> 
         f.sample(&[k.route.as_str(), k.model.as_str(), k.device.as_str(), k.reason.as_str()], *count as f64);
     }
     f.finish().into_iter().collect()
+}
+
+/// A traffic-sample family: name, help, and the counter it reads.
+type RecordFamily = (&'static str, &'static str, fn(&RecordStats) -> u64);
+
+/// The routes' traffic samples ([`crate::record`]): lines written, records
+/// dropped because the writer was behind, lost to write errors, rotations.
+pub fn record_families(stats: &[(String, RecordStats)]) -> Vec<MetricFamily> {
+    let families: [RecordFamily; 4] = [
+        ("switchyard_record_lines_total", "Traffic-sample lines written, by route.", |s| s.written),
+        (
+            "switchyard_record_dropped_total",
+            "Traffic-sample records dropped because the writer was behind, by route.",
+            |s| s.dropped,
+        ),
+        ("switchyard_record_failed_total", "Traffic-sample records lost to write errors, by route.", |s| {
+            s.failed
+        }),
+        ("switchyard_record_rotations_total", "Traffic-sample file rotations, by route.", |s| s.rotations),
+    ];
+    families
+        .into_iter()
+        .filter_map(|(name, help, read)| {
+            let mut f = Family::counter(name, help, &["route"]);
+            for (route, s) in stats {
+                f.sample(&[route.as_str()], read(s) as f64);
+            }
+            f.finish()
+        })
+        .collect()
 }
 
 /// Requests holding an admission permit now, and the limit.

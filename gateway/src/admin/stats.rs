@@ -15,6 +15,13 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["decisions"] = state.decisions.to_json();
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
+    stats["record"] = state
+        .recorders
+        .stats()
+        .into_iter()
+        .map(|(route, s)| (route, serde_json::to_value(s).unwrap_or_default()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     stats["upstreams"] = crate::upstream::stats::to_json(&state.upstreams);
     stats["prefix_routes"] = crate::prefix::stats_json(&state.prefix_routes);
     stats

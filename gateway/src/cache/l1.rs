@@ -153,6 +153,7 @@ mod tests {
             batch_size: 1,
             budget_ms: 50,
             degraded: false,
+            confidence: None,
             outputs: vec![("o".into(), Tensor::from_f32(vec![1], &[1.0]).unwrap())],
         };
         L1Entry::new(Arc::new(answer), ttl, bytes)

@@ -457,6 +457,7 @@ mod tests {
                 outputs: Vec::new(),
                 budget_ms: 10,
                 degraded,
+                confidence: None,
             };
             (Arc::new(answer), CacheStatus::Miss)
         });

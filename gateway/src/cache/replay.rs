@@ -205,6 +205,7 @@ mod tests {
             batch_size: 1,
             budget_ms: 50,
             degraded: false,
+            confidence: None,
             outputs: Vec::new(),
         });
         let reply = Reply::json(200, "{}").with_header("x-cache", "miss").with_header("x-other", "kept");

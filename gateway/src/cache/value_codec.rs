@@ -66,7 +66,18 @@ fn dtype_code(dtype: DataType) -> u8 {
 /// `degraded` is left out: degraded answers are never stored
 /// ([`super::cacheable`]), so every decoded answer is not degraded.
 pub fn encode(answer: &Answer) -> Bytes {
-    let Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms, degraded: _ } = answer;
+    let Answer {
+        model,
+        version,
+        device,
+        pool,
+        reason,
+        batch_size,
+        outputs,
+        budget_ms,
+        degraded: _,
+        confidence: _,
+    } = answer;
     let payload: usize = outputs.iter().map(|(n, t)| n.len() + t.byte_size() + 64).sum();
     let mut out = BytesMut::with_capacity(64 + model.len() + device.len() + pool.len() + payload);
     out.put_slice(MAGIC);
@@ -133,7 +144,18 @@ pub fn decode(value: &Bytes) -> Result<Answer, DecodeError> {
     if r.pos != value.len() {
         return Err(DecodeError::Invalid("trailing bytes".into()));
     }
-    Ok(Answer { model, version, device, pool, reason, batch_size, outputs, budget_ms, degraded: false })
+    Ok(Answer {
+        model,
+        version,
+        device,
+        pool,
+        reason,
+        batch_size,
+        outputs,
+        budget_ms,
+        degraded: false,
+        confidence: None,
+    })
 }
 
 struct Reader<'a> {
@@ -239,6 +261,7 @@ mod tests {
             batch_size: 17,
             budget_ms: 50,
             degraded: false,
+            confidence: None,
             outputs: vec![
                 ("probabilities".into(), Tensor::from_f32(vec![1, 3], &[0.1, 0.2, 0.7]).unwrap()),
                 ("label".into(), labels),

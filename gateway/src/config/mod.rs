@@ -16,6 +16,7 @@ pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
+pub mod record_section;
 pub mod redact;
 pub mod resolver;
 pub mod secret;

@@ -176,6 +176,8 @@ pub struct RawRoute {
     pub auth: Option<super::control_section::RawRouteAuth>,
     /// Draft-then-final streaming (SSE); see `config::draft_section`.
     pub draft: Option<super::draft_section::RawDraft>,
+    /// A traffic sample for replay; see `config::record_section`.
+    pub record: Option<super::record_section::RawRecord>,
 }
 
 /// A route's `budget_ms = { default, max }`.

@@ -114,6 +114,8 @@ pub struct RouteConfig {
     pub auth: Option<RouteAuth>,
     /// How streamed (SSE) infer calls are answered.
     pub draft: super::draft_section::DraftConfig,
+    /// The route's traffic sample; `None` = not recorded.
+    pub record: Option<super::record_section::RecordConfig>,
 }
 
 impl Config {

@@ -318,6 +318,7 @@ fn route_config(
         cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
         auth: super::control_section::route_auth(raw.auth.as_ref(), path, &mut issues.0),
         draft,
+        record: super::record_section::record_config(raw.record.as_ref(), path, &mut issues.0),
     })
 }
 

@@ -4,7 +4,6 @@
 
 use super::decode::decode_model_infer;
 use super::proto::ModelInferRequest;
-use super::service::version;
 use crate::error::GatewayError;
 use crate::inference::{self, Call};
 use crate::snapshot::Snapshot;
@@ -12,6 +11,11 @@ use crate::state::AppState;
 use crate::target::resolve;
 use http::HeaderMap;
 use std::time::Instant;
+
+/// A version string as the REST path would carry it (`""`: none).
+pub fn version(v: &str) -> Option<&str> {
+    (!v.is_empty()).then_some(v)
+}
 
 /// The response parameter that says where an answer came from (the REST
 /// `x-cache` header's values: `hit-l1`, `hit-l2`, `miss`, `bypass`).
@@ -45,5 +49,6 @@ pub(super) fn infer_call<'h>(
         decoded
     };
     decoded.parameters.remove(EMPTY_FINAL_PARAMETER);
-    Ok(Call { target, decoded, headers, tenant, received, stream })
+    let sampled = state.recorders.draw(target.route(&snap.config).and_then(|r| r.record.as_ref()));
+    Ok(Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "grpc" })
 }

@@ -6,7 +6,7 @@
 
 use super::call::{call_headers, CallObs, Rpc};
 use super::encode::encode_model_infer;
-use super::infer::{infer_call, CACHE_PARAMETER};
+use super::infer::{infer_call, version, CACHE_PARAMETER};
 use super::metadata::from_document;
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::*;
@@ -68,11 +68,6 @@ impl GrpcFront {
         call.finish(&snap, (!name.is_empty()).then_some(name), result.as_ref().map(|_| ()));
         result.map(Response::new).map_err(Status::from)
     }
-}
-
-/// A version string as the REST path would carry it (`""`: none).
-pub(super) fn version(v: &str) -> Option<&str> {
-    (!v.is_empty()).then_some(v)
 }
 
 #[tonic::async_trait]

@@ -42,19 +42,26 @@ pub async fn infer<'a>(
     // which does not cover the budget header: that is checked first.
     let route_budget = budget::route_budget(target.route(config));
     budget::check_header(route_budget, headers)?;
-    let replay_key = state.cache.replay_key(
-        config,
-        &target,
-        headers,
-        ReplayParts {
-            generation: snap.generation,
-            name: &target.public_name,
-            version,
-            tenant,
-            header_length: headers.get(HEADER_LENGTH).map(|v| v.as_bytes()),
-            body: &body,
-        },
-    );
+    // A sampled request skips the exact-repeat fast path, so its traffic
+    // record has its decoded inputs (a repeat is then an L1 hit).
+    let sampled = state.recorders.draw(target.route(config).and_then(|r| r.record.as_ref()));
+    let replay_key = if sampled {
+        None
+    } else {
+        state.cache.replay_key(
+            config,
+            &target,
+            headers,
+            ReplayParts {
+                generation: snap.generation,
+                name: &target.public_name,
+                version,
+                tenant,
+                header_length: headers.get(HEADER_LENGTH).map(|v| v.as_bytes()),
+                body: &body,
+            },
+        )
+    };
     if let Some(entry) = match &replay_key {
         Some(key) => state.cache.replay(key).await,
         None => None,
@@ -71,7 +78,8 @@ pub async fn infer<'a>(
         Ok(decoded)
     })?;
     let stream = crate::endpoint::wants_stream(headers, &decoded.parameters)?;
-    let call = inference::Call { target, decoded, headers, tenant, received, stream };
+    let call =
+        inference::Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "rest" };
     let answered = match inference::run(state, snap, call).await? {
         Outcome::Events(events) => return Ok(Response::Events(events)),
         Outcome::Answered(answered) => answered,

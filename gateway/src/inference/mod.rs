@@ -16,6 +16,8 @@ pub mod views;
 use crate::answer::Answer;
 use crate::cache::{CacheStatus, Plan};
 use crate::error::GatewayError;
+use crate::record::line::Ending;
+use crate::record::TrafficRecord;
 use crate::request_limits as limits;
 use crate::routing::{self, budget, RouteRequest};
 use crate::snapshot::Snapshot;
@@ -75,6 +77,11 @@ pub struct Call<'h> {
     pub received: Instant,
     /// Answer with an event stream (draft then final) instead of one answer.
     pub stream: bool,
+    /// Record this call in its route's traffic sample ([`crate::record`];
+    /// drawn by the front end with [`crate::record::Recorders::draw`]).
+    pub sampled: bool,
+    /// `rest` or `grpc`, as the traffic sample records it.
+    pub protocol: &'static str,
 }
 
 /// A complete answer, ready to encode.
@@ -105,7 +112,7 @@ pub async fn run<'a>(
     snap: &'a Snapshot,
     call: Call<'_>,
 ) -> Result<Outcome<'a>, GatewayError> {
-    let Call { target, mut decoded, headers, tenant, received, stream } = call;
+    let Call { target, mut decoded, headers, tenant, received, stream, sampled, protocol } = call;
     let config = &snap.config;
     if let Some(id) = &decoded.id {
         telemetry::adopt_request_id(id);
@@ -123,9 +130,28 @@ pub async fn run<'a>(
         let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
+    let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
+    let capture = record.map(|_| Capture {
+        inputs: request.inputs.clone(),
+        outputs: request.outputs.clone().unwrap_or_default(),
+        tenant: tenant.map(crate::record::line::hash_tenant),
+    });
     let compute =
         routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
-    let (answer, cache) = state.cache.answer(&plan, budget.total, compute).await?;
+    let result = state.cache.answer(&plan, budget.total, compute).await;
+    if let (Some(record), Some(capture)) = (record, capture) {
+        let ending = Ending::of(&result.as_ref().map(|(a, c)| (a.clone(), c.as_str())));
+        let line = capture.finish(
+            &target,
+            &decoded,
+            protocol,
+            received,
+            u64::try_from(budget.total.as_millis()).unwrap_or(u64::MAX),
+            ending,
+        );
+        state.recorders.submit(record, line);
+    }
+    let (answer, cache) = result?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
@@ -135,4 +161,42 @@ pub async fn run<'a>(
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
     Ok(Outcome::Answered(Answered { parts, answer, cache, plan, id: decoded.id }))
+}
+
+/// What a sampled call keeps of its request for its traffic record (the
+/// inputs' buffers are shared, not copied).
+struct Capture {
+    inputs: Vec<(String, switchyard_runtime::Tensor)>,
+    outputs: Vec<String>,
+    tenant: Option<String>,
+}
+
+impl Capture {
+    /// The record of the call, now that it has ended.
+    fn finish(
+        self,
+        target: &Target,
+        decoded: &DecodedRequest,
+        protocol: &'static str,
+        received: Instant,
+        budget_ms: u64,
+        ending: Ending,
+    ) -> TrafficRecord {
+        let elapsed = received.elapsed();
+        let arrived = std::time::SystemTime::now().checked_sub(elapsed).unwrap_or(std::time::UNIX_EPOCH);
+        let arrived_ms = arrived.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        TrafficRecord {
+            route: target.public_name.clone(),
+            arrived_ms: u64::try_from(arrived_ms).unwrap_or(u64::MAX),
+            protocol,
+            id: decoded.id.clone(),
+            tenant: self.tenant,
+            inputs: self.inputs,
+            outputs: self.outputs,
+            parameters: decoded.parameters.clone(),
+            budget_ms,
+            latency_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            ending,
+        }
+    }
 }

@@ -42,6 +42,7 @@ pub async fn run_cascade<B: Backend>(
     if first.model != cheap.model {
         return Ok(first);
     }
+    first.confidence = (!score.is_nan()).then_some(score);
     let fleet = backend.fleet(routing.models);
     let step = crate::telemetry::spans::decide()
         .in_scope(|| policy.after_cheap(score, routing.budget_now(), &fleet, routing.estimator));
@@ -61,7 +62,11 @@ pub async fn run_cascade<B: Backend>(
                 other => other.map(|r| (r, reason)),
             };
             match outcome {
-                Ok((response, reason)) => Ok(answer(response, reason, routing)),
+                Ok((response, reason)) => {
+                    let mut heavy = answer(response, reason, routing);
+                    heavy.confidence = first.confidence;
+                    Ok(heavy)
+                }
                 Err(e) if falls_back(&e) => {
                     tracing::warn!(model = %heavy.model, error = %e, "escalation failed; answering cheap");
                     first.reason = Reason::CascadeUnavailable.as_str().to_string();

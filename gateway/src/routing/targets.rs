@@ -101,5 +101,6 @@ pub fn answer(response: InferenceResponse, reason: Reason, routing: &Routing<'_>
         outputs: response.outputs,
         budget_ms: routing.budget_ms(),
         degraded: false,
+        confidence: None,
     }
 }

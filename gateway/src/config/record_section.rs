@@ -1,0 +1,111 @@
+//! A route's `record = { ... }`: the traffic sample operators replay a
+//! candidate config against (issue: record, replay, calibrate). Off unless
+//! a route has the table; what is written and why is in
+//! [`crate::record`].
+//!
+//! ```toml
+//! [[routes]]
+//! name = "digits"
+//! record = { sample = 0.01, path = "traffic/digits.jsonl", max_bytes = "64MiB", files = 4 }
+//! ```
+
+use super::issue::ConfigIssue;
+use super::size::ByteSize;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// Default size of one traffic file before it is rotated.
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+/// Default number of files kept (the current one and rotated ones).
+pub const DEFAULT_FILES: usize = 4;
+/// Smallest `max_bytes`: one large record must fit.
+pub const MIN_MAX_BYTES: u64 = 4 << 10;
+/// Most files a route may keep.
+pub const MAX_FILES: usize = 100;
+
+/// `record = { ... }` as written.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawRecord {
+    /// Share of the route's requests recorded, in `(0, 1]`.
+    pub sample: f64,
+    /// The traffic file (JSON lines); rotated files get `.1`, `.2`, ...
+    pub path: String,
+    /// Size at which the file is rotated; default 64 MiB.
+    pub max_bytes: Option<ByteSize>,
+    /// Files kept, the current one included; default 4.
+    pub files: Option<usize>,
+}
+
+/// A route's recording settings, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordConfig {
+    /// Share of requests recorded.
+    pub sample: f64,
+    /// The traffic file.
+    pub path: PathBuf,
+    /// Rotation size.
+    pub max_bytes: u64,
+    /// Files kept.
+    pub files: usize,
+}
+
+/// Checks a route's `record` (`path` is the route's, e.g. `routes[0]`).
+pub fn record_config(
+    raw: Option<&RawRecord>,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<RecordConfig> {
+    let raw = raw?;
+    let mut issue = |field: &str, message: String| {
+        issues.push(ConfigIssue { path: format!("{path}.record.{field}"), message })
+    };
+    if !(raw.sample > 0.0 && raw.sample <= 1.0) {
+        issue("sample", format!("must be above 0 and at most 1, got {}", raw.sample));
+    }
+    if raw.path.trim().is_empty() {
+        issue("path", "must name a file".into());
+    }
+    let max_bytes = raw.max_bytes.map_or(DEFAULT_MAX_BYTES, |s| s.0);
+    if max_bytes < MIN_MAX_BYTES {
+        issue("max_bytes", format!("must be at least {MIN_MAX_BYTES} bytes, got {max_bytes}"));
+    }
+    let files = raw.files.unwrap_or(DEFAULT_FILES);
+    if !(1..=MAX_FILES).contains(&files) {
+        issue("files", format!("must be between 1 and {MAX_FILES}, got {files}"));
+    }
+    Some(RecordConfig { sample: raw.sample, path: PathBuf::from(&raw.path), max_bytes, files })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(raw: RawRecord) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        record_config(Some(&raw), "routes[2]", &mut issues);
+        issues
+    }
+
+    fn raw(sample: f64, path: &str) -> RawRecord {
+        RawRecord { sample, path: path.into(), max_bytes: None, files: None }
+    }
+
+    #[test]
+    fn defaults_and_field_paths() {
+        let mut issues = Vec::new();
+        let cfg = record_config(Some(&raw(0.25, "t.jsonl")), "routes[0]", &mut issues).unwrap();
+        assert!(issues.is_empty());
+        assert_eq!((cfg.max_bytes, cfg.files), (DEFAULT_MAX_BYTES, DEFAULT_FILES));
+        assert!(record_config(None, "routes[0]", &mut issues).is_none());
+        for bad in [0.0, -0.1, 1.5, f64::NAN] {
+            let issues = check(raw(bad, "t.jsonl"));
+            assert_eq!(issues.len(), 1, "{bad}");
+            assert_eq!(issues[0].path, "routes[2].record.sample");
+        }
+        assert_eq!(check(raw(1.0, " "))[0].path, "routes[2].record.path");
+        let small = RawRecord { max_bytes: Some(ByteSize(100)), files: Some(0), ..raw(1.0, "t") };
+        let paths: Vec<_> = check(small).into_iter().map(|i| i.path).collect();
+        assert_eq!(paths, ["routes[2].record.max_bytes", "routes[2].record.files"]);
+    }
+}

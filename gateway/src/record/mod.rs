@@ -1,0 +1,92 @@
+//! The traffic sample: a route with `record = { sample, path, ... }`
+//! ([`crate::config::record_section`]) writes a share of its inference
+//! calls to a file of JSON lines, for operators to replay a candidate
+//! config against real traffic before applying it.
+//!
+//! Each line ([`line`]) holds what a replay needs and what it compares
+//! with: the route, the arrival time, the protocol, the request `id`, the
+//! tenant (hashed, never the key), the inputs (datatype, shape and data,
+//! base64 of Triton's binary layout), the requested outputs and request
+//! parameters, the budget, then how it was answered: the model, version,
+//! pool, device and reason, the batch size, whether the answer was
+//! degraded, the cache outcome, the cheap model's confidence when a
+//! cascade judged one, the latency from arrival to answer; or the error
+//! (status and label).
+//!
+//! Recording never delays a request: the request only clones its inputs
+//! (reference-counted buffers, no copy) when it is sampled and hands the
+//! record to a bounded queue; one writer thread per file encodes and
+//! writes. A full queue drops the record and counts it
+//! (`switchyard_record_dropped_total`). The file is rotated at
+//! `max_bytes` (`path.1`, `path.2`, ... up to `files`), so the sample never
+//! takes more than `max_bytes * files` of disk.
+//!
+//! Privacy: a recorded line holds the request's inputs as sent. Recording
+//! is off unless a route asks for it; keep the files where only operators
+//! can read them, and sample only what you may store.
+//!
+//! What is not recorded yet: streamed calls (SSE, `ModelStreamInfer`).
+//! Exact repeats answered from the REST replay cache are recorded as the
+//! cache hits they are: a sampled request skips that fast path.
+
+pub mod line;
+pub mod writer;
+
+use crate::config::record_section::RecordConfig;
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use writer::{FileWriter, Submitted};
+
+pub use line::TrafficRecord;
+
+/// Counters of one route's sample.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RecordStats {
+    /// Lines written.
+    pub written: u64,
+    /// Records dropped because the writer was behind.
+    pub dropped: u64,
+    /// Records lost to a write error (disk full, permissions).
+    pub failed: u64,
+    /// Rotations of the file.
+    pub rotations: u64,
+}
+
+/// Every route's sample: the writers (one per file) and the counters.
+#[derive(Default)]
+pub struct Recorders {
+    writers: Mutex<HashMap<PathBuf, FileWriter>>,
+    stats: Arc<Mutex<HashMap<String, RecordStats>>>,
+}
+
+impl Recorders {
+    /// Whether this request is sampled under `record` (a uniform draw).
+    pub fn draw(&self, record: Option<&RecordConfig>) -> bool {
+        record.is_some_and(|r| crate::draw::next_draw().value() < r.sample)
+    }
+
+    /// Queues `record` for its route's file; never blocks.
+    pub fn submit(&self, config: &RecordConfig, record: TrafficRecord) {
+        let route = record.route.clone();
+        let submitted = {
+            let mut writers = self.writers.lock();
+            let writer = writers
+                .entry(config.path.clone())
+                .or_insert_with(|| FileWriter::start(config.path.clone(), self.stats.clone()));
+            writer.submit(config, record)
+        };
+        if submitted == Submitted::Dropped {
+            self.stats.lock().entry(route).or_default().dropped += 1;
+        }
+    }
+
+    /// Counters by route, for `/admin/stats` and `/metrics`.
+    pub fn stats(&self) -> Vec<(String, RecordStats)> {
+        let mut all: Vec<_> = self.stats.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
