@@ -105,6 +105,7 @@ class Server:
         self.started = 0.0
         self.ready_s: float | None = None
         self.all_models_s: float | None = None
+        self.grpc_port: int | None = None
 
     @property
     def base(self) -> str:
@@ -199,14 +200,20 @@ class Servers:
 NO_ACCESS_LOG = "info,pingora=warn,ort=warn,switchyard::access=off"
 
 
-def switchyard(out: Path, name: str = "switchyard", config: Path | None = None) -> Server:
-    """Switchyard with its built-in config (or `config`), access log off."""
+def switchyard(out: Path, name: str = "switchyard", config: Path | None = None, grpc: bool = False) -> Server:
+    """Switchyard with its built-in config (or `config`), access log off;
+    with `grpc`, its gRPC listener on too (port in `server.grpc_port`)."""
     port = free_port()
     cmd = [env.rel(env.SWITCHYARD), "serve", "--listen", f"127.0.0.1:{port}",
            "--admin-listen", f"127.0.0.1:{free_port()}"]
     if config:
         cmd[2:2] = ["--config", env.rel(config)]
-    return Server(name, cmd, port, out / f"{name}.log", env_extra={"RUST_LOG": NO_ACCESS_LOG})
+    grpc_port = free_port() if grpc else None
+    if grpc_port:
+        cmd += ["--grpc-listen", f"127.0.0.1:{grpc_port}"]
+    server = Server(name, cmd, port, out / f"{name}.log", env_extra={"RUST_LOG": NO_ACCESS_LOG})
+    server.grpc_port = grpc_port
+    return server
 
 
 def fastapi(out: Path, name: str = "fastapi", max_batch_size: int = 0) -> Server:

@@ -11,32 +11,20 @@ records the error perf_analyzer gives.
 
 from __future__ import annotations
 
-import csv
-import os
-import re
-import signal
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib import env, servers  # noqa: E402
+from benchlib.perf import CLIENT_MODE, PERF, bounded, parse  # noqa: E402
 from benchlib.stage import Stage  # noqa: E402
 
-PERF = env.REPO / ".venv-perf" / "bin" / "perf_analyzer"
 MODELS = {"quick": ["digits-cheap"], "full": ["digits-cheap", "synth-heavy"]}
 INTERVAL_MS = {"quick": 1000, "full": 5000}
 # Stability: perf_analyzer repeats a window until 3 in a row agree within this
 # many percent (its default, 10, rarely converges on a shared 2-CPU machine).
 STABILITY = {"quick": 50, "full": 25}
-# Asynchronous calls from one client thread. In its synchronous mode
-# perf_analyzer runs one thread per outstanding request; at concurrency 40 on
-# the one client CPU, against a server answering ~15k infer/s, those threads
-# starved its main thread, which summarises each window (gdb: in
-# `InferenceProfiler::ValidLatencyMeasurement`), and a run did not finish in
-# 2 minutes. One thread keeping 40 requests outstanding finishes in seconds.
-CLIENT_MODE = ["--async", "--max-threads", "1"]
 # A run normally ends in well under a minute.
 TIMEOUT_S = {"quick": 60, "full": 240}
 CONCURRENCY = [4, 40]
@@ -49,35 +37,6 @@ def perf_cmd(st: Stage, port: int, model: str, conc: int, csv_path: Path) -> lis
         "benchmarks/perf_analyzer.sh", str(port), model, "--concurrency-range", f"{conc}:{conc}",
         *CLIENT_MODE, "--measurement-interval", str(INTERVAL_MS[st.mode]),
         "--stability-percentage", str(STABILITY[st.mode]), "--max-trials", "8", "-f", env.rel(csv_path)]
-
-
-def bounded(cmd: list[str], timeout: float) -> tuple[int, str]:
-    """Runs `cmd` in its own process group; on timeout the whole group
-    (perf_analyzer.sh and perf_analyzer under it) is killed."""
-    proc = subprocess.Popen(cmd, cwd=env.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return -1, f"{out}\ntimed out after {timeout:.0f} s"
-
-
-def parse(csv_path: Path, stdout: str) -> list[dict]:
-    """Rows per concurrency: throughput and average latency from perf_analyzer's
-    summary lines, percentiles (µs) from its CSV when it wrote one."""
-    rows = {}
-    for m in re.finditer(r"Concurrency: (\d+), throughput: ([\d.]+) infer/sec, latency (\d+) usec", stdout):
-        rows[int(m[1])] = {"concurrency": int(m[1]), "throughput": float(m[2]), "avg_ms": int(m[3]) / 1e3}
-    if csv_path.exists():
-        with open(csv_path) as f:
-            for r in csv.DictReader(f):
-                row = rows.setdefault(int(r["Concurrency"]), {"concurrency": int(r["Concurrency"])})
-                row.update(throughput=float(r["Inferences/Second"]), p50_ms=float(r["p50 latency"]) / 1e3,
-                           p99_ms=float(r["p99 latency"]) / 1e3)
-    return [rows[c] for c in sorted(rows)]
 
 
 def run_perf(st: Stage, name: str, port: int, model: str, timeout: int,

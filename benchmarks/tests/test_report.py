@@ -130,6 +130,52 @@ def test_a_new_stage_renders_from_its_generic_tables_and_findings(tmp_path):
     assert "**Custom scenario: draft before final**: 1.5 vs 9 ms. Why: no known reason yet" in text
 
 
+def grpc_doc(digits: tuple[float, float], wide: tuple[float, float]) -> dict:
+    """A grpc stage result: (REST, gRPC) req/s for the two compared scenarios."""
+    comps, runs = [], []
+    for key, model, batch, conc, goal, (rest, grpc) in (("digits-b1-c40", "digits-cheap", 1, 40, 1.0, digits),
+                                                        ("wide-b32-c4", "synth-wide", 32, 4, 1.2, wide),
+                                                        ("digits-b1-c4", "digits-cheap", 1, 4, None, (6000, 6500))):
+        side = {p: {"rps": v, "p50_ms": 1.0, "p99_ms": 2.0, "avg_ms": 1.1, "server_cpu_busy": 0.99,
+                    "client_cpu_busy": 0.5, "server_cpu_us_per_req": 1e6 / v, "runs": 1}
+                for p, v in (("http", rest), ("grpc", grpc))}
+        comps.append({"key": key, "model": model, "batch": batch, "concurrency": conc, "goal": goal, **side,
+                      "ratio_rps": grpc / rest, "round_ratios": [round(grpc / rest, 3)],
+                      "met": grpc / rest >= goal if goal else None})
+        runs += [{"scenario": key, "protocol": p, "round": 1, "rc": 0, "rps": v} for p, v in (("http", rest),
+                                                                                             ("grpc", grpc))]
+    return {"title": "gRPC vs REST", "comparisons": comps, "runs": runs, "loadavg_start": "0.10 0.20 0.30",
+            "machine": {"cpus": 2, "cpu": "AMD EPYC"}, "commands": ["env PERF_PROTOCOL=grpc perf_analyzer.sh"]}
+
+
+def test_grpc_section_shows_ratios_and_goals(tmp_path):
+    out = tmp_path / "out"
+    write(out, "grpc", grpc_doc(digits=(15000, 16500), wide=(70, 77)))
+    text = report(out, tmp_path)
+    section = text.split("## gRPC vs REST")[1].split("\n## ")[0]
+    assert "| digits-cheap, batch 1, concurrency 40 | 15,000 | 16,500 | 1.10x | 1.10 | >= 1.0x | yes |" in section
+    assert "| synth-wide, batch 32, concurrency 4 | 70 | 77 | 1.10x | 1.10 | >= 1.2x | **no** |" in section
+    assert "binary data extension" in section and "AMD EPYC" in section and "0.10 0.20 0.30" in section
+    assert "Unmodified `perf_analyzer -i grpc` (shape and batching read with `ModelConfig`): yes." in section
+    losses = text.split("## Where Switchyard loses in this run")[1].split("## Scoreboard")[0]
+    assert "**gRPC: synth-wide, batch 32, concurrency 4: gRPC / REST req/s >= 1.2x (issue 19)**: 1.10x" in losses
+    assert "digits-cheap, batch 1, concurrency 40" not in losses
+    assert reasons.explain("grpc.wide-b32-c4") in losses
+
+
+def test_a_grpc_run_that_failed_is_a_loss_with_its_error(tmp_path):
+    out = tmp_path / "out"
+    doc = grpc_doc(digits=(15000, 14000), wide=(70, 90))
+    doc["runs"].append({"scenario": "digits-b1-c4", "protocol": "grpc", "round": 1, "rc": 99,
+                        "error": "exit 99: failed to get model config"})
+    write(out, "grpc", doc)
+    text = report(out, tmp_path)
+    losses = text.split("## Where Switchyard loses in this run")[1].split("## Scoreboard")[0]
+    assert "gRPC / REST req/s >= 1.0x (issue 19)**: 0.93x" in losses
+    assert "runs (digits-cheap, concurrency 4)**: exit 99: failed to get model config" in losses
+    assert "synth-wide" not in losses
+
+
 def test_hand_written_notes_are_included_unchanged(tmp_path):
     text = report(tmp_path / "out", tmp_path)
     notes = (BENCH / "NOTES.md").read_text().strip()

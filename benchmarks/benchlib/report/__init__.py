@@ -35,6 +35,7 @@ SECTIONS = [
     ("draft-final", lambda ctx: others.generic_section(ctx, "draft-final", "Draft vs final latency (SSE)")),
     ("cascade", others.cascade_section),
     ("perf-analyzer", load.perf_section),
+    ("grpc", load.grpc_section),
     ("runtime", others.runtime_section),
     ("proxy", lambda ctx: others.generic_section(ctx, "proxy", "Proxy overhead vs nginx plain proxy")),
     ("text", lambda ctx: others.generic_section(ctx, "text", "Text transformer scenario (MiniLM) vs FastAPI")),

@@ -1,8 +1,8 @@
-"""Report sections from the `open-loop` and `perf-analyzer` stages."""
+"""Report sections from the `open-loop`, `perf-analyzer` and `grpc` stages."""
 
 from __future__ import annotations
 
-from .common import Ctx, commands_block, ms, num, plot_ref, ratio, settings_line, status_line, table, x
+from .common import Ctx, commands_block, ms, num, pct, plot_ref, ratio, settings_line, status_line, table, x
 from .peers import NAMES
 
 
@@ -96,3 +96,72 @@ def perf_section(ctx: Ctx) -> str:
         out.append("\nMLServer: not tried (MLServer has no Triton `/config` endpoint, which perf_analyzer needs).\n")
     out.append(commands_block(doc))
     return "\n".join(out)
+
+
+def _machine_line(doc: dict) -> str:
+    m = doc.get("machine", {})
+    return (f"Machine: {m.get('cpus', '?')} CPUs ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, "
+            f"{m.get('os', '?')}; load average {doc.get('loadavg_start', '?')} at the start, "
+            f"{doc.get('loadavg_end', m.get('loadavg', '?'))} at the end; {doc.get('mode', '?')} mode, stage run "
+            f"{doc.get('started_at', '?')} to {doc.get('finished_at', '?')}, commit {doc.get('commit', '?')}; "
+            f"command: `benchmarks/stages/75-grpc.py {doc.get('mode', 'quick')}` (what `benchmarks/run.sh "
+            f"{doc.get('mode', 'quick')} grpc` runs after building).")
+
+
+def grpc_section(ctx: Ctx) -> str:
+    out = ["## gRPC vs REST (one Switchyard, perf_analyzer `-i grpc` vs `-i http`)\n"]
+    doc = ctx.stage("grpc")
+    line = status_line(ctx, "grpc")
+    if line:
+        out.append(line + "\n")
+    if not doc or not doc.get("comparisons"):
+        return "\n".join(out)
+    out.append(f"Triton's `perf_analyzer`, unmodified (tritonclient 2.50), against one Switchyard serving REST and "
+               f"the Open Inference Protocol over gRPC: {doc.get('settings_note', '')}. A figure per protocol is the "
+               "median over the rounds; the ratio is gRPC / REST of those medians, each round's own ratio beside "
+               "it. perf_analyzer's HTTP mode already sends tensors with the binary data extension (a small JSON "
+               "header, then the raw bytes), not as JSON numbers, so this compares HTTP/1.1 + binary extension "
+               "with HTTP/2 + protobuf `raw_input_contents`, not gRPC with JSON tensors.\n")
+    out.append(_machine_line(doc) + "\n")
+    rows, detail = [], []
+    for c in doc["comparisons"]:
+        rest, grpc = c.get("http"), c.get("grpc")
+        what = f"{c['model']}, batch {c['batch']}, concurrency {c['concurrency']}"
+        r = c.get("ratio_rps")
+        goal, verdict = "-", "-"
+        if c.get("goal"):
+            goal = f">= {c['goal']:.1f}x"
+            verdict = ctx.finding("gRPC", f"{what}: gRPC / REST req/s {goal} (issue 19)",
+                                  f"{x(r)} ({num(grpc and grpc['rps'])} vs {num(rest and rest['rps'])} req/s)",
+                                  bool(c.get("met")), f"grpc.{c['key']}")
+        rows.append([what, num(rest and rest["rps"]), num(grpc and grpc["rps"]), x(r),
+                     ", ".join(f"{v:.2f}" for v in c.get("round_ratios", [])) or "-", goal, verdict])
+        for proto, p in (("REST", rest), ("gRPC", grpc)):
+            if p:
+                detail.append([what, proto, p.get("runs", 0), ms(p.get("p50_ms")), ms(p.get("p99_ms")),
+                               ms(p.get("avg_ms")), pct(p.get("server_cpu_busy"), 0),
+                               num(p.get("server_cpu_us_per_req"), 1), pct(p.get("client_cpu_busy"), 0)])
+    out.append(table(["scenario", "REST req/s", "gRPC req/s", "gRPC / REST", "per round", "goal", "met?"], rows))
+    out.append("\nLatency and CPU (medians over the rounds; CPU busy = CPU time over the run's wall time; server "
+               "CPU per request from the run's CPU time and its rate):\n")
+    out.append(table(["scenario", "protocol", "runs", "p50 ms", "p99 ms", "avg ms", "server CPU busy",
+                      "server CPU µs/req", "perf_analyzer CPU busy"], detail))
+    plain = next((c for c in doc["comparisons"] if not c.get("goal")), None)
+    if plain:
+        g = plain.get("grpc")
+        errors = [r.get("error") for r in doc.get("runs", [])
+                  if r["scenario"] == plain["key"] and r["protocol"] == "grpc" and r.get("error")]
+        ok = bool(g and g.get("rps")) and not errors
+        v = ctx.finding("gRPC", f"unmodified `perf_analyzer -i grpc` runs ({plain['model']}, concurrency "
+                        f"{plain['concurrency']})", f"{num(g and g['rps'])} req/s" if ok else "; ".join(errors),
+                        ok, "grpc.perf")
+        out.append(f"\nUnmodified `perf_analyzer -i grpc` (shape and batching read with `ModelConfig`): {v}.\n")
+    failed = [r for r in doc.get("runs", []) if r.get("error")]
+    for r in failed:
+        out.append(f"- {r['scenario']} {NAMES_PROTO.get(r['protocol'], r['protocol'])} round {r.get('round')}: "
+                   f"`{r['error']}`")
+    out.append(commands_block(doc))
+    return "\n".join(out)
+
+
+NAMES_PROTO = {"http": "REST", "grpc": "gRPC"}
