@@ -33,8 +33,10 @@ pub struct Answer {
     /// requests whose budget is no larger ([`crate::cache`]).
     pub degraded: bool,
     /// The cheap model's confidence when a cascade judged it (whichever
-    /// model answered in the end); `None` otherwise, and for answers read
-    /// back from Redis (the traffic sample records it, [`crate::record`]).
+    /// model answered in the end); `None` otherwise. L1 keeps it with the
+    /// answer; Redis does not store it (the value format stays as it is),
+    /// so an L2 hit has none. The traffic sample records it
+    /// ([`crate::record`]).
     pub confidence: Option<f32>,
 }
 

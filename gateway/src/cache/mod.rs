@@ -327,7 +327,10 @@ impl ResponseCache {
         let encoded = value_codec::encode(&answer);
         // One contiguous copy: the entry's size is its weight, and it does
         // not keep the batch's output buffers alive.
-        let compact = Arc::new(value_codec::decode(&encoded).unwrap_or(answer));
+        let confidence = answer.confidence;
+        let mut compact = value_codec::decode(&encoded).unwrap_or(answer);
+        compact.confidence = confidence;
+        let compact = Arc::new(compact);
         tiers.l1.insert(*key, L1Entry::new(compact.clone(), policy.ttl, encoded.len())).await;
         CacheStats::bump(&self.stats.stores);
         if let (Some(l2), Some(writer)) = (&tiers.l2, &tiers.writer) {

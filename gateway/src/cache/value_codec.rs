@@ -65,6 +65,7 @@ fn dtype_code(dtype: DataType) -> u8 {
 /// to build until it is encoded here (or deliberately left out).
 /// `degraded` is left out: degraded answers are never stored
 /// ([`super::cacheable`]), so every decoded answer is not degraded.
+/// `confidence` is left out too (L1 puts it back on its copy).
 pub fn encode(answer: &Answer) -> Bytes {
     let Answer {
         model,
