@@ -62,7 +62,12 @@ impl GrpcFront {
             snap.access.authorize(&snap.config, name, &headers)
         })();
         let result = match checked {
-            Ok(tenant) => call.obs.scope().run(handle(snap.clone(), headers, tenant)).await,
+            Ok(tenant) => {
+                // Pinned in place and wrapped by reference: the (large)
+                // handling future is never copied into the wrapper.
+                let handling = std::pin::pin!(handle(snap.clone(), headers, tenant));
+                call.obs.scope().run(handling).await
+            }
             Err(e) => Err(e),
         };
         call.finish(&snap, (!name.is_empty()).then_some(name), result.as_ref().map(|_| ()));

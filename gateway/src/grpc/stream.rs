@@ -100,19 +100,17 @@ async fn one(state: &AppState, headers: &HeaderMap, message: ModelInferRequest, 
     let id = message.id.clone();
     let mut call = CallObs::start(state, Rpc::ModelStreamInfer, headers);
     let scope = call.obs.scope();
-    let outcome = scope
-        .run(async {
-            call.admit(state)?;
-            let tenant = snap.access.authorize(&snap.config, &name, headers)?;
-            let infer = infer_call(state, &snap, headers, tenant.as_deref(), message, received, true)?;
-            match inference::run(state, &snap, infer).await? {
-                Outcome::Events(events) => relay(events, tx).await,
-                Outcome::Answered(_) => {
-                    Err(GatewayError::Internal("a streamed call was answered whole".into()))
-                }
-            }
-        })
-        .await;
+    let admitted = call.admit(state);
+    let handling = std::pin::pin!(async {
+        admitted?;
+        let tenant = snap.access.authorize(&snap.config, &name, headers)?;
+        let infer = infer_call(state, &snap, headers, tenant.as_deref(), message, received, true)?;
+        match inference::run(state, &snap, infer).await? {
+            Outcome::Events(events) => relay(events, tx).await,
+            Outcome::Answered(_) => Err(GatewayError::Internal("a streamed call was answered whole".into())),
+        }
+    });
+    let outcome = scope.run(handling).await;
     if let Err(err) = &outcome {
         let response = ModelStreamInferResponse {
             error_message: err.to_string(),
