@@ -28,6 +28,7 @@ pub mod prepare;
 pub mod proxy;
 pub mod record;
 pub mod reload;
+pub mod replay;
 pub mod reply;
 pub mod request_limits;
 pub mod routing;

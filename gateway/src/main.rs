@@ -43,6 +43,22 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Replay a recorded traffic sample (`routes[].record`) offline through
+    /// a candidate config, with its real models, beside the current one.
+    Replay {
+        /// The candidate config.
+        #[arg(long)]
+        config: PathBuf,
+        /// The traffic file (JSON lines written by `record`).
+        #[arg(long)]
+        traffic: PathBuf,
+        /// The config in force, to compare with.
+        #[arg(long)]
+        against: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,6 +68,8 @@ fn main() -> ExitCode {
             let overrides = CliOverrides { listen, admin_listen, grpc_listen };
             serve_command(cli.log_json, config, overrides)
         }
+        Command::Replay { config, traffic, against, json } => switchyard::telemetry::init(cli.log_json, None)
+            .and_then(|_log_guard| replay_command(&config, &traffic, against.as_deref(), json)),
         Command::CheckConfig { file } => {
             switchyard::telemetry::init(cli.log_json, None).and_then(|_log_guard| check_command(&file))
         }
@@ -97,6 +115,28 @@ fn serve_command(log_json: bool, path: Option<PathBuf>, overrides: CliOverrides)
     let _log_guard = switchyard::telemetry::init(log_json, config.telemetry.as_ref()).context("logging")?;
     serve::run(config, source).context("serve")?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn replay_command(
+    candidate: &std::path::Path,
+    traffic: &std::path::Path,
+    against: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    match switchyard::replay::replay(candidate, traffic, against) {
+        Ok(report) if json => {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(report) => {
+            print!("{}", report.table());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(message) => {
+            eprintln!("switchyard replay: {message}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {

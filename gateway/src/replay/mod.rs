@@ -1,0 +1,213 @@
+//! `switchyard replay`: a recorded traffic sample ([`crate::record`]) run
+//! offline through a candidate config, with its real models, beside the
+//! current config, so an operator sees what a change of policy, threshold
+//! or models would do before applying it.
+//!
+//! Each config is prepared as `serve` prepares it (the same checks; its
+//! problems are reported with their field paths and nothing runs), without
+//! listeners. Every recorded call of a route the config has runs through
+//! [`crate::inference::run`] (the same routing as live, under the
+//! recorded budget, cache bypassed so every call shows its policy's
+//! decision), and the route's heaviest model (its last) runs on the same
+//! inputs as the reference. Reported per config:
+//!
+//! - `escalated_share`: calls a cascade escalated to the heavy model;
+//! - `agreement_with_heaviest`: calls whose answer has the heaviest model's
+//!   top class in every row (of the route's confidence output, else of
+//!   every output equal);
+//! - `cost_per_call`: the models run per call weighed by their `cost`
+//!   (default: 1 + position in the route), a cascade's cheap run included;
+//! - `same_decision_as_live`: calls answered by the model that answered
+//!   them live; `models`: the answering models.
+//!
+//! Not in this version: latency and budget misses simulated from the
+//! pools' latency tables, and the cache hit ratio of the candidate's TTLs
+//! and L1 size.
+
+pub mod report;
+pub mod traffic;
+
+use crate::config::{self, RouteConfig};
+use crate::error::GatewayError;
+use crate::inference::{self, Call, Outcome};
+use crate::snapshot::Snapshot;
+use crate::state::AppState;
+use crate::target::resolve;
+use crate::upstream::Upstreams;
+use http::{HeaderMap, HeaderValue};
+use report::ConfigReport;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use switchyard_runtime::{InferenceRequest, Tensor};
+use traffic::RecordedCall;
+
+/// Replays `traffic` through the config at `candidate` and, when given,
+/// through `against` (the current one), in that order.
+pub fn replay(candidate: &Path, traffic: &Path, against: Option<&Path>) -> Result<report::Report, String> {
+    let calls = traffic::read(traffic)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the replay runtime: {e}"))?;
+    let mut configs = Vec::new();
+    for path in against.into_iter().chain(std::iter::once(candidate)) {
+        configs.push(runtime.block_on(replay_config(path, &calls))?);
+    }
+    Ok(report::Report { traffic: traffic.display().to_string(), calls: calls.len(), configs })
+}
+
+/// Loads and prepares one config, then replays every call through it.
+async fn replay_config(path: &Path, calls: &[RecordedCall]) -> Result<ConfigReport, String> {
+    let mut config = config::load_file(path).map_err(|issues| {
+        let lines: Vec<String> = issues.iter().map(|i| format!("  {i}")).collect();
+        format!("{}: {} problem(s)\n{}", path.display(), issues.len(), lines.join("\n"))
+    })?;
+    let upstreams = Arc::new(Upstreams::new(&config.proxy));
+    let repo =
+        crate::prepare::prepare(&mut config, &upstreams).map_err(|e| format!("{}: {e:#}", path.display()))?;
+    let state = AppState::with_upstreams(config, repo, upstreams);
+    let snap = state.snapshot.load_full();
+    let mut report = ConfigReport::new(path.display().to_string());
+    for call in calls {
+        let Some(route) = snap.config.route(&call.route) else {
+            report.skipped += 1;
+            continue;
+        };
+        match replay_call(&state, &snap, route, call).await {
+            Ok(outcome) => report.add(&outcome, call),
+            Err(e) => report.fail(call.line, &e),
+        }
+    }
+    Ok(report)
+}
+
+/// What one replayed call gave.
+pub struct CallOutcome {
+    /// The model that answered.
+    pub model: String,
+    /// Whether a cascade escalated it.
+    pub escalated: bool,
+    /// Whether the answer agrees with the heaviest model's.
+    pub agrees: bool,
+    /// The compute cost of the models it ran.
+    pub cost: f64,
+}
+
+async fn replay_call(
+    state: &AppState,
+    snap: &Snapshot,
+    route: &RouteConfig,
+    call: &RecordedCall,
+) -> Result<CallOutcome, GatewayError> {
+    let config = &snap.config;
+    let target = resolve(config, &state.catalog(snap), &call.route, None)?;
+    let mut headers = HeaderMap::new();
+    headers.insert(router_policies::BUDGET_HEADER, HeaderValue::from(call.budget_ms.max(1)));
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let (_, signature) = inference::decode_limits(state, snap, &target)?;
+    let mut decoded = call.request.clone();
+    inference::check_decoded(snap, &target, &signature, &mut decoded)?;
+    let inputs = decoded.inputs.clone();
+    let replayed = Call {
+        target,
+        decoded,
+        headers: &headers,
+        tenant: None,
+        received: Instant::now(),
+        stream: false,
+        sampled: false,
+        protocol: "replay",
+    };
+    let answered = match inference::run(state, snap, replayed).await? {
+        Outcome::Answered(answered) => answered,
+        Outcome::Events(_) => {
+            return Err(GatewayError::Internal("a replayed call was answered with a stream".into()))
+        }
+    };
+    let answer = answered.answer;
+    let heaviest = route.models.last().map(String::as_str).unwrap_or(answer.model.as_str());
+    let reference = snap.repo.infer(heaviest, None, InferenceRequest { inputs, outputs: None }).await?;
+    let confidence_output = route.policy.as_cascade().map(|p| p.confidence_output.as_str());
+    let escalated = answer.reason == router_policies::Reason::CascadeEscalate.as_str();
+    let cost_of = |model: &str| {
+        let position = route.models.iter().position(|m| m == model).unwrap_or(0);
+        config.model_routing.get(model).and_then(|r| r.cost).unwrap_or(1.0 + position as f64)
+    };
+    let cost = match route.policy.as_cascade() {
+        Some(_) => {
+            let cheap = route.models.first().map(String::as_str).unwrap_or_default();
+            cost_of(cheap) + if answer.model != cheap { cost_of(&answer.model) } else { 0.0 }
+        }
+        None => cost_of(&answer.model),
+    };
+    Ok(CallOutcome {
+        agrees: agrees(&answer.outputs, &reference.outputs, confidence_output),
+        model: answer.model.clone(),
+        escalated,
+        cost,
+    })
+}
+
+/// Whether `answer` agrees with `reference`: the same top class in every
+/// row of `confidence_output` (when both have it), else every output the
+/// answer has equal to the reference's.
+fn agrees(
+    answer: &[(String, Tensor)],
+    reference: &[(String, Tensor)],
+    confidence_output: Option<&str>,
+) -> bool {
+    let find = |outputs: &[(String, Tensor)], name: &str| {
+        outputs.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone())
+    };
+    if let Some(name) = confidence_output {
+        if let (Some(a), Some(b)) = (find(answer, name), find(reference, name)) {
+            return top_classes(&a) == top_classes(&b);
+        }
+    }
+    answer.iter().all(|(name, tensor)| find(reference, name).is_some_and(|r| r == *tensor))
+}
+
+/// The index of each row's largest value (`None` when not FP32).
+fn top_classes(tensor: &Tensor) -> Option<Vec<usize>> {
+    let values = tensor.to_f32_vec()?;
+    let row = match tensor.shape() {
+        [] | [_] => 1,
+        [_, rest @ ..] => rest.iter().product::<usize>().max(1),
+    };
+    Some(
+        values
+            .chunks(row)
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .fold((0, f32::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best })
+                    .0
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use switchyard_runtime::tensor::{DataType, TensorData};
+
+    fn probs(rows: &[[f32; 3]]) -> Tensor {
+        let bytes: Vec<u8> = rows.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+        Tensor::new(DataType::F32, vec![rows.len(), 3], TensorData::Fixed(Bytes::from(bytes))).unwrap()
+    }
+
+    #[test]
+    fn agreement_is_the_same_top_class_in_every_row() {
+        let a = vec![("p".to_string(), probs(&[[0.1, 0.7, 0.2], [0.5, 0.4, 0.1]]))];
+        let same = vec![("p".to_string(), probs(&[[0.0, 0.9, 0.1], [0.8, 0.1, 0.1]]))];
+        let other = vec![("p".to_string(), probs(&[[0.0, 0.9, 0.1], [0.1, 0.8, 0.1]]))];
+        assert!(agrees(&a, &same, Some("p")));
+        assert!(!agrees(&a, &other, Some("p")));
+        // Without a confidence output: exact equality of the answer's outputs.
+        assert!(agrees(&a, &a, None));
+        assert!(!agrees(&a, &same, None));
+    }
+}
