@@ -18,12 +18,15 @@
 //! - `cost_per_call`: the models run per call weighed by their `cost`
 //!   (default: 1 + position in the route), a cascade's cheap run included;
 //! - `same_decision_as_live`: calls answered by the model that answered
-//!   them live; `models`: the answering models.
+//!   them live; `models`: the answering models;
+//! - `cache_hit_ratio`: the exact-match L1 the candidate's `[cache]` and
+//!   route TTLs would have had over the recorded arrivals
+//!   ([`cache_sim`]), beside the live ratio the sample recorded.
 //!
 //! Not in this version: latency and budget misses simulated from the
-//! pools' latency tables, and the cache hit ratio of the candidate's TTLs
-//! and L1 size.
+//! pools' latency tables.
 
+pub mod cache_sim;
 pub mod report;
 pub mod traffic;
 
@@ -34,6 +37,7 @@ use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::resolve;
 use crate::upstream::Upstreams;
+use cache_sim::CacheSim;
 use http::{HeaderMap, HeaderValue};
 use report::ConfigReport;
 use std::path::Path;
@@ -69,16 +73,24 @@ async fn replay_config(path: &Path, calls: &[RecordedCall]) -> Result<ConfigRepo
     let state = AppState::with_upstreams(config, repo, upstreams);
     let snap = state.snapshot.load_full();
     let mut report = ConfigReport::new(path.display().to_string());
+    let mut cache = snap.config.cache.as_ref().map(|c| CacheSim::new(c.l1_max_bytes));
     for call in calls {
         let Some(route) = snap.config.route(&call.route) else {
             report.skipped += 1;
             continue;
         };
         match replay_call(&state, &snap, route, call).await {
-            Ok(outcome) => report.add(&outcome, call),
+            Ok(outcome) => {
+                if let Some(cache) = cache.as_mut().filter(|_| route.cache.enabled) {
+                    let ttl_ms = u64::try_from(route.cache.ttl.as_millis()).unwrap_or(u64::MAX);
+                    cache.call(call.cache_key(), call.arrived_ms, ttl_ms, outcome.answer_bytes);
+                }
+                report.add(&outcome, call);
+            }
             Err(e) => report.fail(call.line, &e),
         }
     }
+    report.cache_hit_ratio = cache.and_then(|c| c.hit_ratio());
     Ok(report)
 }
 
@@ -92,6 +104,8 @@ pub struct CallOutcome {
     pub agrees: bool,
     /// The compute cost of the models it ran.
     pub cost: f64,
+    /// The answer's output bytes (its weight in the simulated cache).
+    pub answer_bytes: u64,
 }
 
 async fn replay_call(
@@ -146,6 +160,7 @@ async fn replay_call(
         model: answer.model.clone(),
         escalated,
         cost,
+        answer_bytes: answer.outputs.iter().map(|(_, t)| t.byte_size() as u64).sum(),
     })
 }
 

@@ -32,6 +32,10 @@ pub struct ConfigReport {
     pub live_escalated_share: f64,
     /// Answering models and their counts.
     pub models: BTreeMap<String, usize>,
+    /// The simulated L1 hit ratio (`None`: no cache on these routes).
+    pub cache_hit_ratio: Option<f64>,
+    /// The hit ratio recorded live (L1 and L2 hits over lookups).
+    pub live_cache_hit_ratio: Option<f64>,
     #[serde(skip)]
     sums: Sums,
 }
@@ -44,6 +48,8 @@ struct Sums {
     same_as_live: usize,
     live_known: usize,
     live_escalated: usize,
+    live_lookups: usize,
+    live_hits: usize,
 }
 
 /// A table row: its label and how to read it from a config's report.
@@ -67,6 +73,8 @@ impl ConfigReport {
             same_decision_as_live: 0.0,
             live_escalated_share: 0.0,
             models: BTreeMap::new(),
+            cache_hit_ratio: None,
+            live_cache_hit_ratio: None,
             sums: Sums::default(),
         }
     }
@@ -84,6 +92,11 @@ impl ConfigReport {
             s.live_escalated += usize::from(
                 call.live_reason.as_deref() == Some(router_policies::Reason::CascadeEscalate.as_str()),
             );
+        }
+        if let Some(cache) = call.live_cache.as_deref().filter(|c| matches!(*c, "hit-l1" | "hit-l2" | "miss"))
+        {
+            s.live_lookups += 1;
+            s.live_hits += usize::from(cache != "miss");
         }
         *self.models.entry(outcome.model.clone()).or_default() += 1;
         self.refresh();
@@ -105,6 +118,7 @@ impl ConfigReport {
         self.cost_per_call = if self.replayed == 0 { 0.0 } else { s.cost / self.replayed as f64 };
         self.same_decision_as_live = share(s.same_as_live, s.live_known);
         self.live_escalated_share = share(s.live_escalated, s.live_known);
+        self.live_cache_hit_ratio = (s.live_lookups > 0).then(|| share(s.live_hits, s.live_lookups));
     }
 }
 
@@ -123,7 +137,7 @@ impl Report {
     /// The report as a table, one column per config.
     pub fn table(&self) -> String {
         let pct = |v: f64| format!("{:.1}%", v * 100.0);
-        let rows: [Row; 8] = [
+        let rows: [Row; 10] = [
             ("calls replayed", |c| c.replayed.to_string()),
             ("calls skipped (route not in config)", |c| c.skipped.to_string()),
             ("calls failed", |c| c.failed.to_string()),
@@ -131,6 +145,12 @@ impl Report {
             ("agreement with the heaviest model", |c| format!("{:.1}%", c.agreement_with_heaviest * 100.0)),
             ("compute cost per call", |c| format!("{:.3}", c.cost_per_call)),
             ("same model as live", |c| format!("{:.1}%", c.same_decision_as_live * 100.0)),
+            ("cache hit ratio (simulated L1)", |c| {
+                c.cache_hit_ratio.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
+            }),
+            ("cache hit ratio recorded live", |c| {
+                c.live_cache_hit_ratio.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
+            }),
             ("models", |c| c.models.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")),
         ];
         let mut out = format!("traffic: {} ({} calls)\n\n| |", self.traffic, self.calls);

@@ -27,8 +27,47 @@ pub struct RecordedCall {
     pub live_reason: Option<String>,
     /// The live cache outcome.
     pub live_cache: Option<String>,
+    /// Arrival, milliseconds since the Unix epoch.
+    pub arrived_ms: u64,
+    /// The tenant's hash, as recorded.
+    pub tenant: Option<String>,
     /// The request to run again.
     pub request: DecodedRequest,
+}
+
+impl RecordedCall {
+    /// The call's exact-match identity, as the live cache keys it: route,
+    /// tenant, inputs (name, datatype, shape, data) and requested outputs.
+    pub fn cache_key(&self) -> blake3::Hash {
+        let mut h = blake3::Hasher::new();
+        h.update(self.route.as_bytes());
+        h.update(&[0]);
+        h.update(self.tenant.as_deref().unwrap_or("").as_bytes());
+        for (name, tensor) in &self.request.inputs {
+            h.update(&[1]);
+            h.update(name.as_bytes());
+            h.update(tensor.dtype().v2_name().as_bytes());
+            for d in tensor.shape() {
+                h.update(&(*d as u64).to_le_bytes());
+            }
+            match tensor.data() {
+                switchyard_runtime::TensorData::Fixed(bytes) => {
+                    h.update(bytes);
+                }
+                switchyard_runtime::TensorData::Strings(items) => {
+                    for item in items {
+                        h.update(&(item.len() as u64).to_le_bytes());
+                        h.update(item);
+                    }
+                }
+            }
+        }
+        for output in &self.request.outputs {
+            h.update(&[2]);
+            h.update(output.name.as_bytes());
+        }
+        h.finalize()
+    }
 }
 
 #[derive(Deserialize)]
@@ -37,6 +76,10 @@ struct Line {
     route: String,
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    arrived_ms: u64,
+    #[serde(default)]
+    tenant: Option<String>,
     inputs: Vec<LineInput>,
     #[serde(default)]
     outputs: Vec<String>,
@@ -141,6 +184,8 @@ fn parse_line(raw: &str, number: usize) -> Result<RecordedCall, String> {
         live_model: line.answer.as_ref().map(|a| a.model.clone()),
         live_reason: line.answer.as_ref().map(|a| a.reason.clone()),
         live_cache: line.answer.map(|a| a.cache),
+        arrived_ms: line.arrived_ms,
+        tenant: line.tenant,
         request,
     })
 }

@@ -142,3 +142,45 @@ def test_a_candidate_with_errors_is_refused_with_field_paths(recorded, tmp_path)
     assert out.returncode == 1
     assert "routes[0].policy.threshold" in out.stderr, out.stderr
     assert "calls replayed" not in out.stdout
+
+
+CACHED = """
+[cache]
+l1_max_bytes = "16MiB"
+
+[[models]]
+name = "digits-cheap"
+path = "{models}/digits-cheap.onnx"
+warmup = true
+
+[[routes]]
+name = "repeats"
+models = ["digits-cheap"]
+cache = CACHE
+record = { sample = 1.0, path = "TRAFFIC" }
+"""
+
+
+def test_a_ttl_replay_reproduces_the_live_hit_ratio(tmp_path):
+    traffic = tmp_path / "repeats.jsonl"
+    text = CACHED.replace("TRAFFIC", str(traffic))
+    live_config = write_config(tmp_path, text.replace("CACHE", "{ ttl_s = 300 }"))
+    x = np.asarray(json.loads((MODELS / "digits-test.json").read_text())["X"], np.float32)[:40]
+    picks = np.random.default_rng(7).integers(0, len(x), size=200)
+    gw = Gateway(config=live_config)
+    try:
+        session = requests.Session()
+        for i in picks:
+            body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": x[i].tolist()}]}
+            assert session.post(f"{gw.base}/v2/models/repeats/infer", json=body, timeout=30).status_code == 200
+        wait_for(lambda: admin(gw, "/admin/stats")["record"]["repeats"]["written"] == len(picks), "every call recorded")
+    finally:
+        gw.stop()
+    [result] = replay_json(live_config, traffic)["configs"]
+    distinct = len(set(picks.tolist()))
+    assert result["live_cache_hit_ratio"] == pytest.approx(1 - distinct / len(picks))
+    assert abs(result["cache_hit_ratio"] - result["live_cache_hit_ratio"]) <= 0.02, result
+    uncached = tmp_path / "uncached.toml"
+    uncached.write_text(text.replace("CACHE", "{ enabled = false }").replace("{models}", str(MODELS)))
+    [result] = replay_json(uncached, traffic)["configs"]
+    assert result["cache_hit_ratio"] is None
