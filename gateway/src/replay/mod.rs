@@ -23,10 +23,13 @@
 //!   route TTLs would have had over the recorded arrivals
 //!   ([`cache_sim`]), beside the live ratio the sample recorded.
 //!
-//! Not in this version: latency and budget misses simulated from the
-//! pools' latency tables.
+//! - `latency`: each call's time from the pools' execution tables measured
+//!   during the replay (its models' batch times for its rows, a cascade's
+//!   cheap run included): p50, p99 and the share over the recorded budget,
+//!   beside the live p50/p99 the sample recorded ([`latency`]).
 
 pub mod cache_sim;
+pub mod latency;
 pub mod report;
 pub mod traffic;
 
@@ -74,6 +77,7 @@ async fn replay_config(path: &Path, calls: &[RecordedCall]) -> Result<ConfigRepo
     let snap = state.snapshot.load_full();
     let mut report = ConfigReport::new(path.display().to_string());
     let mut cache = snap.config.cache.as_ref().map(|c| CacheSim::new(c.l1_max_bytes));
+    let mut runs = Vec::new();
     for call in calls {
         let Some(route) = snap.config.route(&call.route) else {
             report.skipped += 1;
@@ -85,12 +89,24 @@ async fn replay_config(path: &Path, calls: &[RecordedCall]) -> Result<ConfigRepo
                     let ttl_ms = u64::try_from(route.cache.ttl.as_millis()).unwrap_or(u64::MAX);
                     cache.call(call.cache_key(), call.arrived_ms, ttl_ms, outcome.answer_bytes);
                 }
+                runs.push(latency::Run {
+                    steps: outcome.steps.clone(),
+                    rows: call
+                        .request
+                        .inputs
+                        .first()
+                        .and_then(|(_, t)| t.shape().first().copied())
+                        .unwrap_or(1),
+                    budget_ms: call.budget_ms,
+                    live_latency_us: call.live_latency_us,
+                });
                 report.add(&outcome, call);
             }
             Err(e) => report.fail(call.line, &e),
         }
     }
     report.cache_hit_ratio = cache.and_then(|c| c.hit_ratio());
+    report.latency = Some(latency::simulate(&snap.repo.stats(), &runs));
     Ok(report)
 }
 
@@ -106,6 +122,8 @@ pub struct CallOutcome {
     pub cost: f64,
     /// The answer's output bytes (its weight in the simulated cache).
     pub answer_bytes: u64,
+    /// The (model, pool) runs it took, in order.
+    pub steps: Vec<(String, String)>,
 }
 
 async fn replay_call(
@@ -148,6 +166,19 @@ async fn replay_call(
         let position = route.models.iter().position(|m| m == model).unwrap_or(0);
         config.model_routing.get(model).and_then(|r| r.cost).unwrap_or(1.0 + position as f64)
     };
+    // A cascade that escalated ran its cheap model first (on its first pool).
+    let cheap = route.models.first().map(String::as_str).unwrap_or_default();
+    let mut steps = Vec::new();
+    if route.policy.as_cascade().is_some() && answer.model != cheap {
+        let pool = snap
+            .repo
+            .spec(cheap)
+            .ok()
+            .and_then(|s| s.pools.first().map(|p| p.name.clone()))
+            .unwrap_or_default();
+        steps.push((cheap.to_string(), pool));
+    }
+    steps.push((answer.model.clone(), answer.pool.clone()));
     let cost = match route.policy.as_cascade() {
         Some(_) => {
             let cheap = route.models.first().map(String::as_str).unwrap_or_default();
@@ -161,6 +192,7 @@ async fn replay_call(
         escalated,
         cost,
         answer_bytes: answer.outputs.iter().map(|(_, t)| t.byte_size() as u64).sum(),
+        steps,
     })
 }
 

@@ -36,6 +36,8 @@ pub struct ConfigReport {
     pub cache_hit_ratio: Option<f64>,
     /// The hit ratio recorded live (L1 and L2 hits over lookups).
     pub live_cache_hit_ratio: Option<f64>,
+    /// Simulated latency and budget misses ([`super::latency`]).
+    pub latency: Option<super::latency::LatencyReport>,
     #[serde(skip)]
     sums: Sums,
 }
@@ -75,6 +77,7 @@ impl ConfigReport {
             models: BTreeMap::new(),
             cache_hit_ratio: None,
             live_cache_hit_ratio: None,
+            latency: None,
             sums: Sums::default(),
         }
     }
@@ -137,7 +140,7 @@ impl Report {
     /// The report as a table, one column per config.
     pub fn table(&self) -> String {
         let pct = |v: f64| format!("{:.1}%", v * 100.0);
-        let rows: [Row; 10] = [
+        let rows: [Row; 13] = [
             ("calls replayed", |c| c.replayed.to_string()),
             ("calls skipped (route not in config)", |c| c.skipped.to_string()),
             ("calls failed", |c| c.failed.to_string()),
@@ -150,6 +153,17 @@ impl Report {
             }),
             ("cache hit ratio recorded live", |c| {
                 c.live_cache_hit_ratio.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
+            }),
+            ("latency p50 / p99, ms (simulated)", |c| {
+                c.latency.as_ref().map_or("-".into(), |l| format!("{:.3} / {:.3}", l.p50_ms, l.p99_ms))
+            }),
+            ("over budget (simulated)", |c| {
+                c.latency.as_ref().map_or("-".into(), |l| format!("{:.1}%", l.over_budget_share * 100.0))
+            }),
+            ("latency p50 / p99, ms (recorded live)", |c| {
+                c.latency
+                    .as_ref()
+                    .map_or("-".into(), |l| format!("{:.3} / {:.3}", l.live_p50_ms, l.live_p99_ms))
             }),
             ("models", |c| c.models.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")),
         ];

@@ -29,6 +29,8 @@ pub struct RecordedCall {
     pub live_cache: Option<String>,
     /// Arrival, milliseconds since the Unix epoch.
     pub arrived_ms: u64,
+    /// The live latency, arrival to answer, in µs.
+    pub live_latency_us: u64,
     /// The tenant's hash, as recorded.
     pub tenant: Option<String>,
     /// The request to run again.
@@ -78,6 +80,8 @@ struct Line {
     id: Option<String>,
     #[serde(default)]
     arrived_ms: u64,
+    #[serde(default)]
+    latency_us: u64,
     #[serde(default)]
     tenant: Option<String>,
     inputs: Vec<LineInput>,
@@ -185,6 +189,7 @@ fn parse_line(raw: &str, number: usize) -> Result<RecordedCall, String> {
         live_reason: line.answer.as_ref().map(|a| a.reason.clone()),
         live_cache: line.answer.map(|a| a.cache),
         arrived_ms: line.arrived_ms,
+        live_latency_us: line.latency_us,
         tenant: line.tenant,
         request,
     })

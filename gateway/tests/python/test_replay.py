@@ -97,6 +97,10 @@ def test_replaying_the_live_config_reproduces_its_escalation_share(recorded):
     expected = np.where(confident, cheap.argmax(axis=1) == heavy.argmax(axis=1), True).mean()
     assert abs(result["agreement_with_heaviest"] - expected) <= 0.01, (result["agreement_with_heaviest"], expected)
     assert result["cost_per_call"] == pytest.approx(1.0 + 2.0 * result["escalated_share"], abs=1e-9)
+    latency = result["latency"]
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"] < 2000
+    assert latency["over_budget_share"] == 0.0, "2 s budgets, sub-ms models"
+    assert 0 < latency["live_p50_ms"] <= latency["live_p99_ms"]
 
 
 def test_thresholds_give_a_monotone_escalation_curve(recorded):
