@@ -1,6 +1,6 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
-use super::{config_view, models, pause, stats, Access, AdminApp, AdminCall, AdminHandler};
+use super::{config_view, models, pause, replay, stats, Access, AdminApp, AdminCall, AdminHandler};
 use crate::reload::Trigger;
 use crate::reply::Reply;
 use http::Method;
@@ -56,5 +56,6 @@ pub fn register(app: &mut AdminApp) {
         .route(Method::POST, "/admin/models/{}/load", Access::Token, handler(models::load))
         .route(Method::POST, "/admin/models/{}/unload", Access::Token, handler(models::unload))
         .route(Method::POST, "/admin/models/{}/pools/{}/pause", Access::Token, handler(pause::pause))
-        .route(Method::POST, "/admin/models/{}/pools/{}/resume", Access::Token, handler(pause::resume));
+        .route(Method::POST, "/admin/models/{}/pools/{}/resume", Access::Token, handler(pause::resume))
+        .route(Method::POST, "/admin/replay", Access::Token, handler(replay::replay));
 }

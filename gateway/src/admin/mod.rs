@@ -10,6 +10,7 @@
 //! | GET | `/admin/models` | models with state and file ([`models`]) | yes |
 //! | POST | `/admin/models/{m}/load`, `/unload` | load or unload a model now | yes |
 //! | POST | `/admin/models/{m}/pools/{p}/pause`, `/resume` | hold or release a pool's workers ([`pause`]) | yes |
+//! | POST | `/admin/replay` | the recorded traffic replayed through the posted candidate config ([`replay`]) | yes |
 //!
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
 //! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
@@ -24,6 +25,7 @@ pub mod endpoints;
 pub mod metrics_page;
 pub mod models;
 pub mod pause;
+pub mod replay;
 pub mod scrape;
 pub mod stats;
 
@@ -63,7 +65,12 @@ pub struct AdminCall {
     pub reloader: Arc<Reloader>,
     /// Values of the pattern's `{}` segments.
     pub params: Vec<String>,
+    /// The request body (empty for GET; at most [`ADMIN_MAX_BODY`] bytes).
+    pub body: bytes::Bytes,
 }
+
+/// Largest body an admin request may carry (a posted candidate config).
+pub const ADMIN_MAX_BODY: usize = 1 << 20;
 
 /// An admin endpoint's future.
 pub type AdminFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
@@ -107,7 +114,13 @@ impl AdminApp {
     }
 
     /// Answers one admin request.
-    pub async fn answer(&self, method: &Method, path: &str, headers: &http::HeaderMap) -> Reply {
+    pub async fn answer(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &http::HeaderMap,
+        body: bytes::Bytes,
+    ) -> Reply {
         let mut path_matched = false;
         for endpoint in &self.endpoints {
             let Some(params) = match_path(endpoint.pattern, path) else { continue };
@@ -121,7 +134,7 @@ impl AdminApp {
                     return Reply::error(&err);
                 }
             }
-            let call = AdminCall { state: self.state.clone(), reloader: self.reloader.clone(), params };
+            let call = AdminCall { state: self.state.clone(), reloader: self.reloader.clone(), params, body };
             return (endpoint.handler)(call).await;
         }
         if path_matched {
@@ -176,9 +189,14 @@ impl ProxyHttp for AdminApp {
 
     /// Answers every admin request in-process.
     async fn request_filter(&self, session: &mut Session, _ctx: &mut ()) -> pingora::Result<bool> {
-        let header = session.req_header();
-        let reply = match check_head(header) {
-            Ok(()) => self.answer(&header.method, header.uri.path(), &header.headers).await,
+        let reply = match check_head(session.req_header()) {
+            Ok(()) => match post_body(&self.state, session).await {
+                Ok(body) => {
+                    let header = session.req_header();
+                    self.answer(&header.method, header.uri.path(), &header.headers, body).await
+                }
+                Err(e) => Reply::error(&e),
+            },
             Err(e) => Reply::error(&e),
         };
         write_reply(session, reply, false).await?;
@@ -194,6 +212,18 @@ impl ProxyHttp for AdminApp {
     async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut ()) -> pingora::Result<Box<HttpPeer>> {
         Err(Error::explain(ErrorType::InternalError, "the admin listener proxies nothing"))
     }
+}
+
+/// The body of a POST (up to [`ADMIN_MAX_BODY`]); nothing for others.
+async fn post_body(state: &AppState, session: &mut Session) -> Result<bytes::Bytes, GatewayError> {
+    if session.req_header().method != Method::POST {
+        return Ok(bytes::Bytes::new());
+    }
+    let limits = crate::config::Limits {
+        max_body_bytes: ADMIN_MAX_BODY,
+        ..state.snapshot.load().config.server.limits.clone()
+    };
+    crate::http_io::read_body(session, &limits).await
 }
 
 #[cfg(test)]

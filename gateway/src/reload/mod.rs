@@ -159,6 +159,11 @@ impl Reloader {
         }
     }
 
+    /// The config file, `None` for the built-in config.
+    pub fn source_path(&self) -> Option<&std::path::Path> {
+        self.source.path.as_deref()
+    }
+
     /// The config file, or `built-in`.
     pub fn source_label(&self) -> String {
         self.source.path.as_ref().map_or_else(|| "built-in".to_string(), |p| p.display().to_string())

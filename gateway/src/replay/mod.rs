@@ -33,7 +33,7 @@ pub mod latency;
 pub mod report;
 pub mod traffic;
 
-use crate::config::{self, RouteConfig};
+use crate::config::{self, Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::inference::{self, Call, Outcome};
 use crate::snapshot::Snapshot;
@@ -52,30 +52,44 @@ use traffic::RecordedCall;
 /// Replays `traffic` through the config at `candidate` and, when given,
 /// through `against` (the current one), in that order.
 pub fn replay(candidate: &Path, traffic: &Path, against: Option<&Path>) -> Result<report::Report, String> {
+    let mut configs = Vec::new();
+    for path in against.into_iter().chain(std::iter::once(candidate)) {
+        let config = config::load_file(path).map_err(|issues| {
+            let lines: Vec<String> = issues.iter().map(|i| format!("  {i}")).collect();
+            format!("{}: {} problem(s)\n{}", path.display(), issues.len(), lines.join("\n"))
+        })?;
+        configs.push((path.display().to_string(), config));
+    }
+    replay_loaded(configs, traffic)
+}
+
+/// Replays `traffic` through already checked configs, each named by its
+/// label, in order (the admin endpoint passes the config in force and a
+/// posted candidate).
+pub fn replay_loaded(configs: Vec<(String, Config)>, traffic: &Path) -> Result<report::Report, String> {
     let calls = traffic::read(traffic)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting the replay runtime: {e}"))?;
-    let mut configs = Vec::new();
-    for path in against.into_iter().chain(std::iter::once(candidate)) {
-        configs.push(runtime.block_on(replay_config(path, &calls))?);
+    let mut reports = Vec::new();
+    for (label, config) in configs {
+        reports.push(runtime.block_on(replay_config(label, config, &calls))?);
     }
-    Ok(report::Report { traffic: traffic.display().to_string(), calls: calls.len(), configs })
+    Ok(report::Report { traffic: traffic.display().to_string(), calls: calls.len(), configs: reports })
 }
 
-/// Loads and prepares one config, then replays every call through it.
-async fn replay_config(path: &Path, calls: &[RecordedCall]) -> Result<ConfigReport, String> {
-    let mut config = config::load_file(path).map_err(|issues| {
-        let lines: Vec<String> = issues.iter().map(|i| format!("  {i}")).collect();
-        format!("{}: {} problem(s)\n{}", path.display(), issues.len(), lines.join("\n"))
-    })?;
+/// Prepares one config (as `serve` does), then replays every call through it.
+async fn replay_config(
+    label: String,
+    mut config: Config,
+    calls: &[RecordedCall],
+) -> Result<ConfigReport, String> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
-    let repo =
-        crate::prepare::prepare(&mut config, &upstreams).map_err(|e| format!("{}: {e:#}", path.display()))?;
+    let repo = crate::prepare::prepare(&mut config, &upstreams).map_err(|e| format!("{label}: {e:#}"))?;
     let state = AppState::with_upstreams(config, repo, upstreams);
     let snap = state.snapshot.load_full();
-    let mut report = ConfigReport::new(path.display().to_string());
+    let mut report = ConfigReport::new(label);
     let mut cache = snap.config.cache.as_ref().map(|c| CacheSim::new(c.l1_max_bytes));
     let mut runs = Vec::new();
     for call in calls {

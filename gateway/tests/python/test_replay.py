@@ -188,3 +188,28 @@ def test_a_ttl_replay_reproduces_the_live_hit_ratio(tmp_path):
     uncached.write_text(text.replace("CACHE", "{ enabled = false }").replace("{models}", str(MODELS)))
     [result] = replay_json(uncached, traffic)["configs"]
     assert result["cache_hit_ratio"] is None
+
+
+def test_admin_replay_runs_the_live_sample_through_a_posted_candidate(recorded, tmp_path):
+    """The server recording traffic answers `POST /admin/replay` with the
+    same report as the command line; a candidate with errors is a 400
+    with field paths and nothing runs."""
+    gw = Gateway(config=recorded["config"])
+    try:
+        candidate = config_text(0.6, tmp_path / "unused.jsonl").replace("{models}", str(MODELS))
+        r = requests.post(f"{gw.admin}/admin/replay", data=candidate, timeout=300)
+        assert r.status_code == 200, r.text
+        [report] = r.json()["reports"]
+        current, proposed = report["configs"]
+        assert current["config"] == str(recorded["config"]) and proposed["config"] == "candidate"
+        candidate_file = tmp_path / "candidate.toml"
+        candidate_file.write_text(candidate)
+        cli = replay_json(candidate_file, recorded["traffic"], against=recorded["config"])
+        assert proposed["escalated_share"] == cli["configs"][1]["escalated_share"]
+        assert current["escalated_share"] == cli["configs"][0]["escalated_share"]
+        bad = requests.post(f"{gw.admin}/admin/replay", data=config_text(1.5, "t.jsonl"), timeout=60)
+        assert bad.status_code == 400
+        assert [i["path"] for i in bad.json()["issues"]] == ["routes[0].policy.threshold"]
+        assert requests.post(f"{gw.admin}/admin/replay", data="", timeout=60).status_code == 400
+    finally:
+        gw.stop()
