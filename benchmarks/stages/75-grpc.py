@@ -146,6 +146,9 @@ def summarize(sc: dict, runs: list[dict]) -> dict:
     out["ratio_rps"] = grpc["rps"] / rest["rps"] if rest and grpc and rest["rps"] else None
     out["ratio_p50"] = (grpc["p50_ms"] / rest["p50_ms"] if rest and grpc and rest.get("p50_ms")
                         and grpc.get("p50_ms") else None)
+    out["ratio_server_cpu_per_req"] = (grpc["server_cpu_us_per_req"] / rest["server_cpu_us_per_req"]
+                                       if rest and grpc and rest.get("server_cpu_us_per_req")
+                                       and grpc.get("server_cpu_us_per_req") else None)
     pairs = {}
     for r in mine:
         pairs.setdefault(r["round"], {})[r["protocol"]] = r["rps"]

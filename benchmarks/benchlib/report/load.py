@@ -135,13 +135,15 @@ def grpc_section(ctx: Ctx) -> str:
                                   f"{x(r)} ({num(grpc and grpc['rps'])} vs {num(rest and rest['rps'])} req/s)",
                                   bool(c.get("met")), f"grpc.{c['key']}")
         rows.append([what, num(rest and rest["rps"]), num(grpc and grpc["rps"]), x(r),
-                     ", ".join(f"{v:.2f}" for v in c.get("round_ratios", [])) or "-", goal, verdict])
+                     ", ".join(f"{v:.2f}" for v in c.get("round_ratios", [])) or "-", goal, verdict,
+                     x(c.get("ratio_server_cpu_per_req"))])
         for proto, p in (("REST", rest), ("gRPC", grpc)):
             if p:
                 detail.append([what, proto, p.get("runs", 0), ms(p.get("p50_ms")), ms(p.get("p99_ms")),
                                ms(p.get("avg_ms")), pct(p.get("server_cpu_busy"), 0),
                                num(p.get("server_cpu_us_per_req"), 1), pct(p.get("client_cpu_busy"), 0)])
-    out.append(table(["scenario", "REST req/s", "gRPC req/s", "gRPC / REST", "per round", "goal", "met?"], rows))
+    out.append(table(["scenario", "REST req/s", "gRPC req/s", "gRPC / REST", "per round", "goal", "met?",
+                      "server CPU per request, gRPC / REST"], rows))
     out.append("\nLatency and CPU (medians over the rounds; CPU busy = CPU time over the run's wall time; server "
                "CPU per request from the run's CPU time and its rate):\n")
     out.append(table(["scenario", "protocol", "runs", "p50 ms", "p99 ms", "avg ms", "server CPU busy",

@@ -110,6 +110,21 @@ REASONS = {
         "(object_store over reqwest) where boto3 threads take ~25 ms and three curls 20-40 ms; one GET of the "
         "whole object measured 1.3-1.5x boto3, and one range at a time matches boto3 doing the same. See "
         "benchmarks/NOTES.md (model store)."),
+    "grpc.wide-b32-c4": (
+        "synth-wide at batch 32 is compute-bound: ~12.5-13 ms of server CPU per request (32 rows) on either "
+        "protocol (the server-CPU-per-request column), so the transport (~50-100 µs per request on digits-cheap) is under 1% of it; and perf_analyzer's "
+        "HTTP mode already sends tensors with the binary data extension, so `raw_input_contents` saves no JSON "
+        "number parsing over REST. The issue's 1.2x assumed JSON tensors on the REST side; between two binary "
+        "transports a compute-bound model can show about 1.0x at best. A gRPC rate below REST's with the same "
+        "CPU per request (the server's CPU less busy in the gRPC rounds) is not explained yet (benchmarks/NOTES.md, "
+        "gRPC vs REST)."),
+    "grpc.digits-b1-c40": (
+        "no known reason: in the runs of 2026-11-25 gRPC used less server CPU per request than REST (0.88x) and "
+        "answered more; a loss here usually means other work on the machine hit the gRPC rounds. Compare the "
+        "per-round ratios and the CPU columns, and re-run on a quiet machine."),
+    "grpc.perf": (
+        "perf_analyzer over gRPC needs ModelMetadata, ModelConfig (shape, max_batch_size) and ModelInfer with "
+        "raw contents; its error is quoted in the row. Check `--grpc-listen` was up (the stage waits for the port)."),
     "perf.fastapi": (
         "no known reason: perf_analyzer measured the FastAPI baseline faster here; check the noise and re-run."),
 }
