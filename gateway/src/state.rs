@@ -32,6 +32,8 @@ pub struct AppState {
     pub streams: crate::metrics::streams::StreamCounters,
     /// The routes' traffic samples (`routes[].record`).
     pub recorders: crate::record::Recorders,
+    /// Cascade routes' online calibration (`routes[].calibrate`).
+    pub calibration: Arc<crate::routing::calibration::Calibration>,
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics. Built at start-up:
     /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
@@ -66,6 +68,7 @@ impl AppState {
             lifecycle: Arc::new(Lifecycle::default()),
             streams: Default::default(),
             recorders: Default::default(),
+            calibration: Default::default(),
             prefix_routes,
             upstreams,
             connections: ConnTable::new(config_connections),
@@ -74,7 +77,12 @@ impl AppState {
 
     /// What routing reads and counts for a request under `snap`.
     pub fn routing<'a>(&'a self, snap: &'a Snapshot) -> crate::routing::RoutingContext<'a> {
-        crate::routing::RoutingContext { snap, upstreams: &self.upstreams, decisions: &self.decisions }
+        crate::routing::RoutingContext {
+            snap,
+            upstreams: &self.upstreams,
+            decisions: &self.decisions,
+            calibration: &self.calibration,
+        }
     }
 
     /// Model lookups over `snap`'s local repository and the upstream

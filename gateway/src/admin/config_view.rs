@@ -163,6 +163,7 @@ fn route_json(route: &RouteConfig) -> Value {
                 None => json!({ "tenant": &*k.tenant, "key": REDACTED }),
             }).collect::<Vec<_>>(),
         })),
+        "calibrate": route.calibrate.as_ref().map(|c| json!({ "shadow": c.shadow, "target": c.target })),
         "record": route.record.as_ref().map(|r| json!({
             "sample": r.sample,
             "path": r.path.display().to_string(),

@@ -6,6 +6,7 @@
 use crate::cache::stats::CacheSnapshot;
 use crate::metrics::family::Family;
 use crate::record::RecordStats;
+use crate::routing::calibration::CalibrationView;
 use crate::routing::decisions::DecisionKey;
 use prometheus::proto::MetricFamily;
 use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
@@ -274,6 +275,39 @@ pub fn decision_families(decisions: &[(DecisionKey, u64)]) -> Vec<MetricFamily> 
         f.sample(&[k.route.as_str(), k.model.as_str(), k.device.as_str(), k.reason.as_str()], *count as f64);
     }
     f.finish().into_iter().collect()
+}
+
+/// Calibrated cascade routes ([`crate::routing::calibration`]): the
+/// suggested threshold (absent until one reaches the target), rows
+/// observed, shadow runs, draws skipped while the heavy model was busy.
+pub fn calibration_families(views: &[(String, CalibrationView)]) -> Vec<MetricFamily> {
+    let route = &["route"];
+    let mut suggested = Family::gauge(
+        "switchyard_calibration_suggested_threshold",
+        "Lowest cascade threshold whose shadow-measured agreement with the heavy model reaches the route's target.",
+        route,
+    );
+    let mut rows = Family::counter(
+        "switchyard_calibration_rows_total",
+        "Rows observed by calibration shadow runs.",
+        route,
+    );
+    let mut runs =
+        Family::counter("switchyard_calibration_shadow_runs_total", "Calibration shadow runs done.", route);
+    let mut skipped = Family::counter(
+        "switchyard_calibration_skipped_busy_total",
+        "Calibration draws skipped because the heavy model had no idle pool.",
+        route,
+    );
+    for (name, view) in views {
+        if let Some(t) = view.suggested_threshold {
+            suggested.sample(&[name.as_str()], t);
+        }
+        rows.sample(&[name.as_str()], view.rows as f64);
+        runs.sample(&[name.as_str()], view.shadow_runs as f64);
+        skipped.sample(&[name.as_str()], view.skipped_busy as f64);
+    }
+    [suggested, rows, runs, skipped].into_iter().filter_map(Family::finish).collect()
 }
 
 /// A traffic-sample family: name, help, and the counter it reads.

@@ -15,6 +15,13 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["decisions"] = state.decisions.to_json();
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
+    stats["calibration"] = state
+        .calibration
+        .views()
+        .into_iter()
+        .map(|(route, view)| (route, serde_json::to_value(view).unwrap_or_default()))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     stats["record"] = state
         .recorders
         .stats()

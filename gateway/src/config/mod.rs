@@ -9,6 +9,7 @@
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
 pub mod cache_section;
+pub mod calibrate_section;
 pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;

@@ -178,6 +178,8 @@ pub struct RawRoute {
     pub draft: Option<super::draft_section::RawDraft>,
     /// A traffic sample for replay; see `config::record_section`.
     pub record: Option<super::record_section::RawRecord>,
+    /// Online cascade calibration; see `config::calibrate_section`.
+    pub calibrate: Option<super::calibrate_section::RawCalibrate>,
 }
 
 /// A route's `budget_ms = { default, max }`.

@@ -116,6 +116,8 @@ pub struct RouteConfig {
     pub draft: super::draft_section::DraftConfig,
     /// The route's traffic sample; `None` = not recorded.
     pub record: Option<super::record_section::RecordConfig>,
+    /// Online calibration of a cascade's threshold; `None` = off.
+    pub calibrate: Option<super::calibrate_section::CalibrateConfig>,
 }
 
 impl Config {

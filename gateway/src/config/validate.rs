@@ -308,6 +308,8 @@ fn route_config(
     let policy = route_policy(raw, path, issues);
     let draft =
         super::draft_section::draft_config(raw.draft.as_ref(), &policy, &raw.models, path, &mut issues.0);
+    let calibrate =
+        super::calibrate_section::calibrate_config(raw.calibrate.as_ref(), &policy, path, &mut issues.0);
     Some(RouteConfig {
         name: raw.name.clone(),
         models: raw.models.clone(),
@@ -319,6 +321,7 @@ fn route_config(
         auth: super::control_section::route_auth(raw.auth.as_ref(), path, &mut issues.0),
         draft,
         record: super::record_section::record_config(raw.record.as_ref(), path, &mut issues.0),
+        calibrate,
     })
 }
 

@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod budget;
+pub mod calibration;
 pub mod cascade;
 pub mod confidence;
 pub mod decisions;
@@ -67,6 +68,8 @@ pub struct RoutingContext<'a> {
     pub upstreams: &'a Upstreams,
     /// Where decisions are counted (admin stats, metrics).
     pub decisions: &'a DecisionCounters,
+    /// Calibrated routes' shadow runs and curves ([`calibration`]).
+    pub calibration: &'a std::sync::Arc<calibration::Calibration>,
 }
 
 /// Chooses a model and pool for the request with the route's policy and
@@ -75,7 +78,7 @@ pub struct RoutingContext<'a> {
 /// A model addressed directly (not through a route) runs under a `fixed`
 /// policy on itself, with the direct-model budget defaults.
 pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<Answer, GatewayError> {
-    let RoutingContext { snap, upstreams, decisions: counters } = ctx;
+    let RoutingContext { snap, upstreams, decisions: counters, calibration } = ctx;
     let config = &snap.config;
     let route = req.target.route(config);
     let policy = match route {
@@ -94,7 +97,14 @@ pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<A
         received: req.received,
     };
     let backend = MixedBackend::new(snap, upstreams, req.received + req.budget.total);
+    // Calibration shadows a call after it is answered, on its own copy of
+    // the inputs (shared buffers), so the answer never waits for it.
+    let calibrated = route.and_then(|r| Some((r.calibrate?, r.policy.as_cascade()?)));
+    let shadow_inputs = calibrated.map(|_| req.request.inputs.clone());
     let mut outcome = run::route(&backend, &routing, crate::draw::next_draw(), req.request).await;
+    if let (Some((settings, cascade)), Some(inputs)) = (calibrated, shadow_inputs) {
+        calibration.maybe_shadow(&settings, cascade, routing.models, &snap.repo, routing.route, &inputs);
+    }
     if let Ok(answer) = &mut outcome {
         judge(answer, &policy, &backend.fleet(routing.models));
     }
