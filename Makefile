@@ -7,7 +7,7 @@ PY := $(CURDIR)/.venv/bin/python
 
 FUZZ_SECONDS ?=
 
-.PHONY: fuzz fuzz-quick schemathesis image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
+.PHONY: fuzz fuzz-quick fuzz-afl-quick schemathesis image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -18,7 +18,7 @@ run-text: setup-text build-release
 	./target/release/switchyard serve --config deploy/examples/text-embeddings.toml
 
 ## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
-test: setup-test lint unit python-tests bench-selftest
+test: setup-test lint unit fuzz-quick python-tests bench-selftest
 	@echo "make test: all suites passed"
 
 setup:
@@ -51,8 +51,12 @@ python-tests: build
 fmt:
 	$(CARGO) fmt --all
 
-## fuzz-quick: every fuzz target for a minute under AFL++ (cargo-afl on stable; installs it, builds instrumented targets in target/afl, ~12 min the first time on 2 CPUs)
-fuzz-quick: setup-test
+## fuzz-quick: every fuzz target for FUZZ_QUICK_SECONDS (default 10) on inputs mutated from its corpus, same property checks, no instrumented build (part of make test)
+fuzz-quick:
+	FUZZ_QUICK_SECONDS=$(or $(FUZZ_QUICK_SECONDS),10) $(CARGO) test -p switchyard-fuzz --test quick -- --ignored --nocapture
+
+## fuzz-afl-quick: every fuzz target for a minute under AFL++ (cargo-afl on stable; installs it, builds instrumented targets in target/afl, ~12 min the first time on 2 CPUs)
+fuzz-afl-quick: setup-test
 	fuzz/run.sh $(or $(FUZZ_SECONDS),60)
 
 ## fuzz: every fuzz target for an hour (FUZZ_SECONDS=... to change); findings land in fuzz/findings/
