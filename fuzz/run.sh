@@ -3,8 +3,9 @@
 #
 #   fuzz/run.sh SECONDS [TARGET...]     each target for SECONDS (default: all targets)
 #
-# make fuzz-quick runs every target for FUZZ_SECONDS (default 60) and is part
-# of make test; make fuzz runs them for FUZZ_SECONDS (default 3600) each.
+# make fuzz-afl-quick runs every target for FUZZ_SECONDS (default 60), make fuzz
+# for FUZZ_SECONDS (default 3600) each. (make test runs make fuzz-quick, the
+# mutation-based quick run in tests/quick.rs, which needs no instrumented build.)
 # Installs cargo-afl (crates.io) and builds AFL++ on first use. Instrumented
 # builds go to target/afl (so they never invalidate the normal build), the
 # findings to target/afl/out/<target>/. A crash or hang fails the run: its
