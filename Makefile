@@ -21,6 +21,10 @@ run-text: setup-text build-release
 test: setup-test lint unit fuzz-quick python-tests bench-selftest
 	@echo "make test: all suites passed"
 
+# A one-off test run gains nothing from incremental compilation and it costs
+# gigabytes of target/debug/incremental; set CARGO_INCREMENTAL=1 to keep it.
+test: export CARGO_INCREMENTAL ?= 0
+
 setup:
 	@scripts/setup.sh run
 
