@@ -98,6 +98,37 @@ fetch_promtool() {
     "$PROMTOOL" --version >/dev/null 2>&1 || die "promtool does not run: $PROMTOOL"
 }
 
+# `npm ci` in DIR once per package-lock.json (a stamp with its hash skips
+# repeats). Optional: `env VAR=VALUE ...` for npm's environment, then extra
+# npm arguments.
+npm_ci() {
+    local dir="$1" what="$2" stamp envs=() args=()
+    shift 2
+    if [ "${1:-}" = env ]; then
+        shift
+        while [ $# -gt 0 ]; do
+            case "$1" in *=*) envs+=("$1") ;; *) args+=("$1") ;; esac
+            shift
+        done
+    fi
+    stamp="$dir/node_modules/.stamp-$(sha256sum "$dir/package-lock.json" | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    say "npm ci in $dir ($what)"
+    (cd "$dir" && env "${envs[@]}" npm ci --no-audit --no-fund --loglevel=error "${args[@]}") \
+        || die "npm ci in $dir failed"
+    touch "$stamp"
+}
+
+# The console's chart library (uPlot), embedded into the binary by
+# gateway/build.rs. Without npm the console still works, with tables only.
+if command -v npm >/dev/null 2>&1; then
+    npm_ci gateway/console "uPlot for the console's charts"
+elif [ "$MODE" = test ]; then
+    die "npm is missing: install Node.js (>= 20) with npm (the console's charts and the browser tests)"
+else
+    say "npm not found: the console will show tables without charts (install Node.js with npm and re-run)"
+fi
+
 pip_install models/requirements.txt
 if [ "$MODE" = test ]; then
     pip_install benchmarks/baseline/requirements.txt
@@ -105,24 +136,10 @@ if [ "$MODE" = test ]; then
     pip_install runtime/tests/requirements.txt
     # playwright-core only (never Playwright's own browsers): the test drives /usr/bin/chromium.
     need_cmd npm "install Node.js (>= 20) with npm for the browser test"
-    BROWSER_DIR=gateway/tests/browser
-    NPM_STAMP="$BROWSER_DIR/node_modules/.stamp-$(sha256sum "$BROWSER_DIR/package-lock.json" | cut -c1-16)"
-    if [ ! -f "$NPM_STAMP" ]; then
-        say "npm ci in $BROWSER_DIR (playwright-core)"
-        (cd "$BROWSER_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error) \
-            || die "npm ci in $BROWSER_DIR failed"
-        touch "$NPM_STAMP"
-    fi
+    npm_ci gateway/tests/browser "playwright-core" env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
     # The Kubernetes/Knative/KEDA/Prometheus-operator schemas for the
     # offline manifest validation (deploy/k8s/validate).
-    K8S_DIR=deploy/k8s/validate
-    K8S_STAMP="$K8S_DIR/node_modules/.stamp-$(sha256sum "$K8S_DIR/package-lock.json" | cut -c1-16)"
-    if [ ! -f "$K8S_STAMP" ]; then
-        say "npm ci in $K8S_DIR (kubernetes-models schemas)"
-        (cd "$K8S_DIR" && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false) \
-            || die "npm ci in $K8S_DIR failed"
-        touch "$K8S_STAMP"
-    fi
+    npm_ci deploy/k8s/validate "kubernetes-models schemas" env --engine-strict=false
     fetch_promtool
 fi
 

@@ -23,6 +23,8 @@ pub struct AppState {
     pub limiter: Arc<Semaphore>,
     /// Routing decisions per route/model/device/reason (admin stats, metrics).
     pub decisions: DecisionCounters,
+    /// Answers and budget misses per route (admin stats, metrics, console).
+    pub budget_misses: crate::routing::budget_misses::BudgetMisses,
     /// The response cache (L1, optional Redis L2), built from the
     /// `[cache]` section at start-up.
     pub cache: Arc<ResponseCache>,
@@ -64,6 +66,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::new(1, config, repo)),
             limiter: Arc::new(Semaphore::new(permits)),
             decisions: DecisionCounters::default(),
+            budget_misses: Default::default(),
             cache,
             lifecycle: Arc::new(Lifecycle::default()),
             streams: Default::default(),

@@ -1,6 +1,9 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
-use super::{config_view, models, pause, replay, stats, Access, AdminApp, AdminCall, AdminHandler};
+use super::{
+    config_edit, config_view, console, models, pause, replay, stats, Access, AdminApp, AdminCall,
+    AdminHandler,
+};
 use crate::reload::Trigger;
 use crate::reply::Reply;
 use http::Method;
@@ -57,5 +60,7 @@ pub fn register(app: &mut AdminApp) {
         .route(Method::POST, "/admin/models/{}/unload", Access::Token, handler(models::unload))
         .route(Method::POST, "/admin/models/{}/pools/{}/pause", Access::Token, handler(pause::pause))
         .route(Method::POST, "/admin/models/{}/pools/{}/resume", Access::Token, handler(pause::resume))
-        .route(Method::POST, "/admin/replay", Access::Token, handler(replay::replay));
+        .route(Method::POST, "/admin/replay", Access::Token, handler(replay::replay))
+        .route(Method::POST, "/admin/config/edit", Access::Token, handler(config_edit::edit));
+    console::register(app);
 }

@@ -11,6 +11,8 @@
 //! | POST | `/admin/models/{m}/load`, `/unload` | load or unload a model now | yes |
 //! | POST | `/admin/models/{m}/pools/{p}/pause`, `/resume` | hold or release a pool's workers ([`pause`]) | yes |
 //! | POST | `/admin/replay` | the recorded traffic replayed through the posted candidate config ([`replay`]) | yes |
+//! | POST | `/admin/config/edit` | preview or apply a route's threshold / budget / TTL change ([`config_edit`]) | yes |
+//! | GET | `/console/` | the operator console's page and assets ([`console`]); its data comes from the calls above | no |
 //!
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
 //! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
@@ -20,7 +22,9 @@
 //!
 //! More endpoints are added with [`AdminApp::route`].
 
+pub mod config_edit;
 pub mod config_view;
+pub mod console;
 pub mod endpoints;
 pub mod metrics_page;
 pub mod models;

@@ -6,9 +6,11 @@
 use crate::cache::stats::CacheSnapshot;
 use crate::metrics::family::Family;
 use crate::record::RecordStats;
+use crate::routing::budget_misses::BudgetCounts;
 use crate::routing::calibration::CalibrationView;
 use crate::routing::decisions::DecisionKey;
 use prometheus::proto::MetricFamily;
+use std::collections::BTreeMap;
 use switchyard_runtime::{ModelState, ModelStats, PoolStats, RuntimeSnapshot};
 
 /// Microseconds per second: runtime durations are kept in µs.
@@ -275,6 +277,26 @@ pub fn decision_families(decisions: &[(DecisionKey, u64)]) -> Vec<MetricFamily> 
         f.sample(&[k.route.as_str(), k.model.as_str(), k.device.as_str(), k.reason.as_str()], *count as f64);
     }
     f.finish().into_iter().collect()
+}
+
+/// Answers and budget misses per route
+/// ([`crate::routing::budget_misses`]).
+pub fn budget_families(routes: &BTreeMap<String, BudgetCounts>) -> Vec<MetricFamily> {
+    let mut answered = Family::counter(
+        "switchyard_route_answers_total",
+        "Inference answers each route gave (not streamed; cache hits included).",
+        &["route"],
+    );
+    let mut missed = Family::counter(
+        "switchyard_route_budget_misses_total",
+        "Answers that were ready only after the request's latency budget had run out.",
+        &["route"],
+    );
+    for (route, counts) in routes {
+        answered.sample(&[route.as_str()], counts.answered as f64);
+        missed.sample(&[route.as_str()], counts.missed as f64);
+    }
+    [answered, missed].into_iter().filter_map(Family::finish).collect()
 }
 
 /// Calibrated cascade routes ([`crate::routing::calibration`]): the

@@ -13,6 +13,7 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["generation"] = snap.generation.into();
     stats["in_flight"] = state.lifecycle.in_flight().into();
     stats["decisions"] = state.decisions.to_json();
+    stats["budgets"] = serde_json::to_value(state.budget_misses.snapshot()).unwrap_or_default();
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
     stats["calibration"] = state

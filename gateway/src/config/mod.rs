@@ -13,6 +13,7 @@ pub mod calibrate_section;
 pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
+pub mod edit;
 pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;

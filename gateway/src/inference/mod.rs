@@ -152,6 +152,7 @@ pub async fn run<'a>(
         state.recorders.submit(record, line);
     }
     let (answer, cache) = result?;
+    state.budget_misses.record(&target.public_name, received.elapsed(), budget.total);
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),

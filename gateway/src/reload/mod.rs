@@ -44,6 +44,9 @@ pub enum Trigger {
     FileChange,
     /// The model store's poller saw a new, replaced or removed version.
     StorePoll,
+    /// The console wrote an edit into the config file
+    /// (`POST /admin/config/edit`).
+    Console,
 }
 
 impl Trigger {
@@ -54,6 +57,7 @@ impl Trigger {
             Trigger::Signal => "sighup",
             Trigger::FileChange => "file_change",
             Trigger::StorePoll => "store_poll",
+            Trigger::Console => "console",
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod budget;
+pub mod budget_misses;
 pub mod calibration;
 pub mod cascade;
 pub mod confidence;
