@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard::config::{self, Config, ConfigIssue};
 use switchyard::reload::{read_config_file, CliOverrides, ConfigSource};
+use switchyard::replay::Pace;
 use switchyard::serve;
 
 /// Switchyard: an inference routing gateway.
@@ -58,7 +59,31 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// `fast`: calls one after the other, latency simulated from the
+        /// pools' tables; `recorded`: each call at its recorded arrival
+        /// time (overlapping, queueing and batching as live), latency
+        /// measured.
+        #[arg(long, value_enum, default_value = "fast")]
+        pace: PaceArg,
+        /// With `--pace recorded`: time compression (2 replays an hour of
+        /// traffic in half an hour).
+        #[arg(long, default_value_t = 1.0, value_parser = positive_speed)]
+        speed: f64,
     },
+}
+
+/// `switchyard replay --pace`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PaceArg {
+    Fast,
+    Recorded,
+}
+
+fn positive_speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -68,8 +93,14 @@ fn main() -> ExitCode {
             let overrides = CliOverrides { listen, admin_listen, grpc_listen };
             serve_command(cli.log_json, config, overrides)
         }
-        Command::Replay { config, traffic, against, json } => switchyard::telemetry::init(cli.log_json, None)
-            .and_then(|_log_guard| replay_command(&config, &traffic, against.as_deref(), json)),
+        Command::Replay { config, traffic, against, json, pace, speed } => {
+            let pace = match pace {
+                PaceArg::Fast => Pace::Fast,
+                PaceArg::Recorded => Pace::Recorded { speed },
+            };
+            switchyard::telemetry::init(cli.log_json, None)
+                .and_then(|_log_guard| replay_command(&config, &traffic, against.as_deref(), json, pace))
+        }
         Command::CheckConfig { file } => {
             switchyard::telemetry::init(cli.log_json, None).and_then(|_log_guard| check_command(&file))
         }
@@ -122,8 +153,9 @@ fn replay_command(
     traffic: &std::path::Path,
     against: Option<&std::path::Path>,
     json: bool,
+    pace: Pace,
 ) -> anyhow::Result<ExitCode> {
-    match switchyard::replay::replay(candidate, traffic, against) {
+    match switchyard::replay::replay(candidate, traffic, against, pace) {
         Ok(report) if json => {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)

@@ -56,7 +56,7 @@ pub async fn replay(call: AdminCall) -> Reply {
             .map(|file| {
                 let configs =
                     vec![(label.clone(), current.clone()), ("candidate".to_string(), candidate.clone())];
-                crate::replay::replay_loaded(configs, file)
+                crate::replay::replay_loaded(configs, file, crate::replay::Pace::Fast)
             })
             .collect::<Result<Vec<_>, String>>()
     })

@@ -1,11 +1,16 @@
-//! Latency a config would give the recorded calls, from the pools'
-//! execution tables ([`switchyard_runtime::PoolStats::predict_exec`]) as
-//! the replay measured them on this machine: each call's time is the sum
-//! of its model runs' batch times for its rows (a cascade that escalated
-//! ran its cheap model first). Queueing behind other calls is not
-//! simulated (the replay runs the calls one by one); a run whose pool has
-//! no sample yet counts as zero. The recorded live latencies are reported
-//! beside, for scale.
+//! Latency a config would give the recorded calls.
+//!
+//! - [`simulate`] (a replay as fast as possible, calls one by one): from
+//!   the pools' execution tables ([`switchyard_runtime::PoolStats::predict_exec`])
+//!   as the replay measured them on this machine: each call's time is the
+//!   sum of its model runs' batch times for its rows (a cascade that
+//!   escalated ran its cheap model first). Queueing behind other calls is
+//!   not simulated; a run whose pool has no sample yet counts as zero.
+//! - [`measured`] (a replay at the recorded arrival times): each call's
+//!   time from its scheduled start to its answer, queueing and batching
+//!   with the calls around it included.
+//!
+//! The recorded live latencies are reported beside, for scale.
 
 use serde::Serialize;
 use std::time::Duration;
@@ -27,11 +32,13 @@ pub struct Run {
 /// Percentiles and budget misses.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LatencyReport {
-    /// Median simulated latency, ms.
+    /// `simulated` or `measured` (see the module docs).
+    pub basis: &'static str,
+    /// Median latency, ms.
     pub p50_ms: f64,
     /// 99th percentile, ms.
     pub p99_ms: f64,
-    /// Share of calls whose simulated latency exceeds their budget.
+    /// Share of calls whose latency exceeds their budget.
     pub over_budget_share: f64,
     /// Median recorded live latency, ms.
     pub live_p50_ms: f64,
@@ -58,11 +65,22 @@ pub fn simulate(stats: &RuntimeSnapshot, runs: &[Run]) -> LatencyReport {
         over += usize::from(ms > run.budget_ms as f64);
         simulated.push(ms);
     }
+    report("simulated", runs, &mut simulated, over)
+}
+
+/// The report for `runs` that took `measured_ms` (one per run, in order).
+pub fn measured(runs: &[Run], measured_ms: &[f64]) -> LatencyReport {
+    let over = runs.iter().zip(measured_ms).filter(|(run, &ms)| ms > run.budget_ms as f64).count();
+    report("measured", runs, &mut measured_ms.to_vec(), over)
+}
+
+fn report(basis: &'static str, runs: &[Run], latencies: &mut [f64], over: usize) -> LatencyReport {
     let mut live: Vec<f64> =
         runs.iter().filter(|r| r.live_latency_us > 0).map(|r| r.live_latency_us as f64 / 1e3).collect();
     LatencyReport {
-        p50_ms: percentile(&mut simulated, 0.50),
-        p99_ms: percentile(&mut simulated, 0.99),
+        basis,
+        p50_ms: percentile(latencies, 0.50),
+        p99_ms: percentile(latencies, 0.99),
         over_budget_share: if runs.is_empty() { 0.0 } else { over as f64 / runs.len() as f64 },
         live_p50_ms: percentile(&mut live, 0.50),
         live_p99_ms: percentile(&mut live, 0.99),
@@ -103,5 +121,14 @@ mod tests {
         let report = simulate(&RuntimeSnapshot::default(), &runs);
         assert_eq!((report.p50_ms, report.over_budget_share), (0.0, 0.0));
         assert_eq!(report.live_p50_ms, 2.0);
+    }
+
+    #[test]
+    fn measured_latencies_count_their_budget_misses() {
+        let run = |budget_ms| Run { steps: vec![], rows: 1, budget_ms, live_latency_us: 0 };
+        let report = measured(&[run(10), run(10), run(1)], &[4.0, 12.0, 0.5]);
+        assert_eq!(report.basis, "measured");
+        assert_eq!((report.p50_ms, report.p99_ms), (4.0, 12.0));
+        assert!((report.over_budget_share - 1.0 / 3.0).abs() < 1e-9);
     }
 }

@@ -51,7 +51,12 @@ use traffic::RecordedCall;
 
 /// Replays `traffic` through the config at `candidate` and, when given,
 /// through `against` (the current one), in that order.
-pub fn replay(candidate: &Path, traffic: &Path, against: Option<&Path>) -> Result<report::Report, String> {
+pub fn replay(
+    candidate: &Path,
+    traffic: &Path,
+    against: Option<&Path>,
+    pace: Pace,
+) -> Result<report::Report, String> {
     let mut configs = Vec::new();
     for path in against.into_iter().chain(std::iter::once(candidate)) {
         let config = config::load_file(path).map_err(|issues| {
@@ -60,13 +65,17 @@ pub fn replay(candidate: &Path, traffic: &Path, against: Option<&Path>) -> Resul
         })?;
         configs.push((path.display().to_string(), config));
     }
-    replay_loaded(configs, traffic)
+    replay_loaded(configs, traffic, pace)
 }
 
 /// Replays `traffic` through already checked configs, each named by its
 /// label, in order (the admin endpoint passes the config in force and a
 /// posted candidate).
-pub fn replay_loaded(configs: Vec<(String, Config)>, traffic: &Path) -> Result<report::Report, String> {
+pub fn replay_loaded(
+    configs: Vec<(String, Config)>,
+    traffic: &Path,
+    pace: Pace,
+) -> Result<report::Report, String> {
     let calls = traffic::read(traffic)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -74,9 +83,26 @@ pub fn replay_loaded(configs: Vec<(String, Config)>, traffic: &Path) -> Result<r
         .map_err(|e| format!("starting the replay runtime: {e}"))?;
     let mut reports = Vec::new();
     for (label, config) in configs {
-        reports.push(runtime.block_on(replay_config(label, config, &calls))?);
+        reports.push(runtime.block_on(replay_config(label, config, &calls, pace))?);
     }
     Ok(report::Report { traffic: traffic.display().to_string(), calls: calls.len(), configs: reports })
+}
+
+/// How the replay spaces the calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// One call after the other, as fast as they run; latency is
+    /// simulated from the pools' execution tables ([`latency::simulate`]).
+    Fast,
+    /// Each call starts at its recorded arrival time (offsets from the
+    /// first call, divided by `speed`), so calls overlap, queue and batch as
+    /// they did live; latency is measured, from each call's scheduled
+    /// start to its answer ([`latency::measured`]). The heaviest model's
+    /// reference runs happen afterwards, so they add no load.
+    Recorded {
+        /// Time compression: 2.0 replays an hour in half an hour.
+        speed: f64,
+    },
 }
 
 /// Prepares one config (as `serve` does), then replays every call through it.
@@ -84,6 +110,7 @@ async fn replay_config(
     label: String,
     mut config: Config,
     calls: &[RecordedCall],
+    pace: Pace,
 ) -> Result<ConfigReport, String> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
     let repo = crate::prepare::prepare(&mut config, &upstreams).map_err(|e| format!("{label}: {e:#}"))?;
@@ -91,14 +118,28 @@ async fn replay_config(
     let snap = state.snapshot.load_full();
     let mut report = ConfigReport::new(label);
     let mut cache = snap.config.cache.as_ref().map(|c| CacheSim::new(c.l1_max_bytes));
+    let routed: Vec<(&RecordedCall, &RouteConfig)> =
+        calls.iter().filter_map(|call| snap.config.route(&call.route).map(|route| (call, route))).collect();
+    report.skipped = calls.len() - routed.len();
+    let mut paced = match pace {
+        Pace::Fast => None,
+        Pace::Recorded { speed } => {
+            Some(answer_at_recorded_times(&state, &snap, &routed, speed).await.into_iter())
+        }
+    };
     let mut runs = Vec::new();
-    for call in calls {
-        let Some(route) = snap.config.route(&call.route) else {
-            report.skipped += 1;
-            continue;
+    let mut measured_ms = Vec::new();
+    for &(call, route) in &routed {
+        let answered = match paced.as_mut().and_then(Iterator::next) {
+            Some((answered, took)) => answered.map(|a| (a, Some(took))),
+            None => answer_call(&state, &snap, call).await.map(|a| (a, None)),
         };
-        match replay_call(&state, &snap, route, call).await {
-            Ok(outcome) => {
+        let judged = match answered {
+            Ok((answered, took)) => judge_call(&snap, route, answered).await.map(|outcome| (outcome, took)),
+            Err(e) => Err(e),
+        };
+        match judged {
+            Ok((outcome, took)) => {
                 if let Some(cache) = cache.as_mut().filter(|_| route.cache.enabled) {
                     let ttl_ms = u64::try_from(route.cache.ttl.as_millis()).unwrap_or(u64::MAX);
                     cache.call(call.cache_key(), call.arrived_ms, ttl_ms, outcome.answer_bytes);
@@ -114,14 +155,58 @@ async fn replay_config(
                     budget_ms: call.budget_ms,
                     live_latency_us: call.live_latency_us,
                 });
+                measured_ms.extend(took.map(|d| d.as_secs_f64() * 1e3));
                 report.add(&outcome, call);
             }
             Err(e) => report.fail(call.line, &e),
         }
     }
     report.cache_hit_ratio = cache.and_then(|c| c.hit_ratio());
-    report.latency = Some(latency::simulate(&snap.repo.stats(), &runs));
+    report.latency = Some(match pace {
+        Pace::Fast => latency::simulate(&snap.repo.stats(), &runs),
+        Pace::Recorded { .. } => latency::measured(&runs, &measured_ms),
+    });
     Ok(report)
+}
+
+/// Answers every call, each started at its recorded offset from the first
+/// (divided by `speed`) and overlapping the others; gives back, in the
+/// calls' order, each answer and the time from its scheduled start.
+async fn answer_at_recorded_times(
+    state: &AppState,
+    snap: &Snapshot,
+    routed: &[(&RecordedCall, &RouteConfig)],
+    speed: f64,
+) -> Vec<(Result<AnsweredCall, GatewayError>, std::time::Duration)> {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let first = routed.iter().map(|(c, _)| c.arrived_ms).min().unwrap_or(0);
+    let start = tokio::time::Instant::now();
+    let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
+    let mut pending: FuturesUnordered<_> = routed
+        .iter()
+        .enumerate()
+        .map(|(i, &(call, _))| {
+            let offset = (call.arrived_ms.saturating_sub(first)) as f64 / 1e3 / speed;
+            let at = start + std::time::Duration::from_secs_f64(offset);
+            async move {
+                tokio::time::sleep_until(at).await;
+                let answered = answer_call(state, snap, call).await;
+                (i, answered, at.elapsed())
+            }
+        })
+        .collect();
+    let mut done: Vec<Option<(Result<AnsweredCall, GatewayError>, std::time::Duration)>> =
+        (0..routed.len()).map(|_| None).collect();
+    while let Some((i, answered, took)) = pending.next().await {
+        done[i] = Some((answered, took));
+    }
+    done.into_iter()
+        .map(|d| {
+            d.unwrap_or_else(|| {
+                (Err(GatewayError::Internal("a paced call never ran".into())), Default::default())
+            })
+        })
+        .collect()
 }
 
 /// What one replayed call gave.
@@ -140,12 +225,18 @@ pub struct CallOutcome {
     pub steps: Vec<(String, String)>,
 }
 
-async fn replay_call(
+/// A replayed call's answer, with the inputs it ran on (for the reference).
+pub struct AnsweredCall {
+    answer: Arc<crate::answer::Answer>,
+    inputs: Vec<(String, Tensor)>,
+}
+
+/// Runs one recorded call through the config's routing, under its recorded budget.
+async fn answer_call(
     state: &AppState,
     snap: &Snapshot,
-    route: &RouteConfig,
     call: &RecordedCall,
-) -> Result<CallOutcome, GatewayError> {
+) -> Result<AnsweredCall, GatewayError> {
     let config = &snap.config;
     let target = resolve(config, &state.catalog(snap), &call.route, None)?;
     let mut headers = HeaderMap::new();
@@ -165,13 +256,23 @@ async fn replay_call(
         sampled: false,
         protocol: "replay",
     };
-    let answered = match inference::run(state, snap, replayed).await? {
-        Outcome::Answered(answered) => answered,
+    match inference::run(state, snap, replayed).await? {
+        Outcome::Answered(answered) => Ok(AnsweredCall { answer: answered.answer, inputs }),
         Outcome::Events(_) => {
-            return Err(GatewayError::Internal("a replayed call was answered with a stream".into()))
+            Err(GatewayError::Internal("a replayed call was answered with a stream".into()))
         }
-    };
-    let answer = answered.answer;
+    }
+}
+
+/// Judges an answer against the route's heaviest model on the same inputs
+/// and works out its cost and model runs.
+async fn judge_call(
+    snap: &Snapshot,
+    route: &RouteConfig,
+    answered: AnsweredCall,
+) -> Result<CallOutcome, GatewayError> {
+    let config = &snap.config;
+    let AnsweredCall { answer, inputs } = answered;
     let heaviest = route.models.last().map(String::as_str).unwrap_or(answer.model.as_str());
     let reference = snap.repo.infer(heaviest, None, InferenceRequest { inputs, outputs: None }).await?;
     let confidence_output = route.policy.as_cascade().map(|p| p.confidence_output.as_str());

@@ -154,10 +154,12 @@ impl Report {
             ("cache hit ratio recorded live", |c| {
                 c.live_cache_hit_ratio.map_or("-".into(), |r| format!("{:.1}%", r * 100.0))
             }),
-            ("latency p50 / p99, ms (simulated)", |c| {
-                c.latency.as_ref().map_or("-".into(), |l| format!("{:.3} / {:.3}", l.p50_ms, l.p99_ms))
+            ("latency p50 / p99, ms (replayed)", |c| {
+                c.latency
+                    .as_ref()
+                    .map_or("-".into(), |l| format!("{:.3} / {:.3} ({})", l.p50_ms, l.p99_ms, l.basis))
             }),
-            ("over budget (simulated)", |c| {
+            ("over budget (replayed)", |c| {
                 c.latency.as_ref().map_or("-".into(), |l| format!("{:.1}%", l.over_budget_share * 100.0))
             }),
             ("latency p50 / p99, ms (recorded live)", |c| {

@@ -7,6 +7,7 @@ refused with the line or field path."""
 
 import json
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -101,6 +102,33 @@ def test_replaying_the_live_config_reproduces_its_escalation_share(recorded):
     assert 0 < latency["p50_ms"] <= latency["p99_ms"] < 2000
     assert latency["over_budget_share"] == 0.0, "2 s budgets, sub-ms models"
     assert 0 < latency["live_p50_ms"] <= latency["live_p99_ms"]
+
+
+def test_a_replay_at_the_recorded_pace_spaces_the_calls_and_measures_latency(recorded):
+    """`--pace recorded`: every call starts at its recorded offset (here
+    compressed 2x), so the replay lasts at least the recorded span / 2, the
+    decisions are the same as live, and latency is measured, not simulated."""
+    lines = [json.loads(line) for line in recorded["traffic"].read_text().splitlines()]
+    span_s = (max(line["arrived_ms"] for line in lines) - min(line["arrived_ms"] for line in lines)) / 1e3
+    assert span_s > 0.5, "the sample spans some time"
+    started = time.monotonic()
+    out = replay("--config", recorded["config"], "--traffic", recorded["traffic"], "--json",
+                 "--pace", "recorded", "--speed", "2")
+    took = time.monotonic() - started
+    assert out.returncode == 0, out.stderr
+    [result] = json.loads(out.stdout)["configs"]
+    assert took >= span_s / 2, (took, span_s)
+    live_share, n = live_escalated_share(recorded["traffic"])
+    assert result["replayed"] == n and result["failed"] == 0
+    assert abs(result["escalated_share"] - live_share) <= 0.01
+    latency = result["latency"]
+    assert latency["basis"] == "measured"
+    assert 0 < latency["p50_ms"] <= latency["p99_ms"] < 2000
+    fast = replay_json(recorded["config"], recorded["traffic"])["configs"][0]["latency"]
+    assert fast["basis"] == "simulated"
+    for bad in (["--speed", "0"], ["--speed=-1"], ["--speed", "fast"], ["--pace", "slow"]):
+        out = replay("--config", recorded["config"], "--traffic", recorded["traffic"], *bad)
+        assert out.returncode == 2 and "invalid value" in out.stderr, (bad, out.stderr)
 
 
 def test_thresholds_give_a_monotone_escalation_curve(recorded):
