@@ -85,6 +85,10 @@ podman healthcheck run "$NAME" 2> >(quiet) || fail "the image's HEALTHCHECK fail
 uid=$(podman exec "$NAME" sh -c 'cat /proc/1/status' | awk '/^Uid:/ {print $2}')
 [ "$uid" = 10001 ] || fail "switchyard runs as uid $uid, expected 10001"
 say "health check passes; switchyard runs as uid $uid"
+# The console's page and its chart library are in the binary.
+charts=$(curl -sf "http://127.0.0.1:$ADMIN/console/uplot.js" | wc -c) || fail "no console on the admin listener"
+[ "$charts" -gt 10000 ] || fail "the console has no chart library ($charts bytes): gateway/console/node_modules missing from the build"
+say "console served on the admin listener, chart library embedded ($charts bytes)"
 podman rm -f -t 5 "$NAME" >/dev/null 2> >(quiet)
 
 # An invalid ConfigMap: a route naming no model, a threshold out of range.

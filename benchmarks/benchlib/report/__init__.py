@@ -34,6 +34,8 @@ SECTIONS = [
     ("overload", others.overload_section),
     ("draft-final", lambda ctx: others.generic_section(ctx, "draft-final", "Draft vs final latency (SSE)")),
     ("cascade", others.cascade_section),
+    ("calibration", lambda ctx: others.generic_section(
+        ctx, "calibration", "Online calibration: answer latency with and without shadow runs")),
     ("perf-analyzer", load.perf_section),
     ("grpc", load.grpc_section),
     ("runtime", others.runtime_section),
