@@ -453,6 +453,13 @@ const REPLAY_ROWS = [
   ["p50 latency (ms)", (c) => (c.latency ? num(c.latency.p50_ms, 2) : "–")],
   ["p99 latency (ms)", (c) => (c.latency ? num(c.latency.p99_ms, 2) : "–")],
   ["over budget", (c) => (c.latency ? pct(c.latency.over_budget_share) : "–")],
+  [
+    "suggested threshold",
+    (c) =>
+      Object.entries(c.calibration || {})
+        .map(([route, v]) => route + ": " + (v.suggested_threshold === null ? "none" : num(v.suggested_threshold, 2)))
+        .join(", ") || "–",
+  ],
 ];
 
 function showReplay(reports) {

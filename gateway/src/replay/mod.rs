@@ -23,6 +23,12 @@
 //!   route TTLs would have had over the recorded arrivals
 //!   ([`cache_sim`]), beside the live ratio the sample recorded.
 //!
+//! - `calibration`: per cascade route, the threshold the replayed calls
+//!   suggest, as the live calibration ([`crate::routing::calibration`])
+//!   computes it: the cheap model's confidence and agreement with the
+//!   heaviest model per row, over every call (the route's
+//!   `calibrate.target`, else 99.5%).
+//!
 //! - `latency`: each call's time from the pools' execution tables measured
 //!   during the replay (its models' batch times for its rows, a cascade's
 //!   cheap run included): p50, p99 and the share over the recorded budget,
@@ -33,9 +39,11 @@ pub mod latency;
 pub mod report;
 pub mod traffic;
 
+use crate::config::calibrate_section::DEFAULT_TARGET;
 use crate::config::{self, Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::inference::{self, Call, Outcome};
+use crate::routing::calibration::Curve;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::resolve;
@@ -129,6 +137,7 @@ async fn replay_config(
     };
     let mut runs = Vec::new();
     let mut measured_ms = Vec::new();
+    let mut curves: std::collections::BTreeMap<String, (Curve, f64)> = Default::default();
     for &(call, route) in &routed {
         let answered = match paced.as_mut().and_then(Iterator::next) {
             Some((answered, took)) => answered.map(|a| (a, Some(took))),
@@ -156,12 +165,22 @@ async fn replay_config(
                     live_latency_us: call.live_latency_us,
                 });
                 measured_ms.extend(took.map(|d| d.as_secs_f64() * 1e3));
+                if !outcome.calibration_rows.is_empty() {
+                    let target = route.calibrate.as_ref().map_or(DEFAULT_TARGET, |c| c.target);
+                    let (curve, _) =
+                        curves.entry(route.name.clone()).or_insert_with(|| (Curve::default(), target));
+                    for &(confidence, agrees) in &outcome.calibration_rows {
+                        curve.add(confidence, agrees);
+                    }
+                }
                 report.add(&outcome, call);
             }
             Err(e) => report.fail(call.line, &e),
         }
     }
     report.cache_hit_ratio = cache.and_then(|c| c.hit_ratio());
+    report.calibration =
+        curves.into_iter().map(|(route, (curve, target))| (route, curve.view(target))).collect();
     report.latency = Some(match pace {
         Pace::Fast => latency::simulate(&snap.repo.stats(), &runs),
         Pace::Recorded { .. } => latency::measured(&runs, &measured_ms),
@@ -223,6 +242,10 @@ pub struct CallOutcome {
     pub answer_bytes: u64,
     /// The (model, pool) runs it took, in order.
     pub steps: Vec<(String, String)>,
+    /// On a cascade route: per row, the cheap model's confidence and
+    /// whether its top class is the heaviest model's (for the suggested
+    /// threshold, as the live calibration computes it).
+    pub calibration_rows: Vec<(f32, bool)>,
 }
 
 /// A replayed call's answer, with the inputs it ran on (for the reference).
@@ -274,7 +297,25 @@ async fn judge_call(
     let config = &snap.config;
     let AnsweredCall { answer, inputs } = answered;
     let heaviest = route.models.last().map(String::as_str).unwrap_or(answer.model.as_str());
+    let cheap_run = match route.policy.as_cascade() {
+        Some(policy) => {
+            let cheap = policy.cheap.clone().or_else(|| route.models.first().cloned()).unwrap_or_default();
+            let request = InferenceRequest {
+                inputs: inputs.clone(),
+                outputs: Some(vec![policy.confidence_output.clone()]),
+            };
+            snap.repo
+                .infer(&cheap, None, request)
+                .await
+                .ok()
+                .map(|r| (r.outputs, policy.confidence_output.clone()))
+        }
+        None => None,
+    };
     let reference = snap.repo.infer(heaviest, None, InferenceRequest { inputs, outputs: None }).await?;
+    let calibration_rows = cheap_run
+        .map(|(outputs, output)| crate::routing::calibration::rows(&outputs, &reference.outputs, &output))
+        .unwrap_or_default();
     let confidence_output = route.policy.as_cascade().map(|p| p.confidence_output.as_str());
     let escalated = answer.reason == router_policies::Reason::CascadeEscalate.as_str();
     let cost_of = |model: &str| {
@@ -308,6 +349,7 @@ async fn judge_call(
         cost,
         answer_bytes: answer.outputs.iter().map(|(_, t)| t.byte_size() as u64).sum(),
         steps,
+        calibration_rows,
     })
 }
 

@@ -36,8 +36,11 @@ pub struct ConfigReport {
     pub cache_hit_ratio: Option<f64>,
     /// The hit ratio recorded live (L1 and L2 hits over lookups).
     pub live_cache_hit_ratio: Option<f64>,
-    /// Simulated latency and budget misses ([`super::latency`]).
+    /// Latency and budget misses ([`super::latency`]).
     pub latency: Option<super::latency::LatencyReport>,
+    /// Per cascade route: the agreement curve of the replayed calls and the
+    /// threshold it suggests.
+    pub calibration: BTreeMap<String, crate::routing::calibration::CalibrationView>,
     #[serde(skip)]
     sums: Sums,
 }
@@ -78,6 +81,7 @@ impl ConfigReport {
             cache_hit_ratio: None,
             live_cache_hit_ratio: None,
             latency: None,
+            calibration: BTreeMap::new(),
             sums: Sums::default(),
         }
     }
@@ -140,7 +144,7 @@ impl Report {
     /// The report as a table, one column per config.
     pub fn table(&self) -> String {
         let pct = |v: f64| format!("{:.1}%", v * 100.0);
-        let rows: [Row; 13] = [
+        let rows: [Row; 14] = [
             ("calls replayed", |c| c.replayed.to_string()),
             ("calls skipped (route not in config)", |c| c.skipped.to_string()),
             ("calls failed", |c| c.failed.to_string()),
@@ -166,6 +170,21 @@ impl Report {
                 c.latency
                     .as_ref()
                     .map_or("-".into(), |l| format!("{:.3} / {:.3}", l.live_p50_ms, l.live_p99_ms))
+            }),
+            ("suggested cascade threshold (target agreement)", |c| {
+                let each: Vec<String> = c
+                    .calibration
+                    .iter()
+                    .map(|(route, v)| match v.suggested_threshold {
+                        Some(t) => format!("{route}: {t:.2} ({:.1}%)", v.target * 100.0),
+                        None => format!("{route}: none ({:.1}%)", v.target * 100.0),
+                    })
+                    .collect();
+                if each.is_empty() {
+                    "-".into()
+                } else {
+                    each.join(", ")
+                }
             }),
             ("models", |c| c.models.iter().map(|(m, n)| format!("{m}: {n}")).collect::<Vec<_>>().join(", ")),
         ];

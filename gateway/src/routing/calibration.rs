@@ -24,9 +24,12 @@ use switchyard_runtime::{InferenceRequest, ModelRepository, Tensor};
 /// Grid steps between 0 and 1.
 pub const GRID: usize = 100;
 
-/// One route's observations.
+/// One route's observations: rows per confidence bucket and how many of
+/// them agreed with the heavy model. The live calibration fills one per
+/// route from shadow runs; `switchyard replay` fills one per cascade route
+/// from the replayed calls, to suggest a threshold beside its report.
 #[derive(Debug, Clone)]
-struct Curve {
+pub struct Curve {
     rows: [u64; GRID + 1],
     agreeing: [u64; GRID + 1],
     shadow_runs: u64,
@@ -71,13 +74,17 @@ pub struct CalibrationView {
 }
 
 impl Curve {
-    fn add(&mut self, confidence: f32, agrees: bool) {
+    /// Counts one row: the cheap model's confidence and whether its top
+    /// class is the heavy model's.
+    pub fn add(&mut self, confidence: f32, agrees: bool) {
         let bucket = bucket(confidence);
         self.rows[bucket] += 1;
         self.agreeing[bucket] += u64::from(agrees);
     }
 
-    fn view(&self, target: f64) -> CalibrationView {
+    /// The curve over the threshold grid and the lowest threshold whose
+    /// agreement reaches `target`.
+    pub fn view(&self, target: f64) -> CalibrationView {
         let total: u64 = self.rows.iter().sum();
         let mut curve = Vec::with_capacity(GRID + 1);
         let (mut accepted, mut agreeing) = (0u64, 0u64);
@@ -216,7 +223,7 @@ fn idle(repo: &ModelRepository, model: &str) -> bool {
 /// Per row: the cheap model's confidence (the row's largest value, as
 /// [`super::confidence`] reads it) and whether its top class is the heavy
 /// model's, from `output` of both.
-fn rows(cheap: &[(String, Tensor)], heavy: &[(String, Tensor)], output: &str) -> Vec<(f32, bool)> {
+pub fn rows(cheap: &[(String, Tensor)], heavy: &[(String, Tensor)], output: &str) -> Vec<(f32, bool)> {
     let find = |outs: &[(String, Tensor)]| outs.iter().find(|(n, _)| n == output).map(|(_, t)| t.clone());
     let (Some(c), Some(h)) = (find(cheap), find(heavy)) else { return Vec::new() };
     let (Some(cv), Some(hv)) = (c.to_f32_vec(), h.to_f32_vec()) else { return Vec::new() };

@@ -53,8 +53,8 @@ def infer(session, gw, row):
     return r
 
 
-def reference_threshold(x):
-    """The lowest grid threshold whose agreement reaches TARGET, from
+def reference_threshold(x, target=TARGET):
+    """The lowest grid threshold whose agreement reaches `target`, from
     onnxruntime's outputs: the same computation, offline."""
     ref = Reference("digits-cheap", "digits-heavy")
     _, cheap = ref.run("digits-cheap", x)
@@ -66,7 +66,7 @@ def reference_threshold(x):
     for k in range(101):
         accepted = bucket >= k
         agreement = agrees[accepted].mean() if accepted.any() else 1.0
-        if agreement >= TARGET:
+        if agreement >= target:
             return k / 100
     return None
 

@@ -131,6 +131,22 @@ def test_a_replay_at_the_recorded_pace_spaces_the_calls_and_measures_latency(rec
         assert out.returncode == 2 and "invalid value" in out.stderr, (bad, out.stderr)
 
 
+def test_the_replay_suggests_the_threshold_the_offline_computation_gives(recorded):
+    """The replay's suggestion for a cascade route is computed as the live
+    calibration computes it, over every replayed call: it equals the offline
+    computation (onnxruntime, numpy) on the same rows, at the default 99.5%."""
+    import test_calibration
+
+    report = replay_json(recorded["config"], recorded["traffic"])
+    view = report["configs"][0]["calibration"]["digits"]
+    assert view["rows"] == len(recorded["x"]) and view["target"] == 0.995
+    expected = test_calibration.reference_threshold(recorded["x"], target=0.995)
+    assert expected is not None and view["suggested_threshold"] is not None
+    assert abs(view["suggested_threshold"] - expected) <= 0.01 + 1e-9, (view["suggested_threshold"], expected)
+    table = replay("--config", recorded["config"], "--traffic", recorded["traffic"]).stdout
+    assert f"digits: {view['suggested_threshold']:.2f} (99.5%)" in table
+
+
 def test_thresholds_give_a_monotone_escalation_curve(recorded):
     shares, agreement = [], []
     for threshold in (0.6, 0.7, 0.8, 0.9):
