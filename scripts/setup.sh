@@ -99,18 +99,14 @@ fetch_promtool() {
 }
 
 # `npm ci` in DIR once per package-lock.json (a stamp with its hash skips
-# repeats). Optional: `env VAR=VALUE ...` for npm's environment, then extra
-# npm arguments.
+# repeats). After WHAT: VAR=VALUE words set npm's environment, words
+# starting with `-` are extra npm arguments.
 npm_ci() {
     local dir="$1" what="$2" stamp envs=() args=()
     shift 2
-    if [ "${1:-}" = env ]; then
-        shift
-        while [ $# -gt 0 ]; do
-            case "$1" in *=*) envs+=("$1") ;; *) args+=("$1") ;; esac
-            shift
-        done
-    fi
+    for word in "$@"; do
+        case "$word" in -*) args+=("$word") ;; *=*) envs+=("$word") ;; *) die "npm_ci: unexpected '$word'" ;; esac
+    done
     stamp="$dir/node_modules/.stamp-$(sha256sum "$dir/package-lock.json" | cut -c1-16)"
     [ -f "$stamp" ] && return 0
     say "npm ci in $dir ($what)"
@@ -136,10 +132,10 @@ if [ "$MODE" = test ]; then
     pip_install runtime/tests/requirements.txt
     # playwright-core only (never Playwright's own browsers): the test drives /usr/bin/chromium.
     need_cmd npm "install Node.js (>= 20) with npm for the browser test"
-    npm_ci gateway/tests/browser "playwright-core" env PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+    npm_ci gateway/tests/browser "playwright-core" PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
     # The Kubernetes/Knative/KEDA/Prometheus-operator schemas for the
     # offline manifest validation (deploy/k8s/validate).
-    npm_ci deploy/k8s/validate "kubernetes-models schemas" env --engine-strict=false
+    npm_ci deploy/k8s/validate "kubernetes-models schemas" --engine-strict=false
     fetch_promtool
 fi
 
