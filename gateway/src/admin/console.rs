@@ -12,8 +12,7 @@
 //! types in (kept in the tab's `sessionStorage`, sent as a bearer header,
 //! so no cookie can be replayed across sites).
 
-use super::endpoints::handler;
-use super::{Access, AdminApp};
+use super::{handler, Access, AdminApp};
 use crate::reply::Reply;
 use bytes::Bytes;
 use http::Method;

@@ -1,24 +1,9 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
-use super::{
-    config_edit, config_view, console, models, pause, replay, stats, Access, AdminApp, AdminCall,
-    AdminHandler,
-};
+use super::{config_edit, config_view, console, handler, models, pause, replay, stats, Access, AdminApp};
 use crate::reload::Trigger;
 use crate::reply::Reply;
 use http::Method;
-use std::future::Future;
-use std::sync::Arc;
-
-/// Wraps an async function as an [`AdminHandler`], e.g.
-/// `handler(|call| async move { Reply::empty(200) })`.
-pub fn handler<F, Fut>(f: F) -> AdminHandler
-where
-    F: Fn(AdminCall) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Reply> + Send + 'static,
-{
-    Arc::new(move |call| Box::pin(f(call)))
-}
 
 /// Registers the built-in endpoints on `app`.
 pub fn register(app: &mut AdminApp) {

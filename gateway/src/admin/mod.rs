@@ -82,6 +82,16 @@ pub type AdminFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
 /// An admin endpoint.
 pub type AdminHandler = Arc<dyn Fn(AdminCall) -> AdminFuture + Send + Sync>;
 
+/// Wraps an async function as an [`AdminHandler`], e.g.
+/// `handler(|call| async move { Reply::empty(200) })`.
+pub fn handler<F, Fut>(f: F) -> AdminHandler
+where
+    F: Fn(AdminCall) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    Arc::new(move |call| Box::pin(f(call)))
+}
+
 struct Endpoint {
     method: Method,
     pattern: &'static str,
