@@ -216,13 +216,18 @@ def switchyard(out: Path, name: str = "switchyard", config: Path | None = None, 
     return server
 
 
-def fastapi(out: Path, name: str = "fastapi", max_batch_size: int = 0) -> Server:
-    """The FastAPI + uvicorn + onnxruntime baseline: 1 worker, 1 intra-op thread."""
+def fastapi(out: Path, name: str = "fastapi", max_batch_size: int = 0, run_mode: str = "threadpool") -> Server:
+    """The FastAPI + uvicorn + onnxruntime baseline: 1 worker, 1 intra-op
+    thread; `run_mode` "inline" calls `session.run` on the event loop
+    instead of in Starlette's threadpool (no thread hop: faster for
+    microsecond models, but one slow run holds every other request)."""
     port = free_port()
     cmd = [env.rel(env.PY), "benchmarks/baseline/fastapi_server.py", "--models-dir", "models", "--host", "127.0.0.1",
            "--port", str(port), "--workers", "1", "--intra-op-threads", "1"]
     if max_batch_size:
         cmd += ["--max-batch-size", str(max_batch_size)]
+    if run_mode != "threadpool":
+        cmd += ["--run-mode", run_mode]
     return Server(name, cmd, port, out / f"{name}.log")
 
 

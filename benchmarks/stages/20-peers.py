@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Stage `peers`: Switchyard vs the FastAPI baseline vs MLServer (with and
-without its adaptive batching), closed loop, on digits-cheap and
+"""Stage `peers`: Switchyard vs the FastAPI baseline (session.run in the
+threadpool, and inline on the event loop) vs MLServer (with and without its
+adaptive batching), closed loop, on digits-cheap and
 synth-heavy, at each concurrency of the mode (4 and 40 always among them);
 each server's start-up time, and its memory at idle and under load.
 
@@ -33,6 +34,8 @@ DESCRIPTIONS = {
                   "1 intra-op thread), access log off",
     "fastapi": "FastAPI + uvicorn (uvloop, httptools) + onnxruntime: 1 worker, session.run in the threadpool, "
                "1 intra-op thread, access log off",
+    "fastapi-inline": "same FastAPI with session.run called inline on the event loop (`--run-mode inline`): no "
+                      "thread hop per request, the faster choice for microsecond models",
     "mlserver": "MLServer + onnxruntime runtime class (benchmarks/mlserver): inference in the server process "
                 "(parallel_workers 0), 1 intra-op thread, adaptive batching off",
     "mlserver-batch": "same MLServer with adaptive batching (max_batch_size "
@@ -76,7 +79,8 @@ def label_of(server: servers.Server, model: str) -> object:
 def start_all(st: Stage, group: servers.Servers) -> list[servers.Server]:
     """Starts the peers one after the other (so start-up times do not
     compete), waits for each and loads all its models."""
-    wanted = [("switchyard", lambda: servers.switchyard(st.dir)), ("fastapi", lambda: servers.fastapi(st.dir))]
+    wanted = [("switchyard", lambda: servers.switchyard(st.dir)), ("fastapi", lambda: servers.fastapi(st.dir)),
+              ("fastapi-inline", lambda: servers.fastapi(st.dir, "fastapi-inline", run_mode="inline"))]
     if env.MLSERVER_PY.exists():
         wanted += [("mlserver", lambda: servers.mlserver(st.dir)),
                    ("mlserver-batch", lambda: servers.mlserver(st.dir, "mlserver-batch", batching=True))]

@@ -15,7 +15,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 from .common import Ctx  # noqa: E402
 from .peers import NAMES, runs_by_key  # noqa: E402
 
-COLORS = {"switchyard": "#d62728", "fastapi": "#1f77b4", "mlserver": "#2ca02c", "mlserver-batch": "#98df8a",
+COLORS = {"switchyard": "#d62728", "fastapi": "#1f77b4", "fastapi-inline": "#aec7e8", "mlserver": "#2ca02c", "mlserver-batch": "#98df8a",
           "nginx": "#9467bd", "generator": "#7f7f7f"}
 KNOWN = ["throughput-vs-concurrency.png", "latency-vs-load.png", "cache-hit-latency.png", "overload-budget.png",
          "cascade-accuracy.png"]
@@ -45,7 +45,7 @@ def throughput_vs_concurrency(ctx: Ctx) -> str | None:
     raw = {b["model"]: b for b in (ctx.stage("runtime") or {}).get("raw_limit", {}).get("best", [])}
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.2), squeeze=False)
     for ax, model in zip(axes[0], models):
-        for server in ("switchyard", "fastapi", "mlserver", "mlserver-batch"):
+        for server in ("switchyard", "fastapi", "fastapi-inline", "mlserver", "mlserver-batch"):
             pts = sorted((k[2], r["rps"]) for k, r in runs.items() if k[0] == server and k[1] == model)
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=NAMES[server], color=COLORS[server])

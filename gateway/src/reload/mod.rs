@@ -101,8 +101,19 @@ pub struct ConfigSource {
 
 /// Reads and checks a config file; also returns the digest of the
 /// contents that were parsed (`None` when the file cannot be read).
+///
+/// An empty file is refused: it is what a reload sees between a writer
+/// truncating the file and writing it again, and applying it would leave
+/// the gateway serving nothing.
 pub fn read_config_file(path: &Path) -> (Option<blake3::Hash>, Result<Config, Vec<ConfigIssue>>) {
     match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => (
+            Some(blake3::hash(text.as_bytes())),
+            Err(vec![ConfigIssue {
+                path: path.display().to_string(),
+                message: "the file is empty (still being written?): nothing to serve".into(),
+            }]),
+        ),
         Ok(text) => (Some(blake3::hash(text.as_bytes())), config::parse(&text, config::base_dir(path))),
         Err(e) => (
             None,
@@ -197,11 +208,17 @@ impl Reloader {
         Some((store.poll_interval?, Arc::clone(&resolved.store), resolved.from_cache))
     }
 
-    /// True when the file's contents differ from those last read.
-    pub fn file_changed(&self) -> bool {
-        let Some(path) = &self.source.path else { return false };
-        let Ok(bytes) = std::fs::read(path) else { return false };
-        self.record.lock().seen != Some(blake3::hash(&bytes))
+    /// The digest of the file's contents now, when they differ from those
+    /// last read (`None`: unchanged, unreadable, or no file).
+    pub fn file_changed(&self) -> Option<blake3::Hash> {
+        let now = self.file_digest()?;
+        (self.record.lock().seen != Some(now)).then_some(now)
+    }
+
+    /// The digest of the file's contents now (`None`: unreadable or no file).
+    pub fn file_digest(&self) -> Option<blake3::Hash> {
+        let path = self.source.path.as_ref()?;
+        std::fs::read(path).ok().map(|bytes| blake3::hash(&bytes))
     }
 
     /// [`Self::reload`] on tokio's blocking pool (it may build sessions).

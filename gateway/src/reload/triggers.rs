@@ -6,8 +6,12 @@
 //! The file is polled every `[reload] interval_ms` (default 1 s) and
 //! compared by content digest, which is portable and sees edits, atomic
 //! renames and `touch`-free copies alike; a reload runs when the digest
-//! differs from the contents last read. A rejected file is not retried
-//! until it changes again.
+//! differs from the contents last read and stays the same for
+//! [`SETTLE`] (a file caught while a writer is still writing it waits for
+//! the next poll). A rejected file is not retried until it changes again.
+//! Writers should still replace the file atomically (write a temporary
+//! file, rename it over): a writer that pauses mid-file longer than the
+//! settle time can be read half-written, and a half that parses is applied.
 
 use super::{Reloader, Trigger};
 use std::sync::mpsc;
@@ -18,6 +22,9 @@ use tokio::signal::unix::{signal, SignalKind};
 /// How often the loop wakes when the file is not watched (to notice a
 /// reload that turned watching on).
 const IDLE_TICK: Duration = Duration::from_secs(1);
+
+/// How long a changed file's contents must stay the same before a reload.
+pub const SETTLE: Duration = Duration::from_millis(50);
 
 /// Starts the trigger thread; returns once the `SIGHUP` handler is
 /// installed.
@@ -55,9 +62,13 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
                 reloader.reload(Trigger::Signal);
             }
             () = tokio::time::sleep(interval.unwrap_or(IDLE_TICK)) => {
-                if interval.is_some() && reloader.file_changed() {
+                let Some(seen) = interval.and_then(|_| reloader.file_changed()) else { continue };
+                tokio::time::sleep(SETTLE).await;
+                if reloader.file_digest() == Some(seen) {
                     tracing::info!("config file changed: reloading");
                     reloader.reload(Trigger::FileChange);
+                } else {
+                    tracing::debug!("config file still changing: reloading at the next poll");
                 }
             }
         }

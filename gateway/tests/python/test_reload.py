@@ -227,6 +227,35 @@ def test_invalid_file_is_rejected_and_the_old_config_keeps_answering(tmp_path, d
         gw.stop()
 
 
+def test_an_empty_or_half_written_file_never_replaces_the_config(tmp_path, digits):
+    """What the watcher sees while a writer truncates the file and writes it
+    again: an empty file is refused (it would leave nothing to serve), and
+    the gateway answers throughout; the full file then applies."""
+    path = tmp_path / "switchyard.toml"
+    good = render(threshold=0.0)
+    path.write_text(good)
+    gw = Gateway(config=path)
+    try:
+        path.write_text("\n  \n")
+        r = admin_reload(gw)
+        assert r.status_code == 400 and "empty" in r.json()["issues"][0]["message"], r.text
+        time.sleep(0.5)  # the watcher polls every 100 ms: it refuses it too
+        assert admin_config(gw)["generation"] == 1
+        assert one(gw, "digits", digits[3]).status_code == 200
+        # Many truncate-then-write cycles under load: not one request misses its route.
+        load = Load(gw, "digits", digits)
+        for i in range(40):
+            path.write_text(render(threshold=0.0, ttl=300 + i))
+            time.sleep(0.03)
+        load.wait_for(50)
+        results = load.stop()
+        failed = [(status, body) for _, status, _, body in results if status != 200]
+        assert not failed, f"{len(failed)} of {len(results)} requests failed: {failed[:3]}"
+        wait_generation(gw, 2)
+    finally:
+        gw.stop()
+
+
 def test_model_replaced_on_disk_is_served_at_its_new_version_never_mixed(tmp_path, digits):
     shutil.copy(MODELS / "digits-cheap.onnx", tmp_path / "served.onnx")
     path = tmp_path / "switchyard.toml"
