@@ -78,8 +78,10 @@ NAMES.update(json="REST JSON (loadgen)", binary="REST binary (loadgen)")
 
 
 def config_without_cache(out: Path) -> Path:
-    """The built-in config without its `[cache]` section."""
+    """The built-in config without its `[cache]` section (its model folder
+    made absolute: a config file's relative paths start at its own folder)."""
     text = (env.REPO / "gateway" / "src" / "config" / "default.toml").read_text()
+    text = text.replace('path = "models"', f'path = "{env.MODELS}"', 1)
     kept, skipping = [], False
     for line in text.splitlines():
         if line.startswith("["):

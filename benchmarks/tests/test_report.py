@@ -120,6 +120,23 @@ def test_a_win_is_not_listed_as_a_loss(tmp_path):
     assert "5.00x" in text
 
 
+def test_switchyard_is_compared_with_the_faster_fastapi_variant(tmp_path):
+    """FastAPI runs twice (threadpool, inline); each row takes the better one,
+    names it, and the 10x goal is judged against it."""
+    out = tmp_path / "out"
+    doc = peers_doc(sy_rps=30000, fa_rps=3000)
+    for conc in (4, 40):
+        doc["runs"].append({"server": "fastapi-inline", "model": "digits-cheap", "concurrency": conc, "rps": 5000,
+                            "p50_ms": 1.0, "p99_ms": 3.0, "p999_ms": 4.0, "errors": 0})
+    write(out, "peers", doc)
+    text = report(out, tmp_path)
+    assert "| digits-cheap | 40 | 30,000 | 2.00 | 5,000 | 3.00 | inline |" in text
+    assert "6.00x" in text and "10.00x" not in text
+    losses = text.split("## Where Switchyard loses in this run")[1].split("## Scoreboard")[0]
+    assert "the better of its two runs (inline here)" in losses
+    assert "| digits-cheap | 40 | FastAPI | threadpool | 3,000 |" in text
+
+
 def test_a_new_stage_renders_from_its_generic_tables_and_findings(tmp_path):
     out = tmp_path / "out"
     write(out, "custom", {"title": "Custom scenario",
