@@ -240,7 +240,7 @@ def body(st: Stage) -> None:
     rounds = ROUNDS[st.mode]
     st.data.update(loadavg_start=env.loadavg(), rounds=rounds, runs=[], comparisons=[],
                    settings_note=(
-                       "one Switchyard (built-in config) with its REST listener and its gRPC listener "
+                       "one Switchyard (built-in config without its response cache) with its REST listener and its gRPC listener "
                        "(`--grpc-listen`), pinned to the servers' CPU; perf_analyzer `-i http` vs `-i grpc`, "
                        "asynchronous calls from one client thread (`--async --max-threads 1`), "
                        f"measurement interval {INTERVAL_MS[st.mode]} ms, stability {STABILITY[st.mode]}%, at most "

@@ -111,13 +111,11 @@ REASONS = {
         "whole object measured 1.3-1.5x boto3, and one range at a time matches boto3 doing the same. See "
         "benchmarks/NOTES.md (model store)."),
     "grpc.wide-b32-c4": (
-        "synth-wide at batch 32 is compute-bound: ~12.5-13 ms of server CPU per request (32 rows) on either "
-        "protocol (the server-CPU-per-request column), so the transport (~50-100 µs per request on digits-cheap) is under 1% of it; and perf_analyzer's "
-        "HTTP mode already sends tensors with the binary data extension, so `raw_input_contents` saves no JSON "
-        "number parsing over REST. The issue's 1.2x assumed JSON tensors on the REST side; between two binary "
-        "transports a compute-bound model can show about 1.0x at best. A gRPC rate below REST's with the same "
-        "CPU per request (the server's CPU less busy in the gRPC rounds) is not explained yet (benchmarks/NOTES.md, "
-        "gRPC vs REST)."),
+        "synth-wide at batch 32 is compute-bound: ~12.7 ms of server CPU per request (32 rows) whichever way the "
+        "tensor travels. Its input is 2,048 floats (8 KB): reading them as JSON numbers costs the server well under "
+        "1% of that (REST-JSON and REST-binary from loadgen: the same CPU per request, the same rate), so gRPC's raw "
+        "contents cannot win 1.2x here over either REST encoding. The goal holds where the tensor, not the model, "
+        "is the work: digits-cheap at batch 64 (the `digits-b64-c4` row, gRPC about 2.7x REST with JSON tensors)."),
     "grpc.digits-b1-c40": (
         "no known reason: in the runs of 2026-11-25 gRPC used less server CPU per request than REST (0.88x) and "
         "answered more; a loss here usually means other work on the machine hit the gRPC rounds. Compare the "
