@@ -297,35 +297,36 @@ async fn judge_call(
     let config = &snap.config;
     let AnsweredCall { answer, inputs } = answered;
     let heaviest = route.models.last().map(String::as_str).unwrap_or(answer.model.as_str());
-    let cheap_run = match route.policy.as_cascade() {
+    let cascade = route.policy.as_cascade();
+    let cheap_run = match cascade {
         Some(policy) => {
             let cheap = policy.cheap.clone().or_else(|| route.models.first().cloned()).unwrap_or_default();
             let request = InferenceRequest {
                 inputs: inputs.clone(),
                 outputs: Some(vec![policy.confidence_output.clone()]),
             };
-            snap.repo
-                .infer(&cheap, None, request)
-                .await
-                .ok()
-                .map(|r| (r.outputs, policy.confidence_output.clone()))
+            snap.repo.infer(&cheap, None, request).await.ok().map(|r| r.outputs)
         }
         None => None,
     };
     let reference = snap.repo.infer(heaviest, None, InferenceRequest { inputs, outputs: None }).await?;
-    let calibration_rows = cheap_run
-        .map(|(outputs, output)| crate::routing::calibration::rows(&outputs, &reference.outputs, &output))
-        .unwrap_or_default();
-    let confidence_output = route.policy.as_cascade().map(|p| p.confidence_output.as_str());
+    let confidence_output = cascade.map(|p| p.confidence_output.as_str());
+    let calibration_rows = match (cheap_run, confidence_output) {
+        (Some(outputs), Some(output)) => {
+            crate::routing::calibration::rows(&outputs, &reference.outputs, output)
+        }
+        _ => Vec::new(),
+    };
     let escalated = answer.reason == router_policies::Reason::CascadeEscalate.as_str();
     let cost_of = |model: &str| {
         let position = route.models.iter().position(|m| m == model).unwrap_or(0);
         config.model_routing.get(model).and_then(|r| r.cost).unwrap_or(1.0 + position as f64)
     };
-    // A cascade that escalated ran its cheap model first (on its first pool).
+    // A cascade ran its cheap model first (on its first pool); one that
+    // escalated ran the answering model after it.
     let cheap = route.models.first().map(String::as_str).unwrap_or_default();
     let mut steps = Vec::new();
-    if route.policy.as_cascade().is_some() && answer.model != cheap {
+    let cost = if cascade.is_some() && answer.model != cheap {
         let pool = snap
             .repo
             .spec(cheap)
@@ -333,15 +334,11 @@ async fn judge_call(
             .and_then(|s| s.pools.first().map(|p| p.name.clone()))
             .unwrap_or_default();
         steps.push((cheap.to_string(), pool));
-    }
-    steps.push((answer.model.clone(), answer.pool.clone()));
-    let cost = match route.policy.as_cascade() {
-        Some(_) => {
-            let cheap = route.models.first().map(String::as_str).unwrap_or_default();
-            cost_of(cheap) + if answer.model != cheap { cost_of(&answer.model) } else { 0.0 }
-        }
-        None => cost_of(&answer.model),
+        cost_of(cheap) + cost_of(&answer.model)
+    } else {
+        cost_of(&answer.model)
     };
+    steps.push((answer.model.clone(), answer.pool.clone()));
     Ok(CallOutcome {
         agrees: agrees(&answer.outputs, &reference.outputs, confidence_output),
         model: answer.model.clone(),

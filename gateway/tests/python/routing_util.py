@@ -9,6 +9,20 @@ import onnxruntime as ort
 from conftest import MODELS
 
 
+# The two digits models, sessions built at start-up: the opening of the
+# cascade tests' configs (`{models}` expands in write_config).
+DIGITS_MODELS = """
+[[models]]
+name = "digits-cheap"
+path = "{models}/digits-cheap.onnx"
+warmup = true
+[[models]]
+name = "digits-heavy"
+path = "{models}/digits-heavy.onnx"
+warmup = true
+"""
+
+
 def write_config(tmp_path: Path, body: str) -> Path:
     """A config file whose model paths are absolute (`{models}` expands)."""
     path = tmp_path / "switchyard.toml"

@@ -11,21 +11,12 @@ import pytest
 import requests
 
 from conftest import MODELS, Gateway
-from routing_util import Reference, write_config
+from routing_util import DIGITS_MODELS, Reference, write_config
 from sse_util import admin, pause, resume, wait_for
 
 TARGET = 0.99
 
-CONFIG = """
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-warmup = true
-[[models]]
-name = "digits-heavy"
-path = "{models}/digits-heavy.onnx"
-warmup = true
-
+CONFIG = DIGITS_MODELS + """
 [[routes]]
 name = "digits"
 models = ["digits-cheap", "digits-heavy"]

@@ -22,23 +22,14 @@ import pytest
 import requests
 
 from conftest import MODELS, REPO, Gateway
-from routing_util import write_config
+from routing_util import DIGITS_MODELS, write_config
 from sse_util import wait_for
 
 BROWSER_DIR = REPO / "gateway" / "tests" / "browser"
 TOKEN = "console-test-admin-token-0123456789"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 
-CONFIG = """# The console test's config: the console edits this file in place.
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-warmup = true
-[[models]]
-name = "digits-heavy"
-path = "{models}/digits-heavy.onnx"
-warmup = true
-
+CONFIG = "# The console test's config: the console edits this file in place." + DIGITS_MODELS + """
 [[routes]]
 name = "digits"   # the cascade under test
 models = ["digits-cheap", "digits-heavy"]
@@ -64,7 +55,7 @@ def body(row, i):
 
 def start(tmp_path, text=CONFIG):
     traffic = tmp_path / "traffic.jsonl"
-    config = write_config(tmp_path, text.replace("{models}", str(MODELS)).replace("{traffic}", str(traffic)))
+    config = write_config(tmp_path, text.replace("{traffic}", str(traffic)))
     gw = Gateway(config=config, env={"SWITCHYARD_ADMIN_TOKEN": TOKEN})
     return gw, config
 

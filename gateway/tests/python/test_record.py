@@ -15,23 +15,14 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conftest import REPO, Gateway, free_port
-from routing_util import Reference, write_config
+from routing_util import DIGITS_MODELS, Reference, write_config
 from sse_util import admin, wait_for
 
 KEY = "record-test-key-0123456789"
 
 CONFIG = """
 [cache]
-
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-warmup = true
-[[models]]
-name = "digits-heavy"
-path = "{models}/digits-heavy.onnx"
-warmup = true
-
+""" + DIGITS_MODELS + """
 [[routes]]
 name = "digits"
 models = ["digits-cheap", "digits-heavy"]

@@ -14,21 +14,12 @@ import pytest
 import requests
 
 from conftest import MODELS, REPO, Gateway
-from routing_util import Reference, write_config
+from routing_util import DIGITS_MODELS, Reference, write_config
 from sse_util import admin, wait_for
 
 BINARY = str(REPO / "target" / "debug" / "switchyard")
 
-CONFIG = """
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-warmup = true
-[[models]]
-name = "digits-heavy"
-path = "{models}/digits-heavy.onnx"
-warmup = true
-
+CONFIG = DIGITS_MODELS + """
 [[routes]]
 name = "digits"
 models = ["digits-cheap", "digits-heavy"]
