@@ -126,6 +126,31 @@ async fn corrupt_objects_are_rejected_and_never_cached() {
     assert!(matches!(err, StoreError::Integrity { check: "sha256 object", .. }), "{err}");
 }
 
+/// Parts arrive interleaved and are written in place; the ETag's MD5 is
+/// still taken in file order, so a flipped byte in a middle part is caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_part_of_a_ranged_download_is_rejected() {
+    let moto = Moto::start();
+    let up = moto.uploader();
+    let data = payload(3 * 1024 * 1024 + 77, MARKER);
+    put(&up, "m/1/model.onnx", data.clone()).await;
+    let proxy = Proxy::start(&moto.endpoint).await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut s = settings(&proxy.endpoint, "", cache.path());
+    s.transfer.part_bytes = 256 * 1024;
+    s.transfer.concurrency = 5;
+    let store = open(s, &moto.env());
+
+    proxy.corrupt.store(true, Ordering::SeqCst);
+    let err = store.materialize("m", 1).await.unwrap_err();
+    assert!(matches!(err, StoreError::Integrity { check: "etag md5", .. }), "{err}");
+    assert_eq!(tmp_entries(cache.path()), 0, "the bad download left nothing behind");
+
+    proxy.corrupt.store(false, Ordering::SeqCst);
+    let local = store.materialize("m", 1).await.unwrap();
+    assert_eq!(std::fs::read(local.file("model.onnx")).unwrap(), data);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pulls_of_one_version_share_one_download() {
     let moto = Moto::start();

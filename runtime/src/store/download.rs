@@ -2,36 +2,40 @@
 //!
 //! A file up to [`TransferSettings::part_bytes`] is one streamed GET. A
 //! larger one is fetched as ranged GETs of that size, up to
-//! [`TransferSettings::concurrency`] at once, each on its own task (they
-//! progress while earlier parts are written); the parts are consumed in
-//! file order, so the file is written sequentially and hashed in the same
-//! pass, on a blocking thread. Every GET carries `If-Match: <ETag>`, so
-//! the parts of one file all come from the same object even if it is
+//! [`TransferSettings::concurrency`] at once, each on its own task. Every
+//! GET streams its bytes to one writer thread as they arrive, which puts
+//! them in place ([`PartWriter`]: positional writes, early writeback,
+//! the digest taken in file order). Every GET carries `If-Match: <ETag>`,
+//! so the parts of one file all come from the same object even if it is
 //! replaced meanwhile ([`StoreError::Changed`]).
 //!
 //! The destination is a temporary path chosen by the caller; on any error
 //! it is removed. The file is flushed to disk (`fsync`) before success is
 //! reported, so a rename after it never exposes a half-written file.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, GetRange, ObjectStore};
+use object_store::{GetOptions, GetRange};
 use tokio::sync::mpsc;
 
 use super::backend::{map_error, Backend};
 use super::error::StoreError;
 use super::integrity::{Expected, Hasher};
 use super::listing::ObjectInfo;
+use super::part_writer::PartWriter;
 use super::settings::TransferSettings;
 use super::stats::StoreCounters;
 
-/// Parts queued between the network and the writer thread.
-const WRITE_QUEUE: usize = 4;
+/// Pieces queued between the network tasks and the writer thread (each
+/// is one network read, typically tens to hundreds of kB).
+const WRITE_QUEUE: usize = 64;
+
+/// Bytes of part `.0`, continuing where its previous piece ended.
+type Piece = (usize, Bytes);
 
 /// Downloads `file` to `dest` and checks it against `expected`.
 pub(crate) async fn download(
@@ -57,18 +61,25 @@ async fn fetch_to(
     transfer: &TransferSettings,
     counters: &Arc<StoreCounters>,
 ) -> Result<(), StoreError> {
-    let (tx, rx) = mpsc::channel::<Bytes>(WRITE_QUEUE);
-    let writer = spawn_writer(dest.to_path_buf(), expected.hasher(), rx);
-    let sent = if file.size > transfer.part_bytes.max(1) {
-        send_ranges(backend, file, transfer, counters, tx).await
-    } else {
-        send_stream(backend, file, counters, tx).await
-    };
+    let ranges = part_ranges(file.size, transfer.part_bytes);
+    let (tx, rx) = mpsc::channel::<Piece>(WRITE_QUEUE);
+    let writer = spawn_writer(dest.to_path_buf(), ranges.clone(), expected.hasher(), rx);
+    let sent = send_parts(backend, file, ranges, transfer.concurrency, counters, tx).await;
     let written = writer.await.map_err(|e| StoreError::cache(dest, format!("writer task failed: {e}")))?;
     sent?;
     let (hasher, bytes) = written.map_err(|e| StoreError::cache(dest, e))?;
     counters.add_bytes(bytes);
     expected.verify(file, hasher, bytes)
+}
+
+/// The file's parts: one for a file up to `part_bytes` (fetched without a
+/// range), else `part_bytes`-sized ranges tiling it.
+fn part_ranges(size: u64, part_bytes: u64) -> Vec<(u64, u64)> {
+    let part = part_bytes.max(1);
+    if size <= part {
+        return vec![(0, size)];
+    }
+    (0..size.div_ceil(part)).map(|i| (i * part, ((i + 1) * part).min(size))).collect()
 }
 
 fn get_options(file: &ObjectInfo, range: Option<GetRange>) -> GetOptions {
@@ -79,61 +90,40 @@ fn get_options(file: &ObjectInfo, range: Option<GetRange>) -> GetOptions {
     }
 }
 
-/// One GET, streamed chunk by chunk to the writer.
-async fn send_stream(
+/// Runs the GETs, up to `concurrency` at once, each on its own task and
+/// streaming to the writer.
+async fn send_parts(
     backend: &Backend,
     file: &ObjectInfo,
-    counters: &StoreCounters,
-    tx: mpsc::Sender<Bytes>,
-) -> Result<(), StoreError> {
-    let location = ObjectPath::from(file.key.as_str());
-    counters.count_get();
-    let result = backend
-        .store
-        .get_opts(&location, get_options(file, None))
-        .await
-        .map_err(|e| map_error(backend, &file.key, e))?;
-    let mut stream = result.into_stream();
-    while let Some(chunk) = stream.try_next().await.map_err(|e| map_error(backend, &file.key, e))? {
-        if tx.send(chunk).await.is_err() {
-            break; // the writer failed; its error is reported
-        }
-    }
-    Ok(())
-}
-
-/// Ranged GETs on their own tasks, handed to the writer in file order.
-async fn send_ranges(
-    backend: &Backend,
-    file: &ObjectInfo,
-    transfer: &TransferSettings,
+    ranges: Vec<(u64, u64)>,
+    concurrency: usize,
     counters: &Arc<StoreCounters>,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Piece>,
 ) -> Result<(), StoreError> {
-    let part = transfer.part_bytes.max(1);
-    let ranges: Vec<(u64, u64)> =
-        (0..file.size.div_ceil(part)).map(|i| (i * part, ((i + 1) * part).min(file.size))).collect();
-    let tasks = ranges.into_iter().map(|(start, end)| {
-        let (store, counters) = (Arc::clone(&backend.store), Arc::clone(counters));
-        let options = get_options(file, Some(GetRange::Bounded(start..end)));
+    let whole = ranges.len() == 1;
+    let tasks = ranges.into_iter().enumerate().map(|(part, (start, end))| {
+        let (store, counters, tx) = (Arc::clone(&backend.store), Arc::clone(counters), tx.clone());
+        let options = get_options(file, (!whole).then_some(GetRange::Bounded(start..end)));
         let location = ObjectPath::from(file.key.as_str());
         AbortOnDrop(tokio::spawn(async move {
             counters.count_get();
-            let got = store.get_opts(&location, options).await?;
-            got.bytes().await
+            let mut stream = store.get_opts(&location, options).await?.into_stream();
+            while let Some(chunk) = stream.try_next().await? {
+                if tx.send((part, chunk)).await.is_err() {
+                    break; // the writer failed; its error is reported
+                }
+            }
+            Ok::<(), object_store::Error>(())
         }))
     });
-    let mut parts = futures::stream::iter(tasks).buffered(transfer.concurrency.max(1));
+    let mut parts = futures::stream::iter(tasks).buffer_unordered(concurrency.max(1));
     while let Some(joined) = parts.next().await {
-        let bytes = joined
+        joined
             .map_err(|e| StoreError::Backend {
                 store: backend.name.clone(),
                 reason: format!("download task: {e}"),
             })?
             .map_err(|e| map_error(backend, &file.key, e))?;
-        if tx.send(bytes).await.is_err() {
-            break;
-        }
     }
     Ok(())
 }
@@ -159,23 +149,32 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// The writer thread: writes and hashes the parts in order, then flushes
-/// the file to disk. Returns the hasher and the bytes written.
+/// The writer thread: puts each piece in place as it arrives, then
+/// flushes the file to disk. Returns the digest and the bytes written.
 fn spawn_writer(
     dest: PathBuf,
-    mut hasher: Hasher,
-    mut rx: mpsc::Receiver<Bytes>,
+    ranges: Vec<(u64, u64)>,
+    hasher: Hasher,
+    mut rx: mpsc::Receiver<Piece>,
 ) -> tokio::task::JoinHandle<std::io::Result<(Hasher, u64)>> {
     tokio::task::spawn_blocking(move || {
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&dest)?);
-        let mut written = 0u64;
-        while let Some(chunk) = rx.blocking_recv() {
-            out.write_all(&chunk)?;
-            hasher.update(&chunk);
-            written += chunk.len() as u64;
+        let mut writer = PartWriter::create(&dest, &ranges, hasher)?;
+        while let Some((part, chunk)) = rx.blocking_recv() {
+            writer.write(part, &chunk)?;
         }
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_data()?;
-        Ok((hasher, written))
+        writer.finish()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::part_ranges;
+
+    #[test]
+    fn parts_tile_the_file() {
+        assert_eq!(part_ranges(0, 8), vec![(0, 0)]);
+        assert_eq!(part_ranges(8, 8), vec![(0, 8)]);
+        assert_eq!(part_ranges(17, 8), vec![(0, 8), (8, 16), (16, 17)]);
+        assert_eq!(part_ranges(5, 0), vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 5)]);
+    }
 }

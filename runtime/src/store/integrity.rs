@@ -123,6 +123,12 @@ impl Hasher {
         }
     }
 
+    /// Whether [`Hasher::update`] does anything (a size-only check needs
+    /// no bytes, so a writer can skip reading any back for it).
+    pub(crate) fn wants_bytes(&self) -> bool {
+        !matches!(self, Hasher::None)
+    }
+
     /// The lower-case hex digest, `None` for size-only.
     fn finish(self) -> Option<String> {
         match self {

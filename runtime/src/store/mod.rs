@@ -12,8 +12,9 @@
 //! - [`model_store`]: [`ModelStore`], listing, pulling (one shared
 //!   download per version), polling, serving the cache when the store is
 //!   down;
-//! - `pull`, `download`, [`integrity`]: one version's files, fetched in
-//!   parallel ranges and checked against ETag or checksum objects;
+//! - `pull`, `download`, `part_writer`, [`integrity`]: one version's
+//!   files, fetched in parallel ranges written in place as they arrive,
+//!   and checked against ETag or checksum objects;
 //! - `cache`, [`manifest`]: the disk cache (atomic installs, LRU eviction
 //!   under a size bound, leases on served versions);
 //! - [`versions`]: Triton's version policies;
@@ -36,6 +37,7 @@ pub mod integrity;
 pub mod listing;
 pub mod manifest;
 pub mod model_store;
+mod part_writer;
 mod pull;
 pub mod settings;
 mod stats;
