@@ -46,8 +46,7 @@ impl PoolRuntime {
         let (sender, receiver) = bounded(batching.queue_capacity);
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
         for (i, session) in sessions.into_iter().enumerate() {
-            let collector =
-                Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching.max_queue_delay);
+            let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching);
             let worker_ctx = Arc::clone(&ctx);
             std::thread::Builder::new()
                 .name(format!("sy-{}-{}-{i}", spec.name, pool.name))

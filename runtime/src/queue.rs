@@ -3,7 +3,9 @@
 //! The queue is a bounded crossbeam channel shared by the pool's workers.
 //! A worker blocks for a first entry, then gathers more until the batch
 //! holds `max_batch_size` rows or `max_queue_delay` has passed since the
-//! first entry was queued. Entries whose caller has gone away (the oneshot
+//! first entry was queued; with `idle_dispatch`, it stops gathering as soon
+//! as the queue is empty and no other worker of the pool is executing (an
+//! idle pool has nobody to wait for: the wait would only add latency). Entries whose caller has gone away (the oneshot
 //! receiver was dropped) are counted as cancelled and never executed.
 //! Entries whose non-batch dimensions differ from the batch's are set aside
 //! for a later batch rather than failed; an entry is never split.
@@ -167,13 +169,42 @@ pub struct Collector {
     shared: Arc<PoolShared>,
     max_rows: usize,
     delay: Duration,
+    idle_dispatch: bool,
 }
 
 impl Collector {
     /// A collector for one worker; `max_rows <= 1` means every entry runs
-    /// alone.
-    pub fn new(rx: Receiver<QueueEntry>, shared: Arc<PoolShared>, max_rows: usize, delay: Duration) -> Self {
-        Collector { rx, pending: VecDeque::new(), shared, max_rows, delay }
+    /// alone. Takes the delay and `idle_dispatch` from `batching`.
+    pub fn new(
+        rx: Receiver<QueueEntry>,
+        shared: Arc<PoolShared>,
+        max_rows: usize,
+        batching: &BatchingSpec,
+    ) -> Self {
+        Collector {
+            rx,
+            pending: VecDeque::new(),
+            shared,
+            max_rows,
+            delay: batching.max_queue_delay,
+            idle_dispatch: batching.idle_dispatch,
+        }
+    }
+
+    /// The next entry for the batch being gathered: one already queued,
+    /// else (unless the pool is idle and `idle_dispatch` is on) the first
+    /// to arrive before `deadline`.
+    fn next_arrival(&self, deadline: Instant) -> Option<QueueEntry> {
+        if !self.idle_dispatch {
+            return self.rx.recv_deadline(deadline).ok();
+        }
+        if let Ok(entry) = self.rx.try_recv() {
+            return Some(entry);
+        }
+        if self.shared.counters.in_flight.load(Ordering::Relaxed) == 0 {
+            return None; // the pool is idle: nobody is there to join the batch
+        }
+        self.rx.recv_deadline(deadline).ok()
     }
 
     /// Blocks until a batch is ready; `None` once the queue is closed (the
@@ -222,7 +253,7 @@ impl Collector {
             }
         }
         while rows < self.max_rows {
-            let Ok(entry) = self.rx.recv_deadline(deadline) else { break };
+            let Some(entry) = self.next_arrival(deadline) else { break };
             if self.shared.drop_if_cancelled(&entry) {
                 continue;
             }

@@ -74,11 +74,30 @@ pub struct BatchingSpec {
     pub max_queue_delay: Duration,
     /// Requests each pool may hold waiting; beyond that, `Overloaded`.
     pub queue_capacity: usize,
+    /// Dispatch a batch at once, without waiting out `max_queue_delay`,
+    /// when nothing is queued behind it and no other worker of the pool is
+    /// executing: the pool is idle, so the wait would only add latency
+    /// (one caller at a time would wait the full delay on every request).
+    /// Batches still form whenever requests arrive while the pool is busy.
+    /// `false` always waits up to `max_queue_delay` for company (Triton's
+    /// dynamic batcher), for a device whose cost per batch is so high that
+    /// a fuller batch is worth the latency even at low load. Default `true`.
+    #[serde(default = "idle_dispatch_default")]
+    pub idle_dispatch: bool,
+}
+
+fn idle_dispatch_default() -> bool {
+    true
 }
 
 impl Default for BatchingSpec {
     fn default() -> Self {
-        BatchingSpec { max_batch_size: 1, max_queue_delay: Duration::ZERO, queue_capacity: 1024 }
+        BatchingSpec {
+            max_batch_size: 1,
+            max_queue_delay: Duration::ZERO,
+            queue_capacity: 1024,
+            idle_dispatch: true,
+        }
     }
 }
 

@@ -232,3 +232,33 @@ async fn a_request_larger_than_a_batch_runs_in_chunks_with_the_same_answer() {
     assert_eq!((e.label(), e.class()), ("too_large", switchyard_runtime::ErrorClass::TooLarge));
     assert!(e.to_string().contains("65 rows") && e.to_string().contains("64 rows"), "{e}");
 }
+
+/// A lone request on an idle pool is dispatched at once (`idle_dispatch`,
+/// the default) instead of waiting out `max_queue_delay` for company that
+/// cannot come; with `idle_dispatch = false` it waits the delay, as
+/// Triton's dynamic batcher does. Queue time is what the worker reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_dispatches_a_lone_request_without_waiting_the_delay() {
+    let delay = std::time::Duration::from_millis(400);
+    let mut eager = spec("eager", "tiny-classifier.onnx", 8, 400, 64);
+    let mut patient = spec("patient", "tiny-classifier.onnx", 8, 400, 64);
+    assert!(eager.batching.idle_dispatch, "on by default");
+    patient.batching.idle_dispatch = false;
+    eager.warmup = true;
+    patient.warmup = true;
+    let repo = repo(vec![eager, patient]);
+    for _ in 0..3 {
+        let fast = within(repo.infer("eager", None, classify(1, 0))).await.unwrap();
+        assert_eq!(fast.batch_size, 1);
+        assert!(fast.queue_time < delay / 2, "idle pool waited {:?}", fast.queue_time);
+        let slow = within(repo.infer("patient", None, classify(1, 0))).await.unwrap();
+        assert!(slow.queue_time >= delay, "waited only {:?}", slow.queue_time);
+    }
+    // Requests queued while the pool is held still share one batch.
+    let answers = run_paused(&repo, "eager", (0..5).map(|i| classify(1, i)).collect()).await;
+    assert!(
+        answers.iter().all(|a| a.batch_size == 5),
+        "{:?}",
+        answers.iter().map(|a| a.batch_size).collect::<Vec<_>>()
+    );
+}

@@ -65,7 +65,12 @@ fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec
             intra_op_threads: 1,
             batching: None,
         }],
-        batching: BatchingSpec { max_batch_size: max_batch, max_queue_delay: delay, queue_capacity: 4096 },
+        batching: BatchingSpec {
+            max_batch_size: max_batch,
+            max_queue_delay: delay,
+            queue_capacity: 4096,
+            idle_dispatch: true,
+        },
         idle_unload: None,
         warmup: false,
         text: None,

@@ -123,6 +123,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
             "max_batch_size": b.max_batch_size,
             "max_queue_delay_us": u64::try_from(b.max_queue_delay.as_micros()).unwrap_or(u64::MAX),
             "queue_capacity": b.queue_capacity,
+            "idle_dispatch": b.idle_dispatch,
         })
     };
     json!({

@@ -158,3 +158,27 @@ limits = { max_rows = 0, max_tokens = 5 }
     let typo = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nlimits = { max_row = 5 }\n");
     assert!(typo[0].path.starts_with("models[0].limits"), "{typo:?}");
 }
+
+#[test]
+fn idle_dispatch_defaults_on_and_can_be_turned_off_per_model_or_pool() {
+    let text = r#"
+[[models]]
+name = "m"
+path = "m.onnx"
+batching = { max_batch_size = 8, max_queue_delay_us = 300, idle_dispatch = false }
+pools = [{ device = "cpu" }, { name = "eager", device = "cpu", batching = { idle_dispatch = true } }]
+
+[[models]]
+name = "n"
+path = "n.onnx"
+"#;
+    let config = parse(text, Path::new("/base")).expect("valid");
+    let m = &config.models[0];
+    assert!(!m.batching.idle_dispatch);
+    assert!(!m.pool_batching(&m.pools[0]).idle_dispatch, "a pool inherits the model's setting");
+    assert!(m.pool_batching(&m.pools[1]).idle_dispatch, "and can override it");
+    assert!(config.models[1].batching.idle_dispatch, "on by default");
+    let found =
+        issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { idle_dispatch = \"yes\" }\n");
+    assert_eq!(found[0].path, "models[0].batching.idle_dispatch", "{found:?}");
+}

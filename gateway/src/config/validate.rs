@@ -183,6 +183,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         max_batch_size: 32,
         max_queue_delay: Duration::from_micros(500),
         queue_capacity: 1024,
+        idle_dispatch: true,
     };
     let batching = batching_spec(&raw.batching, &defaults, &format!("{path}.batching"), issues);
     let mut pools: Vec<PoolSpec> = Vec::new();
@@ -250,6 +251,7 @@ fn batching_spec(
             &format!("{path}.queue_capacity"),
             issues,
         ),
+        idle_dispatch: raw.idle_dispatch.unwrap_or(defaults.idle_dispatch),
     }
 }
 

@@ -41,6 +41,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             max_batch_size: max_batch,
             max_queue_delay: Duration::from_millis(delay_ms),
             queue_capacity: capacity,
+            idle_dispatch: true,
         },
         idle_unload: None,
         warmup: false,

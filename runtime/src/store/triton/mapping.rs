@@ -105,6 +105,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             max_batch_size: 1,
             max_queue_delay: Duration::ZERO,
             queue_capacity: defaults.queue_capacity,
+            idle_dispatch: true,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -125,6 +126,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
         } else {
             defaults.queue_capacity
         },
+        idle_dispatch: true,
     }
 }
 
