@@ -86,6 +86,15 @@ fn positive_speed(text: &str) -> Result<f64, String> {
     }
 }
 
+/// The gateway's Rust heap is mimalloc rather than glibc's malloc: every
+/// request allocates and frees buffers, headers and tensors across the
+/// HTTP threads and the pool workers, and mimalloc's thread-local free
+/// lists cut the server's CPU per request by about a sixth at 40 clients
+/// (A/B in benchmarks/NOTES.md, "Global allocator"). ONNX Runtime's own
+/// allocations stay with glibc (see `switchyard::memory`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

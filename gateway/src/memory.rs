@@ -11,8 +11,10 @@
 //! no request has arrived for [`IDLE_BEFORE_TRIM`] and some were served
 //! since the last trim: only when idle, because trimming walks the arenas
 //! under their locks and the pages it returns cost a page fault when
-//! reused. Other allocators and C libraries: nothing to do (the thread is
-//! not started).
+//! reused. The `switchyard` binary's own Rust heap is mimalloc, which
+//! returns freed pages by itself; the trimmer is for what still lives in
+//! glibc's arenas: ONNX Runtime's buffers and every other C/C++ library's.
+//! Other C libraries: nothing to do (the thread is not started).
 
 use crate::lifecycle::Lifecycle;
 use std::sync::Arc;
