@@ -106,10 +106,9 @@ REASONS = {
         "a cold start is process start + listing the store + pulling + ONNX Runtime session creation + the first "
         "run; on a busy machine each step waits for CPU (the goal figures are Everinfer's, on their hardware)."),
     "store.download": (
-        "not explained yet. Against moto three parallel 8 MiB ranged GETs take ~85 ms in the store's HTTP client "
-        "(object_store over reqwest) where boto3 threads take ~25 ms and three curls 20-40 ms; one GET of the "
-        "whole object measured 1.3-1.5x boto3, and one range at a time matches boto3 doing the same. See "
-        "benchmarks/NOTES.md (model store)."),
+        "against moto the store's parts are written in place as they arrive and synced early (1.35x boto3 on "
+        "2026-11-25); a loss here means the machine was busy during the store's runs (moto, the client and the "
+        "disk share two CPUs) or a real endpoint behaves differently. See benchmarks/NOTES.md (model store)."),
     "grpc.wide-b32-c4": (
         "synth-wide at batch 32 is compute-bound: ~12.7 ms of server CPU per request (32 rows) whichever way the "
         "tensor travels. Its input is 2,048 floats (8 KB): reading them as JSON numbers costs the server well under "
