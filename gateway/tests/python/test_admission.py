@@ -23,7 +23,7 @@ REDIS
 [[models]]
 name = "digits-heavy"
 path = "{MODELS}/digits-heavy.onnx"
-batching = {{ max_batch_size = 64, max_queue_delay_us = QUEUE_DELAY }}
+batching = {{ max_batch_size = 64, max_queue_delay_us = QUEUE_DELAY, idle_dispatch = IDLE_DISPATCH }}
 [[models]]
 name = "synth-heavy"
 path = "{MODELS}/synth-heavy.onnx"
@@ -42,10 +42,14 @@ policy = {{ type = "latency_budget", shed_margin = 0.0 }}
 """
 
 
-def start(tmp_path, name, redis=None, queue_delay_us=200):
+def start(tmp_path, name, redis=None, queue_delay_us=200, hold=False):
+    """`hold`: the batcher waits the whole queue delay even on an idle pool
+    (`idle_dispatch = false`), so a test can have requests arrive while the
+    first one is in flight."""
     l2 = f'redis = {{ url = "{redis}", timeout_ms = 1000, breaker_failures = 100 }}' if redis else ""
     path = tmp_path / f"{name}.toml"
-    path.write_text(CONFIG.replace("REDIS", l2).replace("QUEUE_DELAY", str(queue_delay_us)))
+    path.write_text(CONFIG.replace("REDIS", l2).replace("QUEUE_DELAY", str(queue_delay_us))
+                    .replace("IDLE_DISPATCH", "false" if hold else "true"))
     return Gateway(config=path)
 
 
@@ -117,7 +121,7 @@ def run_together(first, others, delay=0.3):
 def test_an_invalid_request_does_not_join_a_valid_computation(tmp_path):
     # The batcher holds the leader's rows up to 1 s waiting for more, so the
     # identical requests arrive while it is in flight.
-    gw = start(tmp_path, "join", queue_delay_us=1_000_000)
+    gw = start(tmp_path, "join", queue_delay_us=1_000_000, hold=True)
     try:
         payload = body(3)
         others = {f"bad{v}": (lambda v=v: post(gw, payload, {"x-latency-budget-ms": v})) for v in ["-5", "abc"]}

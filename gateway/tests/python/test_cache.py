@@ -18,7 +18,8 @@ import requests
 from conftest import MODELS, Gateway
 
 
-def config_text(redis=None, cluster_urls=None, heavy_version=1, route_cache="", l1="16MiB", queue_delay_us=200):
+def config_text(redis=None, cluster_urls=None, heavy_version=1, route_cache="", l1="16MiB", queue_delay_us=200,
+                hold=False):
     if cluster_urls:
         urls = ", ".join(f'"{u}"' for u in cluster_urls)
         l2 = f"redis = {{ urls = [{urls}], timeout_ms = 500, write_timeout_ms = 1000 }}"
@@ -40,7 +41,7 @@ l1_max_bytes = "{l1}"
 name = "digits-heavy"
 version = {heavy_version}
 path = "digits-heavy.onnx"
-batching = {{ max_batch_size = 64, max_queue_delay_us = {queue_delay_us} }}
+batching = {{ max_batch_size = 64, max_queue_delay_us = {queue_delay_us}, idle_dispatch = {"false" if hold else "true"} }}
 
 [[routes]]
 name = "digits"
@@ -199,10 +200,10 @@ def test_cache_control_and_uncached_targets(tmp_path):
 
 def test_coalescing_fifty_identical_requests_run_once(tmp_path):
     # The batcher holds the one queued request up to 1 s waiting for more
-    # rows, so all 50 identical requests arrive while it is in flight and
+    # rows (`idle_dispatch = false`: even though the pool is idle), so all 50 identical requests arrive while it is in flight and
     # the coalescing is observed deterministically, however loaded the
     # machine is.
-    gw = start(tmp_path, "coalesce", queue_delay_us=1_000_000)
+    gw = start(tmp_path, "coalesce", queue_delay_us=1_000_000, hold=True)
     try:
         n = 50
         barrier = threading.Barrier(n)
