@@ -1,5 +1,7 @@
-//! Benchmark tooling for Switchyard: the `loadgen` HTTP load generator (and
-//! the runtime benchmarks, which live in their own binary).
+//! Benchmark tooling for Switchyard: the `loadgen` HTTP load generator,
+//! and the closed loops over the runtime that the `runtime-bench` and
+//! `device-bench` binaries measure with.
 
 pub mod loadgen;
+pub mod runtime_loops;
 pub mod sse;

@@ -18,6 +18,11 @@
 //! compute-bound pool adds little) as on a large one. `SPILL_LOAD_FACTOR`
 //! (default 2.0) and `SPILL_PHASE_S` (default 5) tune it.
 //!
+//! On a GPU machine, `SPILL_PREFERRED_DEVICE=cuda` makes the preferred
+//! pool a CUDA pool (`cuda-unbatched`, a build with `--features cuda`)
+//! and `SPILL_CPU_WORKERS` (default 1) gives the CPU overflow pool enough
+//! workers to take what a GPU's overflow is (`benchmarks/gpu/README.md`).
+//!
 //! Run: `cargo test -p switchyard --test spill_over -- --nocapture`.
 //! With `SPILL_JSON_OUT=FILE` the figures are also written to FILE as JSON
 //! (before the assertions, so a failing run still leaves them), which is
@@ -40,11 +45,20 @@ use switchyard_runtime::{InferenceRequest, Tensor};
 const ROWS: usize = 1;
 /// The latency budget every request gets.
 const BUDGET_MS: u64 = 250;
-/// The preferred pool.
-const PREFERRED: &str = "cpu-unbatched";
+/// The preferred pool's device: `cpu` unless `SPILL_PREFERRED_DEVICE` says `cuda`.
+fn preferred_device() -> String {
+    std::env::var("SPILL_PREFERRED_DEVICE").unwrap_or_else(|_| "cpu".into())
+}
+
+/// The preferred pool, named for its device.
+fn preferred() -> String {
+    format!("{}-unbatched", preferred_device())
+}
 
 fn config() -> Config {
     let models = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/synth-wide.onnx");
+    let (device, preferred) = (preferred_device(), preferred());
+    let cpu_workers = env_f64("SPILL_CPU_WORKERS", 1.0).max(1.0) as usize;
     let text = format!(
         r#"
 [[models]]
@@ -53,15 +67,15 @@ path = "{models}"
 warmup = true
 batching = {{ max_batch_size = 32, max_queue_delay_us = 2000, queue_capacity = 100000 }}
 pools = [
-  {{ name = "{PREFERRED}", device = "cpu", cost = 1.0, batching = {{ max_batch_size = 1 }} }},
-  {{ name = "cpu-batched", device = "cpu", cost = 2.0 }},
+  {{ name = "{preferred}", device = "{device}", cost = 1.0, batching = {{ max_batch_size = 1 }} }},
+  {{ name = "cpu-batched", device = "cpu", cost = 2.0, workers = {cpu_workers} }},
 ]
 [[models]]
 name = "wide-pinned"
 path = "{models}"
 warmup = true
 batching = {{ max_batch_size = 1, queue_capacity = 100000 }}
-pools = [{{ name = "{PREFERRED}", device = "cpu" }}]
+pools = [{{ name = "{preferred}", device = "{device}" }}]
 
 [[routes]]
 name = "spill"
@@ -135,6 +149,7 @@ struct Phase {
 /// Open loop: one request every `1/rate` s for `secs`, each timed from its
 /// scheduled send time.
 async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64, secs: f64) -> Phase {
+    let preferred = Arc::new(preferred());
     let target =
         Arc::new(resolve(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"));
     let interval = Duration::from_secs_f64(1.0 / rate);
@@ -152,7 +167,7 @@ async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64
     for h in handles {
         match h.await.ok().flatten() {
             Some((latency, pool)) => {
-                spilled += usize::from(pool != PREFERRED);
+                spilled += usize::from(pool != *preferred);
                 latencies.push(latency);
             }
             None => errors += 1,
@@ -209,8 +224,9 @@ async fn spill_over_keeps_requests_inside_their_budget() {
     let secs = env_f64("SPILL_PHASE_S", 5.0);
     let rate = cap * factor;
     println!(
-        "capacity: {PREFERRED} alone {cap:.0} req/s ({ROWS} row each); \
-         offered {rate:.0} req/s = {factor:.2}x for {secs} s, budget {BUDGET_MS} ms"
+        "capacity: {} alone {cap:.0} req/s ({ROWS} row each); \
+         offered {rate:.0} req/s = {factor:.2}x for {secs} s, budget {BUDGET_MS} ms",
+        preferred()
     );
     let spill = phase(state.clone(), config.clone(), "spill", rate, secs).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -221,7 +237,7 @@ async fn spill_over_keeps_requests_inside_their_budget() {
     if let Ok(path) = std::env::var("SPILL_JSON_OUT") {
         let doc = serde_json::json!({
             "model": "synth-wide",
-            "preferred_pool": PREFERRED,
+            "preferred_pool": preferred(),
             "spill_pool": "cpu-batched",
             "budget_ms": BUDGET_MS,
             "rows_per_request": ROWS,

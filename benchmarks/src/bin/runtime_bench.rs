@@ -17,17 +17,14 @@
 //! `runtime-bench --models-dir models --mode quick --json-out out.json`
 //! `runtime-bench --section raw-limit --models digits-cheap,synth-heavy --json-out raw.json`
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use switchyard_runtime::{
-    init_onnxruntime, BatchingSpec, DeviceKind, InferenceRequest, ModelRepository, ModelSpec, PoolSpec,
-    Tensor,
-};
+use std::time::Duration;
+use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, pool, runtime_loop};
+use switchyard_runtime::{init_onnxruntime, DeviceKind, ModelRepository, ModelSpec};
 
 #[derive(Parser)]
 struct Args {
@@ -54,39 +51,10 @@ struct Args {
 }
 
 fn spec(dir: &Path, model: &str, max_batch: usize, delay: Duration) -> ModelSpec {
-    ModelSpec {
-        name: model.to_string(),
-        version: 1,
-        path: dir.join(format!("{model}.onnx")),
-        pools: vec![PoolSpec {
-            name: "cpu".into(),
-            device: DeviceKind::Cpu,
-            workers: 1,
-            intra_op_threads: 1,
-            batching: None,
-        }],
-        batching: BatchingSpec {
-            max_batch_size: max_batch,
-            max_queue_delay: delay,
-            queue_capacity: 4096,
-            idle_dispatch: true,
-        },
-        idle_unload: None,
-        warmup: false,
-        text: None,
-        limits: Default::default(),
-        source: None,
-    }
+    model_spec(dir, model, pool(DeviceKind::Cpu, 1), max_batch, delay)
 }
 
-fn rows(n: usize, seed: u32) -> Result<Tensor> {
-    let values: Vec<f32> =
-        (0..n * 64).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 17) as f32).collect();
-    Tensor::from_f32(vec![n, 64], &values).context("input tensor")
-}
-
-/// Closed loop through the runtime: `callers` tasks each sending requests of
-/// `rows_per_request` rows for `duration`; returns rows per second.
+/// Rows per second of `callers` closed-loop callers through the runtime.
 async fn runtime_rows_per_s(
     repo: Arc<ModelRepository>,
     model: &str,
@@ -94,66 +62,12 @@ async fn runtime_rows_per_s(
     rows_per_request: usize,
     duration: Duration,
 ) -> Result<f64> {
-    repo.load(model).await.context("load")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for c in 0..callers {
-        let (repo, stop, done, model) = (repo.clone(), stop.clone(), done.clone(), model.to_string());
-        let input = rows(rows_per_request, c as u32)?;
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let req = InferenceRequest::new(vec![("X".to_string(), input.clone())]);
-                if repo.infer(&model, None, req).await.is_ok() {
-                    done.fetch_add(rows_per_request as u64, Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    tokio::time::sleep(duration / 5).await; // warm-up
-    let start_rows = done.load(Ordering::Relaxed);
-    let start = Instant::now();
-    tokio::time::sleep(duration).await;
-    let rows_done = done.load(Ordering::Relaxed) - start_rows;
-    let elapsed = start.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    Ok(rows_done as f64 / elapsed.as_secs_f64())
+    Ok(runtime_loop(repo, model, callers, rows_per_request, duration).await?.rows_per_s)
 }
 
-/// `Session::run` called directly in a loop at `batch` rows, copying the
-/// outputs out as a caller would; returns rows per second.
+/// Rows per second of a bare `Session::run` loop on one CPU thread.
 fn direct_rows_per_s(path: &Path, batch: usize, duration: Duration) -> Result<f64> {
-    let pool = PoolSpec {
-        name: "cpu".into(),
-        device: DeviceKind::Cpu,
-        workers: 1,
-        intra_op_threads: 1,
-        batching: None,
-    };
-    let mut session = switchyard_runtime::session::build_session(path, &pool).map_err(anyhow::Error::msg)?;
-    let input = rows(batch, 7)?.to_f32_vec().context("f32 input")?;
-    let mut run_once = || -> Result<()> {
-        let tensor = ort::value::Tensor::from_array((vec![batch as i64, 64], input.clone()))?;
-        let outputs = session.run(ort::inputs!["X" => tensor])?;
-        let (_, probs) = outputs["probabilities"].try_extract_tensor::<f32>()?;
-        let (_, labels) = outputs["label"].try_extract_tensor::<i64>()?;
-        std::hint::black_box((probs.to_vec(), labels.to_vec()));
-        Ok(())
-    };
-    let warm_until = Instant::now() + duration / 5;
-    while Instant::now() < warm_until {
-        run_once()?;
-    }
-    let start = Instant::now();
-    let mut done = 0usize;
-    while start.elapsed() < duration {
-        run_once()?;
-        done += batch;
-    }
-    Ok(done as f64 / start.elapsed().as_secs_f64())
+    Ok(direct_loop(path, &pool(DeviceKind::Cpu, 1), batch, duration)?.rows_per_s)
 }
 
 async fn cold_start(dir: &Path, model: &str) -> Result<Duration> {
