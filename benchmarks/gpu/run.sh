@@ -13,8 +13,9 @@ cd "$(dirname "$0")/../.."
 PARTS=${GPU_PARTS:-/root/sy-gpu/parts}
 GPU=${GPU_DIR:-/root/sy-gpu/bundle}
 OUT=${OUT:-/tmp/gpu-out}
+WORK=${WORK:-/tmp/gpu-work}
 SECONDS_PER_FIGURE=${SECONDS_PER_FIGURE:-3}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$WORK"
 say() { printf '[gpu-check] %s\n' "$*" | tee -a "$OUT/steps.log"; }
 
 if [ ! -x "$GPU/bin/switchyard" ]; then
@@ -26,7 +27,7 @@ if [ ! -x "$GPU/bin/switchyard" ]; then
     python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
         "$PARTS/../bundle.tar.xz" "$GPU" || exit 1
 fi
-cp -n "$GPU"/models/* models/
+cp --update=none "$GPU"/models/* models/
 export ORT_DYLIB_PATH="$GPU/ort/$(cd "$GPU/ort" && ls libonnxruntime.so.1.*)"
 nvidia_site=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])')
 cuda_libs=$(find "$nvidia_site" -name 'lib*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
@@ -54,32 +55,33 @@ say "3. spill-over, CUDA pool -> CPU pool"
 [ -e /work/main/gateway ] || { mkdir -p /work && ln -sfn "$PWD" /work/main; }
 SPILL_PREFERRED_DEVICE=cuda SPILL_CPU_WORKERS=${SPILL_CPU_WORKERS:-12} SPILL_JSON_OUT="$OUT/spill.json" \
     timeout 120 "$GPU/bin/spill_over" --nocapture > "$OUT/spill.log" 2>&1
-say "   spill_over exit $?"; tail -12 "$OUT/spill.log"
+say "   spill_over exit $? (the test's own result is in spill.log)"
+tail -12 "$OUT/spill.log"
 
 say "4. device-bench"
 timeout 300 "$GPU/bin/device-bench" --models-dir models --models synth-wide,synth-heavy --batches 1,8,32 \
-    --seconds "$SECONDS_PER_FIGURE" --json-out "$OUT/device-bench.json" > "$OUT/device-bench.log" 2>&1
-say "   device-bench exit $?"; tail -5 "$OUT/device-bench.log"
+    --seconds "$SECONDS_PER_FIGURE" --json-out "$OUT/device-bench.json" > "$WORK/device-bench.log" 2>&1
+say "   device-bench exit $?"; tail -5 "$WORK/device-bench.log"
 
 say "5. MiniLM-L6 through the gateway, GPU vs CPU"
-cat > "$OUT/minilm.toml" <<TOML
+cat > "$WORK/minilm.toml" <<TOML
 [[models]]
 name = "minilm-cuda"
-path = "models/minilm-l6.onnx"
-tokenizer = { path = "models/minilm-tokenizer.json", max_length = 128 }
+path = "$PWD/models/minilm-l6.onnx"
+tokenizer = { path = "$PWD/models/minilm-tokenizer.json", max_length = 128 }
 warmup = true
 batching = { max_batch_size = 32, max_queue_delay_us = 500 }
 pools = [{ name = "cuda", device = "cuda" }]
 [[models]]
 name = "minilm-cpu"
-path = "models/minilm-l6.onnx"
-tokenizer = { path = "models/minilm-tokenizer.json", max_length = 128 }
+path = "$PWD/models/minilm-l6.onnx"
+tokenizer = { path = "$PWD/models/minilm-tokenizer.json", max_length = 128 }
 warmup = true
 batching = { max_batch_size = 32, max_queue_delay_us = 500 }
 pools = [{ name = "cpu", device = "cpu", workers = 2, intra_op_threads = 6 }]
 TOML
-"$GPU/bin/switchyard" serve --config "$OUT/minilm.toml" --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:18081 \
-    > "$OUT/minilm-gateway.log" 2>&1 &
+"$GPU/bin/switchyard" serve --config "$WORK/minilm.toml" --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:18081 \
+    > "$WORK/minilm-gateway.log" 2>&1 &
 gw=$!
 python3 -c '
 import time, urllib.request
@@ -92,15 +94,17 @@ for texts in 1 8 32; do
         timeout 30 "$GPU/bin/loadgen" --url "http://127.0.0.1:18080/v2/models/minilm-$dev/infer" --concurrency 8 \
             --duration "${SECONDS_PER_FIGURE}s" --warmup 1s --text-file benchmarks/data/sentences.txt \
             --texts-per-request "$texts" --label "minilm-$dev-$texts" --quiet \
-            --json-out "$OUT/minilm-$dev-$texts.json" >> "$OUT/minilm.log" 2>&1
+            --json-out "$WORK/minilm-$dev-$texts.json" >> "$WORK/minilm.log" 2>&1
     done
 done
-kill "$gw"; wait "$gw" 2>/dev/null
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
+kill -TERM "$gw"; wait "$gw"; say "   the gateway (CUDA and CPU pools, after load) exited with $? on SIGTERM"
+{ echo "--- gateway log, head:"; head -c 2500 "$WORK/minilm-gateway.log"; } > "$WORK/minilm-gateway.head"
+python3 - "$WORK" <<'PY' | tee "$OUT/minilm.txt"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 for f in sorted(out.glob("minilm-*-*.json")):
     d = json.loads(f.read_text())
     print(f.stem, {k: d.get(k) for k in ("rps", "ok", "errors", "timeouts")}, d.get("latency_us", {}))
 PY
+cat "$WORK/minilm-gateway.head" >> "$OUT/minilm.txt"
 say "done"

@@ -252,6 +252,10 @@ async fn spill_over_keeps_requests_inside_their_budget() {
         let text = serde_json::to_string_pretty(&doc).expect("JSON");
         std::fs::write(&path, text).expect("writing SPILL_JSON_OUT");
     }
+    // Let the workers drop their sessions before the process exits (a CUDA
+    // session left to the exit-time teardown can crash the test binary).
+    state.snapshot.load().repo.shutdown();
+    assert!(switchyard_runtime::worker_census::wait_for_workers(Duration::from_secs(10)));
     assert!(spill.spilled > 0, "the spill pool was never used");
     assert!(spill_share >= 0.99, "spill-over kept only {:.2}% inside the budget", spill_share * 100.0);
     assert!(

@@ -47,6 +47,7 @@ pub mod text;
 mod validate;
 mod wait;
 mod worker;
+pub mod worker_census;
 
 pub use error::{ErrorClass, RuntimeError};
 pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};

@@ -11,6 +11,7 @@ use crate::queue::{Collector, QueueEntry};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up, PoolContext};
+use crate::worker_census::WorkerTicket;
 
 /// A running pool: the sending side of its queue.
 #[derive(Debug)]
@@ -48,9 +49,13 @@ impl PoolRuntime {
         for (i, session) in sessions.into_iter().enumerate() {
             let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching);
             let worker_ctx = Arc::clone(&ctx);
+            let ticket = WorkerTicket::new();
             std::thread::Builder::new()
                 .name(format!("sy-{}-{}-{i}", spec.name, pool.name))
-                .spawn(move || run_worker(session, worker_ctx, collector))
+                .spawn(move || {
+                    run_worker(session, worker_ctx, collector);
+                    drop(ticket);
+                })
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
         Ok(PoolRuntime { sender })

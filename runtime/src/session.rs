@@ -77,7 +77,12 @@ pub fn build_session(path: &Path, pool: &PoolSpec) -> Result<Session, String> {
 fn with_cuda(
     builder: ort::session::builder::SessionBuilder,
 ) -> Result<ort::session::builder::SessionBuilder, String> {
-    let cuda = ort::ep::CUDA::default().build().error_on_failure();
+    // TF32 off: ONNX Runtime's CUDA provider turns it on by default, which
+    // rounds float32 matrix products to a 10-bit mantissa on Ampere and
+    // later; a float32 model then answers differently on the GPU than on
+    // the CPU (1e-3 relative, seen on an H200). Pools of one model must
+    // agree, so float32 stays float32.
+    let cuda = ort::ep::CUDA::default().with_tf32(false).build().error_on_failure();
     builder.with_execution_providers([cuda]).map_err(|e| format!("CUDA execution provider: {e}"))
 }
 
