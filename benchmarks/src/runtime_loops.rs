@@ -42,6 +42,25 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
     }
 }
 
+/// A repository serving only [`model_spec`]`(dir, model, pool, max_batch, delay)`.
+pub fn repository(
+    dir: &Path,
+    model: &str,
+    pool: PoolSpec,
+    max_batch: usize,
+    delay: Duration,
+) -> Result<Arc<ModelRepository>> {
+    Ok(ModelRepository::new(vec![model_spec(dir, model, pool, max_batch, delay)])?)
+}
+
+/// A comma-separated list of `what`s (models, batch sizes) from the
+/// command line.
+pub fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
+    text.split(',')
+        .map(|item| item.trim().parse::<T>().map_err(|_| anyhow::anyhow!("bad {what} {item:?} in {text:?}")))
+        .collect()
+}
+
 /// `n` deterministic rows of 64 features (small integers, as the digits
 /// data), different per `seed`.
 pub fn rows(n: usize, seed: u32) -> Result<Tensor> {

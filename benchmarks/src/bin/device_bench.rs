@@ -18,8 +18,8 @@ use clap::Parser;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
-use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, pool, runtime_loop};
-use switchyard_runtime::{init_onnxruntime, DeviceKind, ModelRepository};
+use switchyard_benchmarks::runtime_loops::{direct_loop, parse_list, pool, repository, runtime_loop};
+use switchyard_runtime::{init_onnxruntime, DeviceKind};
 
 #[derive(Parser)]
 struct Args {
@@ -46,12 +46,6 @@ struct Args {
     json_out: Option<PathBuf>,
 }
 
-fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
-    text.split(',')
-        .map(|item| item.trim().parse::<T>().map_err(|_| anyhow::anyhow!("bad {what} {item:?} in {text:?}")))
-        .collect()
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -60,28 +54,18 @@ async fn main() -> Result<()> {
     let cpu_threads =
         args.cpu_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let dir = &args.models_dir;
+    let models = parse_list::<String>(&args.models, "model")?;
+    let batches = parse_list::<usize>(&args.batches, "batch size")?;
     let mut figures = Vec::new();
-    for model in parse_list::<String>(&args.models, "model")? {
+    for model in &models {
         let path = dir.join(format!("{model}.onnx"));
-        for batch in parse_list::<usize>(&args.batches, "batch size")? {
+        for &batch in &batches {
             eprintln!("[device-bench] {model} at batch {batch}: GPU direct, GPU runtime, CPU runtime");
             let direct = direct_loop(&path, &pool(DeviceKind::Cuda, 1), batch, duration)?;
-            let gpu = ModelRepository::new(vec![model_spec(
-                dir,
-                &model,
-                pool(DeviceKind::Cuda, 1),
-                batch,
-                Duration::ZERO,
-            )])?;
-            let gpu = runtime_loop(gpu, &model, args.callers, batch, duration).await?;
-            let cpu = ModelRepository::new(vec![model_spec(
-                dir,
-                &model,
-                pool(DeviceKind::Cpu, cpu_threads),
-                batch,
-                Duration::ZERO,
-            )])?;
-            let cpu = runtime_loop(cpu, &model, args.callers, batch, duration).await?;
+            let gpu = repository(dir, model, pool(DeviceKind::Cuda, 1), batch, Duration::ZERO)?;
+            let gpu = runtime_loop(gpu, model, args.callers, batch, duration).await?;
+            let cpu = repository(dir, model, pool(DeviceKind::Cpu, cpu_threads), batch, Duration::ZERO)?;
+            let cpu = runtime_loop(cpu, model, args.callers, batch, duration).await?;
             figures.push(json!({
                 "model": model, "batch": batch,
                 "gpu_direct": direct.json(), "gpu_runtime": gpu.json(), "cpu_runtime": cpu.json(),
@@ -91,24 +75,12 @@ async fn main() -> Result<()> {
         }
     }
     let mut batching = Vec::new();
-    for model in parse_list::<String>(&args.models, "model")? {
+    for model in &models {
         eprintln!("[device-bench] {model}: 32 one-row callers on the GPU, batching off vs on");
-        let off = ModelRepository::new(vec![model_spec(
-            dir,
-            &model,
-            pool(DeviceKind::Cuda, 1),
-            1,
-            Duration::ZERO,
-        )])?;
-        let off = runtime_loop(off, &model, 32, 1, duration).await?;
-        let on = ModelRepository::new(vec![model_spec(
-            dir,
-            &model,
-            pool(DeviceKind::Cuda, 1),
-            32,
-            Duration::from_micros(500),
-        )])?;
-        let on = runtime_loop(on, &model, 32, 1, duration).await?;
+        let off = repository(dir, model, pool(DeviceKind::Cuda, 1), 1, Duration::ZERO)?;
+        let off = runtime_loop(off, model, 32, 1, duration).await?;
+        let on = repository(dir, model, pool(DeviceKind::Cuda, 1), 32, Duration::from_micros(500))?;
+        let on = runtime_loop(on, model, 32, 1, duration).await?;
         batching.push(json!({"model": model, "off": off.json(), "on": on.json(), "gain": on.rows_per_s / off.rows_per_s}));
     }
     let result = json!({"figures": figures, "batching": batching, "callers": args.callers,

@@ -23,7 +23,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, pool, runtime_loop};
+use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, parse_list, pool, runtime_loop};
 use switchyard_runtime::{init_onnxruntime, DeviceKind, ModelRepository, ModelSpec};
 
 #[derive(Parser)]
@@ -74,12 +74,6 @@ async fn cold_start(dir: &Path, model: &str) -> Result<Duration> {
     let repo = ModelRepository::new(vec![spec(dir, model, 32, Duration::from_micros(500))])?;
     let report = repo.load(model).await?;
     Ok(report.cold_start)
-}
-
-fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>> {
-    text.split(',')
-        .map(|item| item.trim().parse::<T>().map_err(|_| anyhow::anyhow!("bad {what} {item:?} in {text:?}")))
-        .collect()
 }
 
 /// The batching of each example model in the gateway's built-in config
