@@ -5,8 +5,9 @@
 //! holds `max_batch_size` rows or `max_queue_delay` has passed since the
 //! first entry was queued; with `idle_dispatch`, it stops gathering as soon
 //! as the queue is empty and no other worker of the pool is executing (an
-//! idle pool has nobody to wait for: the wait would only add latency). Entries whose caller has gone away (the oneshot
-//! receiver was dropped) are counted as cancelled and never executed.
+//! idle pool has nobody to wait for: the wait would only add latency).
+//! Entries whose caller has gone away (the oneshot receiver was dropped)
+//! are counted as cancelled and never executed.
 //! Entries whose non-batch dimensions differ from the batch's are set aside
 //! for a later batch rather than failed; an entry is never split.
 
