@@ -59,11 +59,13 @@ pub fn enqueue(
         outputs: v.outputs,
         group: v.group,
         enqueued: Instant::now(),
+        ahead: 0,
         reply: tx,
     };
     for &i in &order {
         let (Some(Some(runtime)), Some(shared)) = (loaded.pools.get(i), model.pools.get(i)) else { continue };
-        shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
+        let queued = shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
+        entry.ahead = queued + shared.counters.in_flight.load(Ordering::Relaxed);
         match runtime.try_enqueue(entry) {
             Ok(()) => {
                 add(&shared.counters.requests, 1);

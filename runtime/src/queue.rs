@@ -3,9 +3,14 @@
 //! The queue is a bounded crossbeam channel shared by the pool's workers.
 //! A worker blocks for a first entry, then gathers more until the batch
 //! holds `max_batch_size` rows or `max_queue_delay` has passed since the
-//! first entry was queued; with `idle_dispatch`, it stops gathering as soon
-//! as the queue is empty and no other worker of the pool is executing (an
-//! idle pool has nobody to wait for: the wait would only add latency).
+//! first entry was queued. With `idle_dispatch`, it also stops when the
+//! queue is empty and the batch already holds as many requests as usually
+//! share the pool: each entry records how many of the pool's requests were
+//! queued or executing when it arrived, and the collector keeps a moving
+//! average of that count. One client at a time (average 0) never waits, four
+//! clients gather about four, forty gather until the delay as without the
+//! option (a wait that cannot be joined only adds latency; a wait that will
+//! be joined saves an execution).
 //! Entries whose caller has gone away (the oneshot receiver was dropped)
 //! are counted as cancelled and never executed.
 //! Entries whose non-batch dimensions differ from the batch's are set aside
@@ -40,6 +45,10 @@ pub struct QueueEntry {
     pub group: Vec<Vec<usize>>,
     /// When it was queued.
     pub enqueued: Instant,
+    /// How many of the pool's requests were queued or executing when this
+    /// one was queued: the load it arrived into, which tells the collector
+    /// how large a batch to expect (`idle_dispatch`).
+    pub ahead: usize,
     /// Where the result goes; closed when the caller gave up.
     pub reply: oneshot::Sender<Result<InferenceResponse, RuntimeError>>,
 }
@@ -171,7 +180,14 @@ pub struct Collector {
     max_rows: usize,
     delay: Duration,
     idle_dispatch: bool,
+    /// Moving average of `QueueEntry::ahead` over the entries this worker
+    /// took: how many requests usually share the pool with a new one.
+    company: f64,
 }
+
+/// Weight of the newest entry in [`Collector`]'s `company` average: about
+/// the last sixteen arrivals count.
+const COMPANY_WEIGHT: f64 = 1.0 / 16.0;
 
 impl Collector {
     /// A collector for one worker; `max_rows <= 1` means every entry runs
@@ -189,23 +205,38 @@ impl Collector {
             max_rows,
             delay: batching.max_queue_delay,
             idle_dispatch: batching.idle_dispatch,
+            company: 0.0,
         }
     }
 
-    /// The next entry for the batch being gathered: one already queued,
-    /// else (unless the pool is idle and `idle_dispatch` is on) the first
-    /// to arrive before `deadline`.
-    fn next_arrival(&self, deadline: Instant) -> Option<QueueEntry> {
-        if !self.idle_dispatch {
-            return self.rx.recv_deadline(deadline).ok();
-        }
-        if let Ok(entry) = self.rx.try_recv() {
-            return Some(entry);
-        }
-        if self.shared.counters.in_flight.load(Ordering::Relaxed) == 0 {
-            return None; // the pool is idle: nobody is there to join the batch
-        }
-        self.rx.recv_deadline(deadline).ok()
+    /// Takes note of a fresh entry's `ahead` in the `company` average.
+    fn observe(&mut self, entry: QueueEntry) -> QueueEntry {
+        self.company += (entry.ahead as f64 - self.company) * COMPANY_WEIGHT;
+        entry
+    }
+
+    /// True when a batch of `gathered` entries already holds everyone who
+    /// is likely to come: as many as usually share the pool, less those
+    /// executing on other workers (they cannot join this batch).
+    fn everyone_is_here(&self, gathered: usize) -> bool {
+        let elsewhere = self.shared.counters.in_flight.load(Ordering::Relaxed);
+        gathered as f64 + elsewhere as f64 >= self.company
+    }
+
+    /// The next entry for the batch of `gathered` entries: one already
+    /// queued, else (unless `idle_dispatch` finds everyone is here) the
+    /// first to arrive before `deadline`.
+    fn next_arrival(&mut self, gathered: usize, deadline: Instant) -> Option<QueueEntry> {
+        let entry = if !self.idle_dispatch {
+            self.rx.recv_deadline(deadline).ok()
+        } else if let Ok(entry) = self.rx.try_recv() {
+            Some(entry)
+        } else if self.everyone_is_here(gathered) {
+            None // waiting would only add latency: nobody else is coming
+        } else {
+            self.rx.recv_deadline(deadline).ok()
+        };
+        entry.map(|e| self.observe(e))
     }
 
     /// Blocks until a batch is ready; `None` once the queue is closed (the
@@ -214,7 +245,10 @@ impl Collector {
         loop {
             let first = match self.pending.pop_front() {
                 Some(entry) => entry,
-                None => self.rx.recv().ok()?,
+                None => {
+                    let entry = self.rx.recv().ok()?;
+                    self.observe(entry)
+                }
             };
             self.shared.gate.wait_open();
             if self.shared.drop_if_cancelled(&first) {
@@ -254,7 +288,7 @@ impl Collector {
             }
         }
         while rows < self.max_rows {
-            let Some(entry) = self.next_arrival(deadline) else { break };
+            let Some(entry) = self.next_arrival(batch.len(), deadline) else { break };
             if self.shared.drop_if_cancelled(&entry) {
                 continue;
             }
@@ -269,5 +303,96 @@ impl Collector {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::DeviceKind;
+
+    type Reply = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
+
+    fn collector(delay: Duration) -> (crossbeam_channel::Sender<QueueEntry>, Collector) {
+        let (tx, rx) = crossbeam_channel::bounded(64);
+        let spec = PoolSpec {
+            name: "cpu".into(),
+            device: DeviceKind::Cpu,
+            workers: 1,
+            intra_op_threads: 1,
+            batching: None,
+        };
+        let batching = BatchingSpec {
+            max_batch_size: 64,
+            max_queue_delay: delay,
+            queue_capacity: 64,
+            idle_dispatch: true,
+        };
+        (tx, Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
+    }
+
+    fn entry(ahead: usize) -> (QueueEntry, Reply) {
+        let (reply, rx) = oneshot::channel();
+        let entry = QueueEntry {
+            inputs: vec![],
+            rows: 1,
+            outputs: vec![],
+            group: vec![],
+            enqueued: Instant::now(),
+            ahead,
+            reply,
+        };
+        (entry, rx)
+    }
+
+    #[test]
+    fn a_lone_request_into_an_empty_pool_is_dispatched_without_waiting() {
+        let delay = Duration::from_secs(30);
+        let (tx, mut collector) = collector(delay);
+        let (first, _reply) = entry(0);
+        tx.send(first).unwrap();
+        let started = Instant::now();
+        let batch = collector.next_batch().unwrap();
+        assert_eq!(batch.len(), 1);
+        assert!(started.elapsed() < delay, "it did not wait the delay");
+    }
+
+    #[test]
+    fn requests_that_arrive_into_a_busy_pool_make_the_worker_wait_for_company() {
+        let (tx, mut collector) = collector(Duration::from_secs(30));
+        // Sixteen requests that each found ten others in the pool.
+        let replies: Vec<Reply> = (0..16)
+            .map(|_| {
+                let (e, reply) = entry(10);
+                tx.send(e).unwrap();
+                reply
+            })
+            .collect();
+        assert_eq!(collector.next_batch().unwrap().len(), 16, "queued requests form one batch at once");
+        assert!(collector.company > 5.0, "the average learnt the load: {}", collector.company);
+        // Now one arrives alone and a second 50 ms later: the worker waits for it.
+        let (lone, _a) = entry(10);
+        tx.send(lone).unwrap();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let (e, reply) = entry(10);
+            tx.send(e).unwrap();
+            reply
+        });
+        let batch = collector.next_batch().unwrap();
+        assert_eq!(batch.len(), 2, "the worker waited for the second request");
+        drop((replies, late.join().unwrap()));
+    }
+
+    #[test]
+    fn without_idle_dispatch_a_lone_request_waits_the_delay() {
+        let delay = Duration::from_millis(40);
+        let (tx, mut collector) = collector(delay);
+        collector.idle_dispatch = false;
+        let started = Instant::now();
+        let (first, _reply) = entry(0);
+        tx.send(first).unwrap();
+        assert_eq!(collector.next_batch().unwrap().len(), 1);
+        assert!(started.elapsed() >= delay, "the deadline counts from when the request was queued");
     }
 }

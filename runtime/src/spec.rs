@@ -75,10 +75,12 @@ pub struct BatchingSpec {
     /// Requests each pool may hold waiting; beyond that, `Overloaded`.
     pub queue_capacity: usize,
     /// Dispatch a batch at once, without waiting out `max_queue_delay`,
-    /// when nothing is queued behind it and no other worker of the pool is
-    /// executing: the pool is idle, so the wait would only add latency
-    /// (one caller at a time would wait the full delay on every request).
-    /// Batches still form whenever requests arrive while the pool is busy.
+    /// when nothing is queued behind it and it already holds as many
+    /// requests as usually share the pool (a moving average of the queued
+    /// and executing requests each new one found): nobody else is likely to
+    /// come, so the wait would only add latency (one caller at a time would
+    /// wait the full delay on every request). Under many clients the average
+    /// is high and batches fill as they would without the option.
     /// `false` always waits up to `max_queue_delay` for company (Triton's
     /// dynamic batcher), for a device whose cost per batch is so high that
     /// a fuller batch is worth the latency even at low load. Default `true`.

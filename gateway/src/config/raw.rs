@@ -134,8 +134,8 @@ pub struct RawBatching {
     pub max_queue_delay_us: Option<u64>,
     /// Queued requests per pool before `Overloaded`, default 1024.
     pub queue_capacity: Option<usize>,
-    /// Dispatch at once when the pool is idle instead of waiting out the
-    /// delay, default true (see `BatchingSpec::idle_dispatch`).
+    /// Dispatch at once when nobody else is likely to join the batch
+    /// instead of waiting out the delay, default true (see `BatchingSpec::idle_dispatch`).
     pub idle_dispatch: Option<bool>,
 }
 
