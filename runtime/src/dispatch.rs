@@ -80,7 +80,7 @@ pub fn enqueue(
     }
     let best = order.first().and_then(|&i| model.pools.get(i));
     let retry_after = best.map_or(MIN_RETRY_AFTER, |p| {
-        p.stats(model.spec.pool_batching(&p.spec)).predict_wait(rows).max(MIN_RETRY_AFTER)
+        p.load(model.spec.pool_batching(&p.spec)).predict_wait(rows).max(MIN_RETRY_AFTER)
     });
     Err(RuntimeError::Overloaded {
         model: model.spec.name.clone(),
@@ -98,7 +98,7 @@ pub fn order(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
         .enumerate()
         .filter(|(_, p)| p.is_some())
         .filter_map(|(i, _)| {
-            let stats = model.pools.get(i)?.stats(model.spec.pool_batching(&model.pools.get(i)?.spec));
+            let stats = model.pools.get(i)?.load(model.spec.pool_batching(&model.pools.get(i)?.spec));
             Some((stats.paused, stats.predict_wait(rows), i))
         })
         .collect();

@@ -135,6 +135,13 @@ impl PoolShared {
 
     /// A snapshot of the pool's statistics.
     pub fn stats(&self, batching: &BatchingSpec) -> PoolStats {
+        PoolStats { histograms: self.histograms.snapshot(), ..self.load(batching) }
+    }
+
+    /// The pool's statistics without its distributions (`histograms` left
+    /// empty): what a routing decision reads on every request, without the
+    /// allocations of copying the histograms, which only metrics read.
+    pub fn load(&self, batching: &BatchingSpec) -> PoolStats {
         let c = &self.counters;
         let unavailable = self.unavailable.lock().clone();
         PoolStats {
@@ -155,7 +162,7 @@ impl PoolShared {
             rejected: get(&c.rejected),
             errors: get(&c.errors),
             latency: self.latency.snapshot(batching.max_batch_size),
-            histograms: self.histograms.snapshot(),
+            histograms: Default::default(),
         }
     }
 

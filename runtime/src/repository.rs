@@ -209,6 +209,29 @@ impl ModelRepository {
         Ok(())
     }
 
+    /// The load of the models named in `names` (a route's list), for a
+    /// routing decision on every request: state and per-pool load and
+    /// latency, without the distributions and cold-start history of
+    /// [`Self::stats`] (left empty), and without the models the route does
+    /// not name. Unknown names are left out.
+    pub fn load_of(&self, names: &[String]) -> RuntimeSnapshot {
+        let models = names
+            .iter()
+            .filter_map(|name| self.find(name))
+            .map(|m| ModelStats {
+                name: m.spec.name.clone(),
+                version: m.spec.version,
+                state: m.state(),
+                last_cold_start: m.last_report().map(|r| r.cold_start),
+                loads: m.loads(),
+                unloads: m.unloads(),
+                cold_starts: Default::default(),
+                pools: m.pools.iter().map(|p| p.load(m.spec.pool_batching(&p.spec))).collect(),
+            })
+            .collect();
+        RuntimeSnapshot { models }
+    }
+
     /// Statistics of every model and pool.
     pub fn stats(&self) -> RuntimeSnapshot {
         let models = self

@@ -138,7 +138,7 @@ pub async fn run<'a>(
     });
     let compute =
         routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
-    let result = state.cache.answer(&plan, budget.total, compute).await;
+    let result = state.cache.answer(&plan, budget.total, Box::pin(compute)).await;
     if let (Some(record), Some(capture)) = (record, capture) {
         let ending = Ending::of(&result.as_ref().map(|(a, c)| (a.clone(), c.as_str())));
         let line = capture.finish(

@@ -44,7 +44,7 @@ pub struct RuntimeBackend<'a> {
 
 impl Backend for RuntimeBackend<'_> {
     fn fleet(&self, models: &[String]) -> FleetView {
-        fleet_view(&self.repo.stats(), self.config, models)
+        fleet_view(&self.repo.load_of(models), self.config, models)
     }
 
     fn has_output(&self, model: &str, output: &str) -> bool {

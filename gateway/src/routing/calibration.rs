@@ -212,10 +212,9 @@ impl Calibration {
 
 /// Whether `model` has a pool with nothing queued, a free worker, not paused.
 fn idle(repo: &ModelRepository, model: &str) -> bool {
-    repo.stats()
+    repo.load_of(&[model.to_string()])
         .models
         .iter()
-        .filter(|m| m.name == model)
         .flat_map(|m| &m.pools)
         .any(|p| p.available && !p.paused && p.queue_depth == 0 && p.in_flight < p.workers)
 }

@@ -141,7 +141,7 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
         *note.lock() = Some(finished);
         Ok(answer)
     };
-    let outcome = state.cache.answer(&plan, budget.total, compute).await;
+    let outcome = state.cache.answer(&plan, budget.total, Box::pin(compute)).await;
     let note = note.into_inner();
     let emitted = outcome.and_then(|(answer, cache)| {
         count_final(counters, note.as_ref(), cache);
