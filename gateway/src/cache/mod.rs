@@ -268,7 +268,9 @@ impl ResponseCache {
         }
         CacheStats::bump(&self.stats.l1_misses);
         let lead = async { Shared { outcome: self.lead(tiers, key, policy, compute).await, budget } };
-        let joined = tiers.coalescer.run(*key, lead, |shared| shared.serves(budget)).await;
+        // Boxed: only a miss gets here, and unboxed this future would make
+        // every request's future (hits and bypasses too) 4 KB larger.
+        let joined = Box::pin(tiers.coalescer.run(*key, lead, |shared| shared.serves(budget))).await;
         if joined.coalesced {
             CacheStats::bump(&self.stats.coalesced);
         }
@@ -277,7 +279,13 @@ impl ResponseCache {
 
     /// The coalescing leader's work: L2, then (with fleet-wide coalescing)
     /// the fleet's claim, then the model.
-    async fn lead(&self, tiers: &Tiers, key: &CacheKey, policy: &RouteCache, compute: Compute<'_>) -> Outcome {
+    async fn lead(
+        &self,
+        tiers: &Tiers,
+        key: &CacheKey,
+        policy: &RouteCache,
+        compute: Compute<'_>,
+    ) -> Outcome {
         let mut marker = None;
         if let Some(l2) = &tiers.l2 {
             let lookup = telemetry::spans::cache_lookup("l2");

@@ -107,7 +107,7 @@ pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<A
         calibration.maybe_shadow(&settings, cascade, routing.models, &snap.repo, routing.route, &inputs);
     }
     if let Ok(answer) = &mut outcome {
-        judge(answer, &policy, &backend.fleet(routing.models));
+        judge(answer, &policy, || backend.fleet(routing.models));
     }
     match &outcome {
         Ok(a) => counters.record(routing.route, &a.model, &a.device, &a.reason),
@@ -122,9 +122,13 @@ pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<A
 /// Sets [`Answer::degraded`]: whether `policy` gives another model's answer
 /// without pressure ([`PolicyConfig::is_degraded`]). Call once on the
 /// final answer, after every step that may have rewritten its reason.
-pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: &FleetView) {
+/// `fleet` builds the route's fleet view, only for policies that read it.
+pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: impl FnOnce() -> FleetView) {
     answer.degraded = match Reason::from_label(&answer.reason) {
-        Some(reason) => policy.is_degraded(fleet, &answer.model, reason),
+        Some(reason) => {
+            let view = if policy.judges_by_fleet() { fleet() } else { FleetView::default() };
+            policy.is_degraded(&view, &answer.model, reason)
+        }
         // Not a policy's reason: nothing says the answer is the usual one.
         None => true,
     };

@@ -228,7 +228,7 @@ async fn run_pair(
     };
     let mut outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
     if let Ok(finished) = &mut outcome {
-        routing::judge(&mut finished.answer, &policy, &backend.fleet(routing.models));
+        routing::judge(&mut finished.answer, &policy, || backend.fleet(routing.models));
     }
     match &outcome {
         Ok(f) => state.decisions.record(routing.route, &f.answer.model, &f.answer.device, &f.answer.reason),

@@ -31,6 +31,14 @@ use crate::fleet::FleetView;
 use crate::reason::Reason;
 
 impl PolicyConfig {
+    /// True when [`Self::is_degraded`] reads its `fleet` argument: `fixed`
+    /// and `weighted` judge by the model's name alone, so a caller that
+    /// builds the fleet view for the question (on every request) may skip
+    /// it for them and pass an empty view.
+    pub fn judges_by_fleet(&self) -> bool {
+        matches!(self, PolicyConfig::LatencyBudget(_) | PolicyConfig::Cascade(_))
+    }
+
     /// True when an answer from `model`, reached for `reason`, is one this
     /// policy would not give without pressure (the rules are in the module
     /// docs). `fleet` is the route's models in route order; only their

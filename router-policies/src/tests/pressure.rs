@@ -71,3 +71,31 @@ fn reasons_parse_from_their_labels() {
     }
     assert_eq!(Reason::from_label("nope"), None);
 }
+
+#[test]
+fn policies_that_do_not_judge_by_the_fleet_answer_the_same_without_it() {
+    let full = two_models();
+    let empty = FleetView::default();
+    let fixed = PolicyConfig::Fixed(FixedPolicy { model: "heavy".into() });
+    let weighted = PolicyConfig::Weighted(WeightedPolicy {
+        weights: vec![ModelWeight { model: "cheap".into(), weight: 1.0 }],
+    });
+    for policy in [&fixed, &weighted] {
+        assert!(!policy.judges_by_fleet());
+        for model in ["cheap", "heavy", "unknown"] {
+            for reason in [Reason::Fixed, Reason::Weighted, Reason::SpillOver, Reason::Fallback] {
+                assert_eq!(
+                    policy.is_degraded(&empty, model, reason),
+                    policy.is_degraded(&full, model, reason),
+                    "{model} {reason}"
+                );
+            }
+        }
+    }
+    let budget = PolicyConfig::LatencyBudget(LatencyBudgetPolicy::default());
+    assert!(budget.judges_by_fleet());
+    assert_ne!(
+        budget.is_degraded(&empty, "heavy", Reason::BudgetFit),
+        budget.is_degraded(&full, "heavy", Reason::BudgetFit)
+    );
+}
