@@ -18,7 +18,7 @@
 use std::fmt;
 
 use bytes::Bytes;
-use serde::de::{self, DeserializeSeed, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use switchyard_runtime::tensor::{DataType, TensorData};
 
@@ -169,14 +169,24 @@ struct Node<'c, 's> {
 }
 
 impl Node<'_, '_> {
-    fn fail<E: de::Error>(&mut self, err: V2Error) -> E {
-        self.ctx.error = Some(err);
-        E::custom("invalid tensor data")
+    /// Records the first error. The walk goes on to the end of the value
+    /// (every later element is skipped), so that the request around it is
+    /// still read to its end when `data` is decoded in the same pass as the
+    /// rest of the request ([`DataSeed`]); only JSON syntax errors stop it.
+    fn fail(&mut self, err: V2Error) {
+        if self.ctx.error.is_none() {
+            self.ctx.error = Some(err);
+        }
     }
 
     fn scalar<E: de::Error>(&mut self, leaf: Leaf<'_>) -> Result<(), E> {
-        let depth = self.depth;
-        self.ctx.leaf(depth, leaf).map_err(|err| self.fail(err))
+        if self.ctx.error.is_none() {
+            let depth = self.depth;
+            if let Err(err) = self.ctx.leaf(depth, leaf) {
+                self.fail(err);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -217,38 +227,102 @@ impl<'de> Visitor<'de> for Node<'_, '_> {
 
     fn visit_unit<E: de::Error>(mut self) -> Result<(), E> {
         let err = self.ctx.invalid("got null".to_owned());
-        Err(self.fail(err))
+        self.fail(err);
+        Ok(())
     }
 
-    fn visit_map<A: de::MapAccess<'de>>(mut self, _map: A) -> Result<(), A::Error> {
+    fn visit_map<A: de::MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
         let err = self.ctx.invalid("got an object".to_owned());
-        Err(self.fail(err))
+        self.fail(err);
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
         let rank = self.ctx.shape.len();
         let depth = self.depth;
-        if depth >= rank.max(1) || self.ctx.leaf_depth.is_some_and(|d| depth >= d) {
+        if self.ctx.error.is_none()
+            && (depth >= rank.max(1) || self.ctx.leaf_depth.is_some_and(|d| depth >= d))
+        {
             let err = self.ctx.mismatch("arrays are nested deeper than the shape".to_owned());
-            return Err(self.fail(err));
+            self.fail(err);
+        }
+        if self.ctx.error.is_some() {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(());
         }
         let mut len = 0usize;
         while seq.next_element_seed(Node { ctx: &mut *self.ctx, depth: depth + 1 })?.is_some() {
             len += 1;
         }
         let nested = rank > 1 && self.ctx.leaf_depth == Some(rank);
-        if nested && self.ctx.shape.get(depth) != Some(&len) {
+        if self.ctx.error.is_none() && nested && self.ctx.shape.get(depth) != Some(&len) {
             let dim = self.ctx.shape.get(depth).copied().unwrap_or(0);
             let err = self.ctx.mismatch(format!(
                 "an array at depth {depth} has {len} elements, dimension {depth} is {dim}"
             ));
-            return Err(self.fail(err));
+            self.fail(err);
         }
         Ok(())
     }
 }
 
-/// Parses `raw` (an input's `data`) as `count` elements of `dtype` laid out
+/// Decodes an input's `data` value as `count` elements of `dtype` laid
+/// out for `shape`, straight from the deserializer it is handed: the
+/// request reader ([`super::raw_request`]) uses it to decode `data` in the
+/// same pass as the rest of the request when the input's name, datatype
+/// and shape came before it (as every client library writes them), so the
+/// text of a large tensor is read once. A tensor error is the seed's
+/// value (`Err`), not a deserializer error: the request is still read to
+/// its end, and reported in the order the request's fields are validated.
+pub(crate) struct DataSeed<'s> {
+    /// The input's name, for messages.
+    pub input: &'s str,
+    /// Its datatype.
+    pub dtype: DataType,
+    /// Its shape.
+    pub shape: &'s [usize],
+    /// The shape's element count, already checked against the limits.
+    pub count: usize,
+    /// Characters of JSON the value can span at most (each element takes
+    /// at least two), which bounds what is reserved up front whatever the
+    /// declared shape.
+    pub text_len: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = Result<TensorData, V2Error>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let DataSeed { input, dtype, shape, count, text_len } = self;
+        let reserve = count.min(text_len / 2 + 1);
+        let mut ctx = Ctx {
+            input,
+            dtype,
+            shape,
+            expected: count,
+            fixed: Vec::with_capacity(dtype.element_size().map_or(0, |s| reserve * s)),
+            strings: Vec::with_capacity(if dtype == DataType::Bytes { reserve } else { 0 }),
+            count: 0,
+            leaf_depth: None,
+            error: None,
+        };
+        Node { ctx: &mut ctx, depth: 0 }.deserialize(deserializer)?;
+        if let Some(err) = ctx.error.take() {
+            return Ok(Err(err));
+        }
+        if ctx.count != count {
+            return Ok(Err(ctx.mismatch(format!("expected {count} elements, got {}", ctx.count))));
+        }
+        Ok(Ok(match dtype {
+            DataType::Bytes => TensorData::Strings(ctx.strings),
+            _ => TensorData::Fixed(Bytes::from(ctx.fixed)),
+        }))
+    }
+}
+
+/// Parses `raw` (an input's `data`, kept aside because it came before the
+/// fields that say how to read it) as `count` elements of `dtype` laid out
 /// for `shape`. `count` must be the shape's element count, already checked
 /// against the limits.
 pub(crate) fn parse_json_data(
@@ -259,33 +333,16 @@ pub(crate) fn parse_json_data(
     raw: &RawValue,
 ) -> Result<TensorData, V2Error> {
     let text = raw.get();
-    // Each element takes at least two characters of JSON, so the text
-    // bounds what may be reserved, whatever the declared shape.
-    let reserve = count.min(text.len() / 2 + 1);
-    let mut ctx = Ctx {
-        input,
-        dtype,
-        shape,
-        expected: count,
-        fixed: Vec::with_capacity(dtype.element_size().map_or(0, |s| reserve * s)),
-        strings: Vec::with_capacity(if dtype == DataType::Bytes { reserve } else { 0 }),
-        count: 0,
-        leaf_depth: None,
-        error: None,
-    };
+    let seed = DataSeed { input, dtype, shape, count, text_len: text.len() };
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = Node { ctx: &mut ctx, depth: 0 }.deserialize(&mut de).and_then(|()| de.end());
-    if let Some(err) = ctx.error.take() {
-        return Err(err);
+    match seed.deserialize(&mut de).and_then(|decoded| de.end().map(|()| decoded)) {
+        Ok(decoded) => decoded,
+        // `raw` is already valid JSON; only a reader limit (nesting) is left.
+        Err(err) => Err(V2Error::InvalidElement {
+            input: input.to_owned(),
+            datatype: dtype.v2_name(),
+            index: 0,
+            reason: err.to_string(),
+        }),
     }
-    if let Err(err) = parsed {
-        return Err(ctx.invalid(err.to_string()));
-    }
-    if ctx.count != count {
-        return Err(ctx.mismatch(format!("expected {count} elements, got {}", ctx.count)));
-    }
-    Ok(match dtype {
-        DataType::Bytes => TensorData::Strings(ctx.strings),
-        _ => TensorData::Fixed(Bytes::from(ctx.fixed)),
-    })
 }

@@ -35,6 +35,7 @@ pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
 pub mod outputs;
+pub(crate) mod raw_request;
 pub mod request;
 pub mod response;
 pub mod size;
@@ -44,6 +45,8 @@ pub mod validate;
 mod tests_decode;
 #[cfg(test)]
 mod tests_encode;
+#[cfg(test)]
+mod tests_field_order;
 #[cfg(test)]
 mod tests_malformed;
 

@@ -11,6 +11,7 @@ use super::binary::decode_binary;
 use super::error::V2Error;
 use super::json_data::parse_json_data;
 use super::limits::DecodeLimits;
+use super::raw_request::{read_request, DataField, InputFault};
 
 /// JSON object type used for `parameters`.
 pub type Parameters = Map<String, Value>;
@@ -62,34 +63,6 @@ impl DecodedRequest {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "an inference request JSON object")]
-struct RawRequest<'a> {
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    parameters: Option<Value>,
-    #[serde(default, borrow)]
-    inputs: Option<Vec<&'a RawValue>>,
-    #[serde(default, borrow)]
-    outputs: Option<Vec<&'a RawValue>>,
-}
-
-#[derive(Deserialize)]
-#[serde(expecting = "an input object")]
-struct RawInput<'a> {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default)]
-    shape: Option<Value>,
-    #[serde(default)]
-    datatype: Option<Value>,
-    #[serde(default)]
-    parameters: Option<Value>,
-    #[serde(default, borrow)]
-    data: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
 #[serde(expecting = "an output object")]
 struct RawOutput {
     #[serde(default)]
@@ -117,8 +90,7 @@ pub fn decode_infer_request(
     if !is_object(header) {
         return Err(V2Error::InvalidJson("the request must be a JSON object".to_owned()));
     }
-    let raw: RawRequest<'_> =
-        serde_json::from_slice(header).map_err(|e| V2Error::InvalidJson(e.to_string()))?;
+    let raw = read_request(header, limits)?;
     let binary = body.slice(header_len..);
 
     let id = match raw.id {
@@ -145,8 +117,24 @@ pub fn decode_infer_request(
     let mut input_parameters = Vec::with_capacity(raw_inputs.len());
     let mut offset = 0usize;
     let mut total = 0usize;
-    for (index, raw_input) in raw_inputs.into_iter().enumerate() {
-        let parsed: RawInput<'_> = parse_object(raw_input, "inputs", index)?;
+    for (index, slot) in raw_inputs.into_iter().enumerate() {
+        let parsed = match slot {
+            Ok(parsed) => parsed,
+            Err(InputFault::Duplicate(field)) => {
+                return Err(invalid_owned(
+                    "inputs",
+                    format!("inputs[{index}]"),
+                    format!("duplicate field `{field}`"),
+                ))
+            }
+            Err(InputFault::NotObject) => {
+                return Err(invalid_owned(
+                    "inputs",
+                    format!("inputs[{index}]"),
+                    "must be an object".to_owned(),
+                ))
+            }
+        };
         let name = match parsed.name {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("name", &format!("inputs[{index}]"), "must be a string")),
@@ -162,7 +150,7 @@ pub fn decode_infer_request(
             Some(_) => return Err(invalid("datatype", &context, "must be a string")),
             None => return Err(missing("datatype", &context)),
         };
-        let shape = parse_shape(parsed.shape, &context, limits)?;
+        let shape = parse_shape(parsed.shape.as_ref(), &context, limits)?;
         let count = limits.check_shape(&name, &shape)?;
         limits.check_rows(&name, &shape)?;
         total = limits.add_total(total, count)?;
@@ -182,7 +170,8 @@ pub fn decode_infer_request(
         let data = match (parsed.data, binary_size) {
             (Some(_), Some(_)) => return Err(V2Error::ConflictingData { input: name }),
             (None, None) => return Err(V2Error::MissingData { input: name }),
-            (Some(json), None) => parse_json_data(&name, dtype, &shape, count, json)?,
+            (Some(DataField::Raw(json)), None) => parse_json_data(&name, dtype, &shape, count, json)?,
+            (Some(DataField::Decoded(decoded)), None) => decoded?,
             (None, Some(size)) => {
                 let remaining = binary.len() - offset;
                 if size > remaining {
@@ -256,7 +245,11 @@ fn parse_outputs(
 }
 
 /// Parses a `shape` array of non-negative integers.
-fn parse_shape(raw: Option<Value>, context: &str, limits: &DecodeLimits) -> Result<Vec<usize>, V2Error> {
+pub(crate) fn parse_shape(
+    raw: Option<&Value>,
+    context: &str,
+    limits: &DecodeLimits,
+) -> Result<Vec<usize>, V2Error> {
     let Some(raw) = raw else {
         return Err(missing("shape", context));
     };
