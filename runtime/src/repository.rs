@@ -18,7 +18,7 @@ use crate::model::{LoadedModel, Model, ModelState};
 use crate::ort_env::environment;
 use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
-use crate::spec::ModelSpec;
+use crate::spec::{BatchingSpec, ModelSpec};
 use crate::stats::{ModelStats, RuntimeSnapshot};
 use crate::text::encode_request;
 use crate::validate::validate;
@@ -76,6 +76,12 @@ impl ModelRepository {
     /// The spec the model was registered with.
     pub fn spec(&self, model: &str) -> Result<ModelSpec, RuntimeError> {
         Ok(self.model(model)?.spec.clone())
+    }
+
+    /// The model's own batching (pools may override it), without copying
+    /// the rest of its spec: the gateway asks on every request.
+    pub fn batching(&self, model: &str) -> Result<BatchingSpec, RuntimeError> {
+        Ok(self.model(model)?.spec.batching.clone())
     }
 
     /// The identity of the model's file when it was registered (what its

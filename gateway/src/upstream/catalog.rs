@@ -64,7 +64,7 @@ impl Catalog<'_> {
     /// Batching of the first local model among `models`; `None` when all
     /// are upstream models (their batching is the upstream's business).
     pub fn batching(&self, models: &[String]) -> Option<BatchingSpec> {
-        self.local_spec(models).map(|s| s.batching)
+        models.iter().filter(|m| !self.upstreams.has_model(m)).find_map(|m| self.repo.batching(m).ok())
     }
 
     /// The spec of the first local model among `models`; `None` when all

@@ -30,6 +30,7 @@
 pub(crate) mod binary;
 pub mod classification;
 pub mod error;
+mod fields;
 mod float16;
 pub(crate) mod json_data;
 pub mod limits;

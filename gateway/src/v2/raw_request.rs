@@ -23,9 +23,9 @@ use serde_json::Value;
 use switchyard_runtime::tensor::{DataType, TensorData};
 
 use super::error::V2Error;
+use super::fields::parse_shape;
 use super::json_data::DataSeed;
 use super::limits::DecodeLimits;
-use super::request::parse_shape;
 
 /// The request object's fields as sent.
 pub(crate) struct RawRequest<'a> {
