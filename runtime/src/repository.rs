@@ -221,39 +221,14 @@ impl ModelRepository {
     /// [`Self::stats`] (left empty), and without the models the route does
     /// not name. Unknown names are left out.
     pub fn load_of(&self, names: &[String]) -> RuntimeSnapshot {
-        let models = names
-            .iter()
-            .filter_map(|name| self.find(name))
-            .map(|m| ModelStats {
-                name: m.spec.name.clone(),
-                version: m.spec.version,
-                state: m.state(),
-                last_cold_start: m.last_report().map(|r| r.cold_start),
-                loads: m.loads(),
-                unloads: m.unloads(),
-                cold_starts: Default::default(),
-                pools: m.pools.iter().map(|p| p.load(m.spec.pool_batching(&p.spec))).collect(),
-            })
-            .collect();
+        let models =
+            names.iter().filter_map(|name| self.find(name)).map(|m| model_stats(m, Detail::Load)).collect();
         RuntimeSnapshot { models }
     }
 
     /// Statistics of every model and pool.
     pub fn stats(&self) -> RuntimeSnapshot {
-        let models = self
-            .models
-            .iter()
-            .map(|m| ModelStats {
-                name: m.spec.name.clone(),
-                version: m.spec.version,
-                state: m.state(),
-                last_cold_start: m.last_report().map(|r| r.cold_start),
-                loads: m.loads(),
-                unloads: m.unloads(),
-                cold_starts: m.cold_starts.snapshot(),
-                pools: m.pools.iter().map(|p| p.stats(m.spec.pool_batching(&p.spec))).collect(),
-            })
-            .collect();
+        let models = self.models.iter().map(|m| model_stats(m, Detail::Full)).collect();
         RuntimeSnapshot { models }
     }
 
@@ -334,4 +309,39 @@ async fn load_off_thread(m: &Arc<Model>) -> Result<LoadReport, RuntimeError> {
     tokio::task::spawn_blocking(move || model.load_blocking()).await.unwrap_or_else(|e| {
         Err(RuntimeError::Execution { model: m.spec.name.clone(), reason: format!("load task failed: {e}") })
     })
+}
+
+/// How much of a model's statistics to copy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Detail {
+    /// Everything, distributions included (metrics and admin pages).
+    Full,
+    /// State, load and latency only: what a routing decision reads.
+    Load,
+}
+
+/// One model's statistics, at `detail`.
+fn model_stats(m: &Model, detail: Detail) -> ModelStats {
+    let full = detail == Detail::Full;
+    ModelStats {
+        name: m.spec.name.clone(),
+        version: m.spec.version,
+        state: m.state(),
+        last_cold_start: m.last_report().map(|r| r.cold_start),
+        loads: m.loads(),
+        unloads: m.unloads(),
+        cold_starts: if full { m.cold_starts.snapshot() } else { Default::default() },
+        pools: m
+            .pools
+            .iter()
+            .map(|p| {
+                let batching = m.spec.pool_batching(&p.spec);
+                if full {
+                    p.stats(batching)
+                } else {
+                    p.load(batching)
+                }
+            })
+            .collect(),
+    }
 }
