@@ -33,6 +33,7 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
             max_queue_delay: delay,
             queue_capacity: 4096,
             idle_dispatch: true,
+            inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         },
         idle_unload: None,
         warmup: false,

@@ -33,6 +33,7 @@ use std::time::Instant;
 use crate::batch::{concat, split};
 use crate::dispatch::{enqueue, order, Pending};
 use crate::error::RuntimeError;
+use crate::inline::{try_run, Inline};
 use crate::model::{LoadedModel, Model};
 use crate::request::InferenceResponse;
 use crate::validate::Validated;
@@ -48,6 +49,10 @@ pub async fn run(
     deadline: Option<Instant>,
 ) -> Result<InferenceResponse, RuntimeError> {
     let Some((index, chunk_rows)) = chunking(m, &loaded, pool, v.rows)? else {
+        let v = match try_run(m, &loaded, pool, v) {
+            Inline::Ran(answer) => return answer,
+            Inline::Queue(v) => v,
+        };
         let queued = enqueue(m, &loaded, pool, v)?;
         drop(loaded);
         return wait(queued.pending, wait_on(m, queued.pool)?, deadline).await;

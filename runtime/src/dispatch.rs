@@ -92,6 +92,10 @@ pub fn enqueue(
 /// The model's running pools for a request of `rows` rows, best first:
 /// by predicted wait, spec order breaking ties, paused pools last.
 pub fn order(model: &Model, loaded: &LoadedModel, rows: usize) -> Vec<usize> {
+    if let [only] = loaded.pools.as_slice() {
+        // One pool: nothing to weigh (most models), and this runs per request.
+        return if only.is_some() { vec![0] } else { Vec::new() };
+    }
     let mut scored: Vec<(bool, Duration, usize)> = loaded
         .pools
         .iter()

@@ -14,9 +14,11 @@
 //! Inside, each pool is a bounded queue feeding worker threads that each
 //! own one ONNX Runtime session: `repository` ([`limits`] on rows and
 //! tokens; -> [`text`], a text model's tokenizer) -> `chunk` (cut a large
-//! request into batch-sized chunks) -> `dispatch` (pick a pool) -> `queue`
-//! (collect a batch) -> `worker` (`batch` concat, run, split); `wait`
-//! awaits each answer within the caller's deadline on a paused pool.
+//! request into batch-sized chunks) -> `inline` (a request into an idle
+//! pool of a microsecond model runs on the caller's thread) or `dispatch`
+//! (pick a pool) -> `queue` (collect a batch) -> `worker` (`batch` concat,
+//! run, split); `wait` awaits each answer within the caller's deadline on
+//! a paused pool.
 
 #![warn(missing_docs)]
 
@@ -27,6 +29,7 @@ mod dispatch;
 pub mod error;
 pub mod histogram;
 pub mod identity;
+mod inline;
 pub mod limits;
 mod model;
 pub mod ort_env;

@@ -6,6 +6,8 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Sender, TrySendError};
+use ort::session::Session;
+use parking_lot::Mutex;
 
 use crate::queue::{Collector, QueueEntry};
 use crate::session::build_session;
@@ -13,10 +15,21 @@ use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up, PoolContext};
 use crate::worker_census::WorkerTicket;
 
-/// A running pool: the sending side of its queue.
-#[derive(Debug)]
+/// A running pool: the sending side of its queue, and its workers'
+/// sessions (each behind the mutex its worker takes per batch) for
+/// requests run on the caller's thread ([`crate::inline`]).
 pub struct PoolRuntime {
     sender: Sender<QueueEntry>,
+    /// One per worker.
+    pub sessions: Vec<Arc<Mutex<Session>>>,
+    /// What the workers know about the model and pool.
+    pub ctx: Arc<PoolContext>,
+}
+
+impl std::fmt::Debug for PoolRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolRuntime").field("workers", &self.sessions.len()).finish_non_exhaustive()
+    }
 }
 
 /// Why [`PoolRuntime::try_enqueue`] refused an entry (it is handed back).
@@ -46,7 +59,9 @@ impl PoolRuntime {
         let batching = spec.pool_batching(pool);
         let (sender, receiver) = bounded(batching.queue_capacity);
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
-        for (i, session) in sessions.into_iter().enumerate() {
+        let sessions: Vec<Arc<Mutex<Session>>> =
+            sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();
+        for (i, session) in sessions.iter().cloned().enumerate() {
             let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching);
             let worker_ctx = Arc::clone(&ctx);
             let ticket = WorkerTicket::new();
@@ -58,7 +73,7 @@ impl PoolRuntime {
                 })
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
-        Ok(PoolRuntime { sender })
+        Ok(PoolRuntime { sender, sessions, ctx })
     }
 
     /// Queues an entry without blocking.

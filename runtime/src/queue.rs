@@ -17,7 +17,7 @@
 //! for a later batch rather than failed; an entry is never split.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,6 +118,14 @@ pub struct PoolShared {
     pub gate: PauseGate,
     /// Why the pool cannot serve, as of its last load; `None` = available.
     pub unavailable: Mutex<Option<String>>,
+    /// Moving average of [`QueueEntry::ahead`] over the pool's arrivals
+    /// (an `f64`'s bits): how many requests usually share the pool with a
+    /// new one. The collectors read it for `idle_dispatch`, callers for
+    /// running inline (`crate::inline`).
+    company: AtomicU64,
+    /// Requests run inline since the last one that was queued (see
+    /// `crate::inline`'s probe).
+    pub inline_streak: AtomicU32,
 }
 
 impl PoolShared {
@@ -130,7 +138,25 @@ impl PoolShared {
             histograms: PoolHistograms::default(),
             gate: PauseGate::default(),
             unavailable: Mutex::new(None),
+            company: AtomicU64::new(0f64.to_bits()),
+            inline_streak: AtomicU32::new(0),
         }
+    }
+
+    /// How many requests usually share the pool with a new one: a moving
+    /// average over about the last sixteen arrivals of how many requests
+    /// were queued or executing when each arrived.
+    pub fn company(&self) -> f64 {
+        f64::from_bits(self.company.load(Ordering::Relaxed))
+    }
+
+    /// Takes note of an arrival that found `ahead` requests queued or
+    /// executing. Concurrent updates may lose one another's sample; the
+    /// average is a hint, not a count.
+    pub fn observe_arrival(&self, ahead: usize) {
+        let company = self.company();
+        let next = company + (ahead as f64 - company) * COMPANY_WEIGHT;
+        self.company.store(next.to_bits(), Ordering::Relaxed);
     }
 
     /// A snapshot of the pool's statistics.
@@ -161,6 +187,7 @@ impl PoolShared {
             cancelled: get(&c.cancelled),
             rejected: get(&c.rejected),
             errors: get(&c.errors),
+            inline_runs: get(&c.inline_runs),
             latency: self.latency.snapshot(batching.max_batch_size),
             histograms: Default::default(),
         }
@@ -187,13 +214,10 @@ pub struct Collector {
     max_rows: usize,
     delay: Duration,
     idle_dispatch: bool,
-    /// Moving average of `QueueEntry::ahead` over the entries this worker
-    /// took: how many requests usually share the pool with a new one.
-    company: f64,
 }
 
-/// Weight of the newest entry in [`Collector`]'s `company` average: about
-/// the last sixteen arrivals count.
+/// Weight of the newest arrival in [`PoolShared::company`]: about the last
+/// sixteen arrivals count.
 const COMPANY_WEIGHT: f64 = 1.0 / 16.0;
 
 impl Collector {
@@ -212,13 +236,12 @@ impl Collector {
             max_rows,
             delay: batching.max_queue_delay,
             idle_dispatch: batching.idle_dispatch,
-            company: 0.0,
         }
     }
 
-    /// Takes note of a fresh entry's `ahead` in the `company` average.
+    /// Takes note of a fresh entry's `ahead` in the pool's `company`.
     fn observe(&mut self, entry: QueueEntry) -> QueueEntry {
-        self.company += (entry.ahead as f64 - self.company) * COMPANY_WEIGHT;
+        self.shared.observe_arrival(entry.ahead);
         entry
     }
 
@@ -227,7 +250,7 @@ impl Collector {
     /// executing on other workers (they cannot join this batch).
     fn everyone_is_here(&self, gathered: usize) -> bool {
         let elsewhere = self.shared.counters.in_flight.load(Ordering::Relaxed);
-        gathered as f64 + elsewhere as f64 >= self.company
+        gathered as f64 + elsewhere as f64 >= self.shared.company()
     }
 
     /// The next entry for the batch of `gathered` entries: one already
@@ -334,6 +357,7 @@ mod tests {
             max_queue_delay: delay,
             queue_capacity: 64,
             idle_dispatch: true,
+            inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         };
         (tx, Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
     }
@@ -376,7 +400,11 @@ mod tests {
             })
             .collect();
         assert_eq!(collector.next_batch().unwrap().len(), 16, "queued requests form one batch at once");
-        assert!(collector.company > 5.0, "the average learnt the load: {}", collector.company);
+        assert!(
+            collector.shared.company() > 5.0,
+            "the average learnt the load: {}",
+            collector.shared.company()
+        );
         // Now one arrives alone and a second 50 ms later: the worker waits for it.
         let (lone, _a) = entry(10);
         tx.send(lone).unwrap();

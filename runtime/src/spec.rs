@@ -86,10 +86,22 @@ pub struct BatchingSpec {
     /// a fuller batch is worth the latency even at low load. Default `true`.
     #[serde(default = "idle_dispatch_default")]
     pub idle_dispatch: bool,
+    /// A request that arrives into an idle, calm CPU pool and whose batch
+    /// is predicted to run within this time runs on the caller's thread
+    /// instead of being handed to a worker thread and back (see
+    /// `crate::inline`): for a microsecond model the hand-off costs more
+    /// than the model. Zero turns it off. Default
+    /// [`BatchingSpec::DEFAULT_INLINE_MAX`].
+    #[serde(default = "inline_max_default")]
+    pub inline_max: Duration,
 }
 
 fn idle_dispatch_default() -> bool {
     true
+}
+
+fn inline_max_default() -> Duration {
+    BatchingSpec::DEFAULT_INLINE_MAX
 }
 
 impl Default for BatchingSpec {
@@ -99,11 +111,18 @@ impl Default for BatchingSpec {
             max_queue_delay: Duration::ZERO,
             queue_capacity: 1024,
             idle_dispatch: true,
+            inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         }
     }
 }
 
 impl BatchingSpec {
+    /// The default [`BatchingSpec::inline_max`]: 50 µs, long enough for
+    /// the models whose run is shorter than a hand-off to a worker thread
+    /// and back, short enough that the caller's event loop is held no
+    /// longer than a large request's JSON decoding holds it.
+    pub const DEFAULT_INLINE_MAX: Duration = Duration::from_micros(50);
+
     /// True when requests may be merged into one execution.
     pub fn enabled(&self) -> bool {
         self.max_batch_size > 1

@@ -35,6 +35,9 @@ pub struct PoolCounters {
     pub rejected: AtomicU64,
     /// Requests that failed during execution.
     pub errors: AtomicU64,
+    /// Requests run on the caller's thread rather than a worker's (see
+    /// `crate::inline`); they count in `requests` and `executions` too.
+    pub inline_runs: AtomicU64,
     /// Requests accepted but not yet executing or cancelled.
     pub queue_depth: AtomicUsize,
     /// Requests in batches executing now.
@@ -61,6 +64,18 @@ impl LatencyTable {
         let secs = took.as_secs_f64();
         *ewma = if *samples == 0 { secs } else { EWMA_ALPHA * secs + (1.0 - EWMA_ALPHA) * *ewma };
         *samples += 1;
+    }
+
+    /// Predicted execution time of a batch of `rows` rows, as
+    /// [`PoolStats::predict_exec`] computes it, without copying the table.
+    pub fn predict_exec(&self, rows: usize) -> Option<Duration> {
+        let buckets = self.buckets.lock();
+        let sampled = buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, samples))| *samples > 0)
+            .map(|(i, &(ewma, _))| (1usize << i, Duration::from_secs_f64(ewma)));
+        predict_from(sampled, rows)
     }
 
     /// Buckets up to the one holding `max_rows`, plus any larger bucket
@@ -132,6 +147,8 @@ pub struct PoolStats {
     pub rejected: u64,
     /// Requests that failed in execution.
     pub errors: u64,
+    /// Requests run on the caller's thread rather than a worker's.
+    pub inline_runs: u64,
     /// Execution time by batch-size bucket.
     pub latency: Vec<LatencyBucket>,
     /// Cumulative distributions: rows per batch, batch execution time,
@@ -145,15 +162,7 @@ impl PoolStats {
     /// scaled linearly (an upper bound); else the nearest larger one (fewer
     /// rows rarely run slower). `None` when no batch has run yet.
     pub fn predict_exec(&self, rows: usize) -> Option<Duration> {
-        let rows = rows.max(1);
-        let sampled = || self.latency.iter().filter(|b| b.samples > 0);
-        if let Some(b) = sampled().find(|b| b.max_batch >= rows && b.max_batch / 2 < rows) {
-            return Some(b.ewma);
-        }
-        if let Some(b) = sampled().rfind(|b| b.max_batch < rows) {
-            return Some(b.ewma.mul_f64(rows as f64 / b.max_batch as f64));
-        }
-        sampled().find(|b| b.max_batch > rows).map(|b| b.ewma)
+        predict_from(self.latency.iter().filter(|b| b.samples > 0).map(|b| (b.max_batch, b.ewma)), rows)
     }
 
     /// Rough wait before a new request of `rows` rows would finish here:
@@ -163,6 +172,24 @@ impl PoolStats {
         let ahead = (self.queue_depth + self.in_flight) as f64 / self.workers.max(1) as f64;
         per_batch.mul_f64(ahead + 1.0)
     }
+}
+
+/// [`PoolStats::predict_exec`] over the sampled buckets, `(max_batch,
+/// ewma)` in increasing order.
+fn predict_from(sampled: impl Iterator<Item = (usize, Duration)>, rows: usize) -> Option<Duration> {
+    let rows = rows.max(1);
+    let (mut below, mut above) = (None, None);
+    for (max_batch, ewma) in sampled {
+        if max_batch >= rows && max_batch / 2 < rows {
+            return Some(ewma);
+        }
+        if max_batch < rows {
+            below = Some((max_batch, ewma));
+        } else if above.is_none() {
+            above = Some(ewma);
+        }
+    }
+    below.map(|(max_batch, ewma)| ewma.mul_f64(rows as f64 / max_batch as f64)).or(above)
 }
 
 /// One model's statistics.
@@ -257,6 +284,7 @@ mod tests {
             cancelled: 0,
             rejected: 0,
             errors: 0,
+            inline_runs: 0,
             latency: buckets,
             histograms: PoolHistogramSnapshot::default(),
         };

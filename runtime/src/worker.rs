@@ -1,6 +1,8 @@
 //! A pool worker: a std thread that owns one ONNX Runtime session, takes
 //! batches from its [`Collector`], runs them and replies to each request on
-//! its oneshot channel. No lock is held around the session.
+//! its oneshot channel. The session sits behind a mutex that the worker
+//! takes per batch: a caller may run a request on it directly when the
+//! pool is idle (see [`crate::inline`]); otherwise the lock is uncontended.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ort::session::Session;
 use ort::value::DynValue;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::batch::{concat, concat_padded, split};
 use crate::convert::{from_ort_value, to_ort_value};
@@ -36,9 +39,9 @@ pub struct PoolContext {
 }
 
 /// The worker loop: runs batches until the queue closes and drains.
-pub fn run_worker(mut session: Session, ctx: Arc<PoolContext>, mut collector: Collector) {
+pub fn run_worker(session: Arc<Mutex<Session>>, ctx: Arc<PoolContext>, mut collector: Collector) {
     while let Some(batch) = collector.next_batch() {
-        run_batch(&mut session, &ctx, batch);
+        run_batch(session.lock(), &ctx, batch);
     }
     tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, "worker stopped");
 }
@@ -46,7 +49,11 @@ pub fn run_worker(mut session: Session, ctx: Arc<PoolContext>, mut collector: Co
 /// Per output index, the tensor of each entry (or `None` if nobody asked).
 type SplitOutputs = Vec<Option<Vec<Tensor>>>;
 
-fn run_batch(session: &mut Session, ctx: &PoolContext, batch: Vec<QueueEntry>) {
+/// Runs `batch` (its entries counted in the queue depth) on the locked
+/// `session`, releases it, records the batch in the pool's statistics and
+/// replies to every entry (so a caller that has its answer finds the
+/// session free).
+pub fn run_batch(mut session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec<QueueEntry>) {
     let counters = &ctx.shared.counters;
     let started = Instant::now();
     let rows: usize = batch.iter().map(|e| e.rows).sum();
@@ -56,8 +63,9 @@ fn run_batch(session: &mut Session, ctx: &PoolContext, batch: Vec<QueueEntry>) {
     for entry in &batch {
         histograms.queue_wait_us.record_duration(started.saturating_duration_since(entry.enqueued));
     }
-    let result = catch_unwind(AssertUnwindSafe(|| execute(session, ctx, &batch)))
+    let result = catch_unwind(AssertUnwindSafe(|| execute(&mut session, ctx, &batch)))
         .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
+    drop(session);
     let exec_time = started.elapsed();
     add(&counters.executions, 1);
     add(&counters.executed_rows, rows as u64);

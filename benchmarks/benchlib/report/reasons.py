@@ -34,6 +34,12 @@ REASONS = {
         "no known reason: quiet runs measured 96-102% on this model (~5 ms per batch of 8, so per-execution "
         "overhead is negligible). The direct loop and the runtime path are measured one after the other: on a "
         "busy machine the load changes in between; re-run on a quiet machine."),
+    "runtime-overhead.one-caller": (
+        "a lone caller of a microsecond model runs its request on its own thread (`inline_max_us`) and skips the "
+        "hand-off, but still pays per request what a bare loop does not: finding the model, validating the "
+        "inputs, building the ONNX Runtime input value in memory ONNX Runtime allocates, the pool's statistics, "
+        "and copying outputs into response tensors (about 2 µs on this VM against a ~5 µs model), plus every "
+        "64th request queued as a probe for rising load; see benchmarks/NOTES.md (inline runs)."),
     "runtime-overhead": (
         "on tiny models the fixed cost of one execution through the runtime (hand-off to the worker thread and "
         "back, building the ONNX Runtime input value, copying outputs into response tensors: ~5-7 µs) is of the "

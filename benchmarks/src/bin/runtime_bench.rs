@@ -7,6 +7,8 @@
 //!    same batch size, on the same model and thread settings.
 //! 3. Cold start: load time of each example model.
 //!
+//! With `--section overhead` it measures only 2 (`--cases model:batch,...`).
+//!
 //! With `--section raw-limit` it measures only the raw runtime limit:
 //! `Session::run` called in a loop at several batch sizes per model (one
 //! thread, no queue, no HTTP), the ceiling a gateway serving that model on
@@ -24,7 +26,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, parse_list, pool, runtime_loop};
-use switchyard_runtime::{init_onnxruntime, DeviceKind, ModelRepository, ModelSpec};
+use switchyard_runtime::{init_onnxruntime, BatchingSpec, DeviceKind, ModelRepository, ModelSpec};
+
+/// The same Rust heap as the `switchyard` binary (mimalloc), so the
+/// runtime path is measured as the gateway runs it; the direct loop shares
+/// it. ONNX Runtime's own allocations stay with glibc in both.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 struct Args {
@@ -37,13 +45,18 @@ struct Args {
     /// Where to write the results as JSON.
     #[arg(long)]
     json_out: Option<PathBuf>,
-    /// What to measure: `all` (batching gain, overhead, cold start) or
-    /// `raw-limit` (direct `Session::run` at several batch sizes).
+    /// What to measure: `all` (batching gain, overhead, cold start),
+    /// `overhead` (only the runtime path vs `Session::run`, for A/Bs of the
+    /// runtime's own cost) or `raw-limit` (direct `Session::run` at several
+    /// batch sizes).
     #[arg(long, default_value = "all")]
     section: String,
     /// Models of the raw-limit section, comma-separated.
     #[arg(long, default_value = "digits-cheap,synth-heavy")]
     models: String,
+    /// Cases of the overhead section, `model:batch` comma-separated.
+    #[arg(long, default_value = "synth-wide:32,synth-heavy:8,digits-cheap:1,digits-heavy:32")]
+    cases: String,
     /// Batch sizes of the raw-limit section, comma-separated (default:
     /// 1,16,64 in quick mode, 1,4,16,32,64,128 in full mode).
     #[arg(long)]
@@ -74,6 +87,68 @@ async fn cold_start(dir: &Path, model: &str) -> Result<Duration> {
     let repo = ModelRepository::new(vec![spec(dir, model, 32, Duration::from_micros(500))])?;
     let report = repo.load(model).await?;
     Ok(report.cold_start)
+}
+
+/// The runtime path vs a direct `Session::run` loop at the same batch
+/// size, per `--cases`: 16 closed-loop callers, each request one full
+/// batch (the worker's own cost, pipelined behind the callers'); and one
+/// caller, as the direct loop is one (what a lone caller of the model
+/// pays), with the default `inline_max` and with it off (every request
+/// through the worker thread). The four take turns in `OVERHEAD_ROUNDS`
+/// rounds of `duration / OVERHEAD_ROUNDS` each, so a change in the
+/// machine's load hits all of them; each figure is the median over the
+/// rounds (ratios per round, then the median).
+async fn overhead(args: &Args, duration: Duration) -> Result<Vec<serde_json::Value>> {
+    let slice = duration / OVERHEAD_ROUNDS as u32;
+    let mut overhead = Vec::new();
+    for case in parse_list::<String>(&args.cases, "case")? {
+        let (model, batch) =
+            case.split_once(':').ok_or_else(|| anyhow::anyhow!("case {case:?} is not model:batch"))?;
+        let batch: usize = batch.parse().map_err(|_| anyhow::anyhow!("bad batch size in case {case:?}"))?;
+        eprintln!("[runtime-bench] {model}: runtime vs direct Session::run at batch {batch}");
+        let with_inline = |inline_max| -> Result<Arc<ModelRepository>> {
+            let mut one = spec(&args.models_dir, model, batch, Duration::ZERO);
+            one.batching.inline_max = inline_max;
+            Ok(ModelRepository::new(vec![one])?)
+        };
+        let (many, inline, queued) = (
+            with_inline(BatchingSpec::DEFAULT_INLINE_MAX)?,
+            with_inline(BatchingSpec::DEFAULT_INLINE_MAX)?,
+            with_inline(Duration::ZERO)?,
+        );
+        let mut rounds = Vec::new();
+        for _ in 0..OVERHEAD_ROUNDS {
+            let direct = direct_rows_per_s(&args.models_dir.join(format!("{model}.onnx")), batch, slice)?;
+            let many = runtime_rows_per_s(many.clone(), model, 16, batch, slice).await?;
+            let inline = runtime_rows_per_s(inline.clone(), model, 1, batch, slice).await?;
+            let queued = runtime_rows_per_s(queued.clone(), model, 1, batch, slice).await?;
+            rounds.push([direct, many, inline, queued]);
+        }
+        let median_of = |f: &dyn Fn(&[f64; 4]) -> f64| median(rounds.iter().map(f).collect());
+        let one =
+            |i: usize| json!({"rows_per_s": median_of(&|r| r[i]), "ratio": median_of(&|r| r[i] / r[0])});
+        overhead.push(json!({"model": model, "batch": batch, "direct_rows_per_s": median_of(&|r| r[0]),
+            "runtime_rows_per_s": median_of(&|r| r[1]), "ratio": median_of(&|r| r[1] / r[0]),
+            "one_caller": {"inline": one(2), "queued": one(3)},
+            "inline_max_us": BatchingSpec::DEFAULT_INLINE_MAX.as_micros() as u64,
+            "rounds": rounds.iter().map(|r| json!({"direct": r[0], "callers_16": r[1], "one_inline": r[2],
+                                                  "one_queued": r[3]})).collect::<Vec<_>>()}));
+    }
+    Ok(overhead)
+}
+
+/// Rounds of the overhead section (see [`overhead`]).
+const OVERHEAD_ROUNDS: usize = 5;
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// The batching of each example model in the gateway's built-in config
@@ -140,12 +215,18 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     init_onnxruntime(None)?;
     match args.section.as_str() {
-        "all" => {}
+        "all" | "overhead" => {}
         "raw-limit" => return write_result(&args, &raw_limit(&args).await?),
-        other => anyhow::bail!("unknown --section {other:?}: use all or raw-limit"),
+        other => anyhow::bail!("unknown --section {other:?}: use all, overhead or raw-limit"),
     }
     let secs = if args.mode == "full" { 10 } else { 2 };
     let duration = Duration::from_secs(secs);
+    if args.section == "overhead" {
+        return write_result(
+            &args,
+            &json!({"overhead": overhead(&args, duration).await?, "duration_s": secs}),
+        );
+    }
     let dir = args.models_dir.clone();
 
     eprintln!("[runtime-bench] synth-wide, 32 callers x 1 row: batching off vs on");
@@ -154,17 +235,7 @@ async fn main() -> Result<()> {
     let on = ModelRepository::new(vec![spec(&dir, "synth-wide", 32, Duration::from_millis(2))])?;
     let batched = runtime_rows_per_s(on, "synth-wide", 32, 1, duration).await?;
 
-    let mut overhead = Vec::new();
-    for (model, batch) in
-        [("synth-wide", 32usize), ("synth-heavy", 8), ("digits-cheap", 1), ("digits-heavy", 32)]
-    {
-        eprintln!("[runtime-bench] {model}: runtime vs direct Session::run at batch {batch}");
-        let direct = direct_rows_per_s(&dir.join(format!("{model}.onnx")), batch, duration)?;
-        let repo = ModelRepository::new(vec![spec(&dir, model, batch, Duration::ZERO)])?;
-        let via_runtime = runtime_rows_per_s(repo, model, 16, batch, duration).await?;
-        overhead.push(json!({"model": model, "batch": batch, "direct_rows_per_s": direct,
-            "runtime_rows_per_s": via_runtime, "ratio": via_runtime / direct}));
-    }
+    let overhead = overhead(&args, duration).await?;
 
     let mut cold = Vec::new();
     for model in ["digits-cheap", "digits-heavy", "synth-heavy", "synth-wide"] {

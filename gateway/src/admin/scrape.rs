@@ -69,6 +69,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
         }),
         (
             Family::counter(
+                "switchyard_pool_inline_runs_total",
+                "Requests run on the caller's thread because the pool was idle (also in requests and executions).",
+                POOL,
+            ),
+            |p| p.inline_runs as f64,
+        ),
+        (
+            Family::counter(
                 "switchyard_pool_cancelled_total",
                 "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,

@@ -76,6 +76,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "cancelled": pool.cancelled,
         "rejected": pool.rejected,
         "errors": pool.errors,
+        "inline_runs": pool.inline_runs,
         "latency": pool.latency.iter().map(|b| json!({
             "max_batch": b.max_batch,
             "ewma_us": b.ewma.as_micros() as u64,

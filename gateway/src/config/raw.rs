@@ -137,6 +137,10 @@ pub struct RawBatching {
     /// Dispatch at once when nobody else is likely to join the batch
     /// instead of waiting out the delay, default true (see `BatchingSpec::idle_dispatch`).
     pub idle_dispatch: Option<bool>,
+    /// A request into an idle CPU pool whose batch is predicted to run
+    /// within this many microseconds runs on the caller's thread, default
+    /// 50; 0 turns it off (see `BatchingSpec::inline_max`).
+    pub inline_max_us: Option<u64>,
 }
 
 /// One entry of a model's `pools = [ ... ]`.

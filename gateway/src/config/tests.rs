@@ -182,3 +182,33 @@ path = "n.onnx"
         issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { idle_dispatch = \"yes\" }\n");
     assert_eq!(found[0].path, "models[0].batching.idle_dispatch", "{found:?}");
 }
+
+#[test]
+fn inline_max_defaults_to_50_us_and_can_be_set_or_turned_off_per_model_or_pool() {
+    let text = r#"
+[[models]]
+name = "m"
+path = "m.onnx"
+batching = { inline_max_us = 0 }
+pools = [{ device = "cpu" }, { name = "inline", device = "cpu", batching = { inline_max_us = 120 } }]
+
+[[models]]
+name = "n"
+path = "n.onnx"
+"#;
+    let config = parse(text, Path::new("/base")).expect("valid");
+    let m = &config.models[0];
+    assert!(m.pool_batching(&m.pools[0]).inline_max.is_zero(), "a pool inherits the model's setting");
+    assert_eq!(
+        m.pool_batching(&m.pools[1]).inline_max,
+        std::time::Duration::from_micros(120),
+        "and can override it"
+    );
+    assert_eq!(
+        config.models[1].batching.inline_max,
+        std::time::Duration::from_micros(50),
+        "50 µs by default"
+    );
+    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { inline_max_us = -1 }\n");
+    assert_eq!(found[0].path, "models[0].batching.inline_max_us", "{found:?}");
+}

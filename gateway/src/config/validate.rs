@@ -184,6 +184,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         max_queue_delay: Duration::from_micros(500),
         queue_capacity: 1024,
         idle_dispatch: true,
+        inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
     };
     let batching = batching_spec(&raw.batching, &defaults, &format!("{path}.batching"), issues);
     let mut pools: Vec<PoolSpec> = Vec::new();
@@ -252,6 +253,7 @@ fn batching_spec(
             issues,
         ),
         idle_dispatch: raw.idle_dispatch.unwrap_or(defaults.idle_dispatch),
+        inline_max: raw.inline_max_us.map_or(defaults.inline_max, Duration::from_micros),
     }
 }
 

@@ -42,6 +42,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             max_queue_delay: Duration::from_millis(delay_ms),
             queue_capacity: capacity,
             idle_dispatch: true,
+            inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         },
         idle_unload: None,
         warmup: false,

@@ -106,6 +106,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             max_queue_delay: Duration::ZERO,
             queue_capacity: defaults.queue_capacity,
             idle_dispatch: true,
+            inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -127,6 +128,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             defaults.queue_capacity
         },
         idle_dispatch: true,
+        inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
     }
 }
 
