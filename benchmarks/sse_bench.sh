@@ -6,6 +6,7 @@
 # Markdown tables for RESULTS.md.
 #
 #   benchmarks/sse_bench.sh [REQUESTS]     default 600 per phase and level
+#   SWITCHYARD_BIN=path/to/switchyard benchmarks/sse_bench.sh   another build, for A/Bs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REQUESTS="${1:-600}"
@@ -21,7 +22,7 @@ say "building release binaries"
 cargo build --release -q -p switchyard -p switchyard-benchmarks
 
 PORT=$(free_port)
-./target/release/switchyard serve --config benchmarks/sse_bench.toml --listen "127.0.0.1:$PORT" \
+"${SWITCHYARD_BIN:-./target/release/switchyard}" serve --config benchmarks/sse_bench.toml --listen "127.0.0.1:$PORT" \
     --admin-listen "127.0.0.1:$(free_port)" > "$OUT/sse-switchyard.log" 2>&1 &
 PIDS+=($!)
 wait_http "http://127.0.0.1:$PORT/v2/health/ready"
