@@ -9,6 +9,7 @@
 #
 #   benchmarks/cache_bench.sh          full: 10 s measured per run (~3 min)
 #   benchmarks/cache_bench.sh quick    6 s per run, smaller L2 sets (~2 min)
+#   SWITCHYARD_BIN=path/to/switchyard benchmarks/cache_bench.sh   another build, for A/Bs
 #
 # The benchmark suite (benchmarks/stages/40-cache.py) runs it with
 # CACHE_OUT (folder of the JSON reports, default benchmarks/out),
@@ -38,7 +39,7 @@ CONNS=32
 OUT=${CACHE_OUT:-benchmarks/out}
 RESULTS=${CACHE_RESULTS:-benchmarks/RESULTS-cache.md}
 PY=.venv/bin/python
-SY=./target/release/switchyard
+SY=${SWITCHYARD_BIN:-./target/release/switchyard}  # another build for A/Bs
 LG=./target/release/loadgen
 LG_TIMEOUT=120 # seconds; hard bound of any single load run
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ROOT/.cache/onnxruntime/libonnxruntime.so.1.31.1}"

@@ -88,6 +88,12 @@ impl RequestCtx {
 impl ProxyHttp for GatewayApp {
     type CTX = RequestCtx;
 
+    /// No downstream modules. Pingora's default adds its response
+    /// compression module switched off, which still builds a context and
+    /// runs a filter over every response and body chunk; Switchyard never
+    /// compresses (prefix routes pass the upstream's encoding through).
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx {
             started: Instant::now(),

@@ -4,7 +4,7 @@
 
 use crate::config::Limits;
 use crate::error::GatewayError;
-use crate::reply::Reply;
+use crate::reply::{static_value, Reply};
 use bytes::{Bytes, BytesMut};
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::Session;
@@ -70,13 +70,25 @@ pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, 
     if wants_continue && declared != Some(0) {
         session.write_continue_response().await.map_err(|e| GatewayError::BodyRead(e.to_string()))?;
     }
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
+    // A body that arrives as one chunk (most do) is kept as it came;
+    // only a second chunk starts a buffer, sized for the declared length.
+    let mut first: Option<Bytes> = None;
+    let mut buf = BytesMut::new();
     let read_all = async {
         loop {
             match session.read_request_body().await {
                 Ok(Some(chunk)) => {
-                    if buf.len() + chunk.len() > max {
+                    let held = first.as_ref().map_or(0, Bytes::len);
+                    if held + buf.len() + chunk.len() > max {
                         return Err(GatewayError::BodyTooLarge { limit: max });
+                    }
+                    if first.is_none() && buf.is_empty() {
+                        first = Some(chunk);
+                        continue;
+                    }
+                    if let Some(held) = first.take() {
+                        buf.reserve(declared.unwrap_or(0).min(max).max(held.len() + chunk.len()));
+                        buf.extend_from_slice(&held);
                     }
                     buf.extend_from_slice(&chunk);
                 }
@@ -86,21 +98,30 @@ pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, 
         }
     };
     match tokio::time::timeout(limits.body_read_timeout, read_all).await {
-        Ok(result) => result.map(|()| buf.freeze()),
+        Ok(result) => result.map(|()| first.unwrap_or_else(|| buf.freeze())),
         Err(_) => Err(GatewayError::BodyTimeout(limits.body_read_timeout)),
     }
 }
 
-/// Writes a complete reply.
+/// Writes a complete reply. The head is built as `http` parts and handed
+/// to Pingora whole: its own header setters parse and copy every name and
+/// value again (and keep a second map of their spelling), which made up a
+/// third of the allocations of a cache hit.
 pub async fn write_reply(session: &mut Session, reply: Reply, head_only: bool) -> pingora::Result<()> {
-    let mut header = ResponseHeader::build(reply.status, Some(reply.headers.len() + 2))?;
-    header.insert_header("content-type", reply.content_type)?;
-    header.insert_header("content-length", reply.body.len().to_string())?;
+    let (mut parts, ()) = http::Response::new(()).into_parts();
+    parts.status = http::StatusCode::from_u16(reply.status)
+        .map_err(|_| pingora::Error::explain(pingora::ErrorType::InvalidHTTPHeader, "invalid status"))?;
+    parts.headers.reserve(reply.headers.len() + 2);
+    let content_type = static_value(reply.content_type).map_err(|_| {
+        pingora::Error::explain(pingora::ErrorType::InvalidHTTPHeader, "invalid content type")
+    })?;
+    parts.headers.insert(http::header::CONTENT_TYPE, content_type);
+    parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(reply.body.len()));
     for (name, value) in reply.headers {
-        header.insert_header(name, value)?;
+        parts.headers.append(name, value);
     }
     let no_body = head_only || reply.body.is_empty();
-    session.write_response_header(Box::new(header), no_body).await?;
+    session.write_response_header(Box::new(ResponseHeader::from(parts)), no_body).await?;
     if !no_body {
         session.write_response_body(Some(reply.body), true).await?;
     }

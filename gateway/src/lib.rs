@@ -18,6 +18,7 @@ pub mod endpoint;
 pub mod error;
 pub mod grpc;
 pub mod handlers;
+pub mod header_names;
 pub mod http_io;
 pub mod inference;
 pub mod lifecycle;

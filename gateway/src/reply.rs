@@ -3,6 +3,7 @@
 
 use crate::error::GatewayError;
 use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 
 /// Status, headers and body of one response.
 #[derive(Debug, Clone)]
@@ -10,8 +11,9 @@ pub struct Reply {
     /// HTTP status code.
     pub status: u16,
     /// Extra headers (content-type and length are set by the writer from
-    /// `content_type` and `body`).
-    pub headers: Vec<(&'static str, String)>,
+    /// `content_type` and `body`). Names and values are in their wire form
+    /// already, so writing (and cloning a cached reply) copies no text.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
     /// `Content-Type` of the body.
     pub content_type: &'static str,
     /// The body.
@@ -48,9 +50,27 @@ impl Reply {
         }
     }
 
-    /// Adds a header.
-    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
-        self.headers.push((name, value.into()));
+    /// Adds a header. A value that cannot be a header value (a control
+    /// character from a model's name, say) is left out with a warning
+    /// rather than failing the whole answer.
+    pub fn with_header(mut self, name: HeaderName, value: impl Into<String>) -> Reply {
+        match HeaderValue::try_from(value.into()) {
+            Ok(value) => self.headers.push((name, value)),
+            Err(_) => {
+                tracing::warn!(header = %name, "response header left out: its value is not valid in a header")
+            }
+        }
+        self
+    }
+
+    /// Adds a header whose value is fixed text (no copy).
+    pub fn with_static_header(mut self, name: HeaderName, value: &'static str) -> Reply {
+        match static_value(value) {
+            Ok(value) => self.headers.push((name, value)),
+            Err(_) => {
+                tracing::warn!(header = %name, "response header left out: its value is not valid in a header")
+            }
+        }
         self
     }
 
@@ -61,12 +81,22 @@ impl Reply {
         let mut reply = Reply::json_value(err.status(), &body);
         reply.error_label = Some(err.label());
         if let Some(secs) = err.retry_after() {
-            reply = reply.with_header("retry-after", secs.to_string());
+            reply = reply.with_header(RETRY_AFTER, secs.to_string());
         }
         if let GatewayError::Unauthorized { realm, .. } = err {
-            reply = reply.with_header("www-authenticate", format!("Bearer realm=\"{realm}\""));
+            reply = reply.with_header(WWW_AUTHENTICATE, format!("Bearer realm=\"{realm}\""));
         }
         reply
+    }
+}
+
+/// `text` as a header value without copying it; an invalid one (outside
+/// visible ASCII, space and tab) is refused instead of panicking.
+pub fn static_value(text: &'static str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+    if text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+        Ok(HeaderValue::from_static(text))
+    } else {
+        HeaderValue::from_str(text)
     }
 }
 

@@ -3,11 +3,17 @@
 //! Fixed-width tensors are copied as raw little-endian bytes into a tensor
 //! ONNX Runtime allocates (so every fixed-width type, FP16 and BF16
 //! included, takes one code path); `BYTES` become ONNX string tensors and
-//! must be UTF-8.
+//! must be UTF-8. A request's own tensor of a common numeric type, aligned
+//! for its element type, is lent to ONNX Runtime as a view instead
+//! ([`to_ort_input`]): no allocation by ONNX Runtime and no copy.
 
 use bytes::Bytes;
 use ort::memory::Allocator;
-use ort::value::{DynTensor, DynTensorValueType, DynValue, TensorElementType, ValueType};
+use ort::session::SessionInputValue;
+use ort::value::{
+    DynTensor, DynTensorValueType, DynValue, PrimitiveTensorElementType, TensorElementType, TensorRef,
+    ValueType,
+};
 
 use crate::tensor::{DataType, Tensor, TensorData};
 
@@ -51,6 +57,51 @@ pub fn from_ort_type(ty: TensorElementType) -> Option<DataType> {
         TensorElementType::String => DataType::Bytes,
         _ => return None,
     })
+}
+
+/// An input for `Session::run` over `tensor`: a view of its bytes when
+/// they can be lent as they are (see [`view`]), else a copy
+/// ([`to_ort_value`]).
+pub fn to_ort_input(tensor: &Tensor) -> Result<SessionInputValue<'_>, String> {
+    let lent = match (tensor.dtype(), tensor.data()) {
+        (DataType::F32, TensorData::Fixed(bytes)) => view::<f32>(tensor.shape(), bytes),
+        (DataType::F64, TensorData::Fixed(bytes)) => view::<f64>(tensor.shape(), bytes),
+        (DataType::I64, TensorData::Fixed(bytes)) => view::<i64>(tensor.shape(), bytes),
+        (DataType::I32, TensorData::Fixed(bytes)) => view::<i32>(tensor.shape(), bytes),
+        (DataType::I16, TensorData::Fixed(bytes)) => view::<i16>(tensor.shape(), bytes),
+        (DataType::I8, TensorData::Fixed(bytes)) => view::<i8>(tensor.shape(), bytes),
+        (DataType::U8, TensorData::Fixed(bytes)) => view::<u8>(tensor.shape(), bytes),
+        (DataType::U16, TensorData::Fixed(bytes)) => view::<u16>(tensor.shape(), bytes),
+        (DataType::U32, TensorData::Fixed(bytes)) => view::<u32>(tensor.shape(), bytes),
+        (DataType::U64, TensorData::Fixed(bytes)) => view::<u64>(tensor.shape(), bytes),
+        _ => None,
+    };
+    match lent {
+        Some(input) => Ok(input),
+        None => to_ort_value(tensor).map(SessionInputValue::from),
+    }
+}
+
+/// `bytes` lent to ONNX Runtime as a tensor of `T` and `shape`; `None`
+/// when they are empty, not aligned for `T`, or not a whole number of
+/// elements (the caller copies instead).
+fn view<'a, T: PrimitiveTensorElementType + Clone + std::fmt::Debug + 'static>(
+    shape: &[usize],
+    bytes: &'a Bytes,
+) -> Option<SessionInputValue<'a>> {
+    if bytes.is_empty() {
+        return None;
+    }
+    // SAFETY: every type `T` this is called with (integers and IEEE
+    // floats) is valid for any bit pattern, so reading the aligned middle
+    // part of a byte slice as `T`s is sound; `align_to` itself never
+    // splits an element.
+    let (head, elements, tail) = unsafe { bytes.as_ref().align_to::<T>() };
+    if !head.is_empty() || !tail.is_empty() {
+        return None;
+    }
+    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    TensorRef::from_array_view((shape, elements)).ok().map(SessionInputValue::from)
 }
 
 /// Builds an ONNX Runtime value holding a copy of `tensor`. Errors are
@@ -136,5 +187,38 @@ mod tests {
         for d in ALL_DATA_TYPES {
             assert_eq!(from_ort_type(to_ort_type(d)), Some(d));
         }
+    }
+
+    fn floats(input: &SessionInputValue<'_>) -> (Vec<i64>, Vec<f32>) {
+        let (shape, data) = input.try_extract_tensor::<f32>().unwrap();
+        (shape.to_vec(), data.to_vec())
+    }
+
+    #[test]
+    fn an_aligned_request_tensor_is_lent_and_anything_else_is_copied() {
+        crate::ort_env::init_onnxruntime(None).unwrap();
+        let values = [1.5f32, -2.0, 3.25, 4.0];
+        let expected = (vec![2, 2], values.to_vec());
+        let aligned = Tensor::from_f32(vec![2, 2], &values).unwrap();
+        let lent = to_ort_input(&aligned).unwrap();
+        assert!(matches!(lent, SessionInputValue::View(_)));
+        assert_eq!(floats(&lent), expected);
+
+        // The same floats one byte into a buffer: no longer 4-aligned.
+        let mut raw = vec![0u8];
+        raw.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        let shifted = Bytes::from(raw).slice(1..);
+        assert_ne!(shifted.as_ptr() as usize % 4, 0);
+        let unaligned = Tensor::new(DataType::F32, vec![2, 2], TensorData::Fixed(shifted)).unwrap();
+        let copied = to_ort_input(&unaligned).unwrap();
+        assert!(matches!(copied, SessionInputValue::Owned(_)));
+        assert_eq!(floats(&copied), expected);
+
+        // A type without a view (FP16) and an empty tensor are copied.
+        let half =
+            Tensor::new(DataType::F16, vec![1, 2], TensorData::Fixed(Bytes::from(vec![0u8; 4]))).unwrap();
+        assert!(matches!(to_ort_input(&half).unwrap(), SessionInputValue::Owned(_)));
+        let empty = Tensor::from_f32(vec![0, 2], &[]).unwrap();
+        assert!(matches!(to_ort_input(&empty).unwrap(), SessionInputValue::Owned(_)));
     }
 }

@@ -209,6 +209,13 @@ impl Model {
         }))
     }
 
+    /// Whether the signature is known (what [`Self::signature`] would
+    /// return `Ok` for), without copying it: existence checks on the
+    /// request path ask this.
+    pub fn has_signature(&self) -> bool {
+        self.signature.lock().is_some()
+    }
+
     /// The text stage, for a text model whose files were read.
     pub fn text_encoder(&self) -> Option<Arc<TextEncoder>> {
         self.text.lock().clone()

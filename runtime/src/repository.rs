@@ -73,6 +73,12 @@ impl ModelRepository {
         self.model(model)?.signature()
     }
 
+    /// Whether `model` is registered with a known signature (what
+    /// [`Self::signature`] returns `Ok` for), without copying it.
+    pub fn has_signature(&self, model: &str) -> bool {
+        self.find(model).is_some_and(|m| m.has_signature())
+    }
+
     /// The spec the model was registered with.
     pub fn spec(&self, model: &str) -> Result<ModelSpec, RuntimeError> {
         Ok(self.model(model)?.spec.clone())
@@ -148,7 +154,9 @@ impl ModelRepository {
             // Before anything is allocated per row (e.g. tokenising texts).
             m.spec.check_rows(request_rows(&req))?;
         }
-        let req = match (m.spec.max_tokens(), m.text_encoder()) {
+        // Only a text model has a tokenizer to look up (a lock and a count).
+        let encoder = m.spec.max_tokens().and_then(|_| m.text_encoder());
+        let req = match (m.spec.max_tokens(), encoder.clone()) {
             (None, _) => req,
             (Some(max_tokens), Some(encoder)) => {
                 encode_request(&encoder, &m.spec.name, req, max_tokens).await?
@@ -161,7 +169,7 @@ impl ModelRepository {
             }
         };
         let mut validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
-        if let (Some(encoder), true) = (m.text_encoder(), loaded.batch) {
+        if let (Some(encoder), true) = (encoder, loaded.batch) {
             // Token tensors of any length batch together within a length
             // bucket; the worker pads them to the batch's longest.
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);

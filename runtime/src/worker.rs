@@ -4,17 +4,18 @@
 //! takes per batch: a caller may run a request on it directly when the
 //! pool is idle (see [`crate::inline`]); otherwise the lock is uncontended.
 
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ort::session::Session;
+use ort::session::{Session, SessionInputValue, SessionInputs};
 use ort::value::DynValue;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::batch::{concat, concat_padded, split};
-use crate::convert::{from_ort_value, to_ort_value};
+use crate::convert::{from_ort_value, to_ort_input, to_ort_value};
 use crate::error::RuntimeError;
 use crate::queue::{Collector, PoolShared, QueueEntry};
 use crate::request::InferenceResponse;
@@ -121,21 +122,24 @@ fn reply_all(ctx: &PoolContext, batch: Vec<QueueEntry>, mut outputs: SplitOutput
 /// Concatenates, runs and splits one batch. Only outputs some entry asked
 /// for are converted.
 fn execute(session: &mut Session, ctx: &PoolContext, batch: &[QueueEntry]) -> Result<SplitOutputs, String> {
-    let mut inputs: Vec<(String, DynValue)> = Vec::with_capacity(ctx.signature.inputs.len());
+    let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
+        Vec::with_capacity(ctx.signature.inputs.len());
     for (j, spec) in ctx.signature.inputs.iter().enumerate() {
+        // A batch of one lends the request's own tensor where it can.
         let value = if let [only] = batch {
-            to_ort_value(&only.inputs[j])
+            to_ort_input(&only.inputs[j])
         } else {
             let parts: Vec<&Tensor> = batch.iter().map(|e| &e.inputs[j]).collect();
             match ctx.pad.as_ref().and_then(|p| p.get(j)) {
                 Some(&pad) => to_ort_value(&concat_padded(&parts, pad)?),
                 None => to_ort_value(&concat(&parts)?),
             }
+            .map(SessionInputValue::from)
         }
         .map_err(|e| format!("input '{}': {e}", spec.name))?;
-        inputs.push((spec.name.clone(), value));
+        inputs.push((Cow::Borrowed(spec.name.as_str()), value));
     }
-    let mut results = session.run(inputs).map_err(|e| e.to_string())?;
+    let mut results = session.run(SessionInputs::<0>::ValueMap(inputs)).map_err(|e| e.to_string())?;
     let rows: Vec<usize> = batch.iter().map(|e| e.rows).collect();
     let mut outputs: SplitOutputs = Vec::with_capacity(ctx.signature.outputs.len());
     for (i, spec) in ctx.signature.outputs.iter().enumerate() {

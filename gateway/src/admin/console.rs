@@ -35,7 +35,7 @@ pub fn register(app: &mut AdminApp) {
         Method::GET,
         "/console",
         Access::Public,
-        handler(|_| async { Reply::empty(308).with_header("location", "/console/") }),
+        handler(|_| async { Reply::empty(308).with_static_header(http::header::LOCATION, "/console/") }),
     );
     let assets: [(&'static str, &'static str, &'static str); 6] = [
         ("/console/", "text/html; charset=utf-8", INDEX),
@@ -56,18 +56,19 @@ pub fn register(app: &mut AdminApp) {
 }
 
 fn asset(content_type: &'static str, text: &'static str) -> Reply {
-    Reply {
+    use http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS};
+    let reply = Reply {
         status: 200,
-        headers: vec![
-            ("content-security-policy", CSP.to_string()),
-            ("x-content-type-options", "nosniff".to_string()),
-            ("cache-control", "no-cache".to_string()),
-            ("referrer-policy", "no-referrer".to_string()),
-        ],
+        headers: Vec::with_capacity(4),
         content_type,
         body: Bytes::from_static(text.as_bytes()),
         error_label: None,
-    }
+    };
+    reply
+        .with_static_header(CONTENT_SECURITY_POLICY, CSP)
+        .with_static_header(X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .with_static_header(CACHE_CONTROL, "no-cache")
+        .with_static_header(REFERRER_POLICY, "no-referrer")
 }
 
 #[cfg(test)]

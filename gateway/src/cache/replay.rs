@@ -26,6 +26,7 @@
 
 use super::key::CacheKey;
 use crate::answer::Answer;
+use crate::header_names::X_CACHE;
 use crate::reply::Reply;
 use moka::future::Cache;
 use moka::Expiry;
@@ -104,9 +105,12 @@ impl ReplayEntry {
         request_id: Option<String>,
         ttl: Duration,
     ) -> ReplayEntry {
+        let hit = crate::reply::static_value(super::CacheStatus::HitL1.as_str());
         for (name, value) in &mut reply.headers {
-            if *name == "x-cache" {
-                *value = super::CacheStatus::HitL1.as_str().to_string();
+            if *name == X_CACHE {
+                if let Ok(hit) = &hit {
+                    value.clone_from(hit);
+                }
             }
         }
         let weight = u32::try_from(reply.body.len()).unwrap_or(u32::MAX).saturating_add(ENTRY_OVERHEAD);
@@ -208,11 +212,11 @@ mod tests {
             confidence: None,
             outputs: Vec::new(),
         });
-        let reply = Reply::json(200, "{}").with_header("x-cache", "miss").with_header("x-other", "kept");
+        let other = http::header::HeaderName::from_static("x-other");
+        let reply = Reply::json(200, "{}").with_header(X_CACHE, "miss").with_header(other.clone(), "kept");
         let entry = ReplayEntry::new(CacheKey([0; 32]), answer, reply, None, Duration::from_secs(1));
-        assert_eq!(
-            entry.reply.headers,
-            vec![("x-cache", "hit-l1".to_string()), ("x-other", "kept".to_string())]
-        );
+        let headers: Vec<(String, &str)> =
+            entry.reply.headers.iter().map(|(n, v)| (n.to_string(), v.to_str().unwrap())).collect();
+        assert_eq!(headers, vec![("x-cache".to_string(), "hit-l1"), ("x-other".to_string(), "kept")]);
     }
 }

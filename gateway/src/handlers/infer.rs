@@ -5,6 +5,7 @@
 use super::Request;
 use crate::cache::ReplayParts;
 use crate::error::GatewayError;
+use crate::header_names as names;
 use crate::inference::{self, Answered, Outcome};
 use crate::reply::Reply;
 use crate::routing::budget;
@@ -89,14 +90,14 @@ pub async fn infer<'a>(
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;
     if let Some(len) = encoded.header_len {
-        reply = reply.with_header(HEADER_LENGTH, len.to_string());
+        reply = reply.with_header(names::INFERENCE_HEADER_CONTENT_LENGTH, len.to_string());
     }
     let reply = reply
-        .with_header("x-cache", cache.as_str())
-        .with_header("x-switchyard-model", answer.model.clone())
-        .with_header("x-switchyard-device", answer.device.clone())
-        .with_header("x-switchyard-reason", answer.reason.clone())
-        .with_header("x-switchyard-budget-ms", answer.budget_ms.to_string());
+        .with_static_header(names::X_CACHE, cache.as_str())
+        .with_header(names::X_SWITCHYARD_MODEL, answer.model.clone())
+        .with_header(names::X_SWITCHYARD_DEVICE, answer.device.clone())
+        .with_header(names::X_SWITCHYARD_REASON, answer.reason.clone())
+        .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
     if let Some(key) = replay_key {
         state.cache.remember(key, &plan, &answer, &reply, id).await;
     }

@@ -50,7 +50,7 @@ pub async fn dispatch<'a>(state: &'a AppState, snap: &'a Snapshot, req: Request<
             method: req.method.to_string(),
             path: req.path.to_string(),
         })
-        .with_header("allow", endpoint.method().to_string())
+        .with_header(http::header::ALLOW, endpoint.method().to_string())
         .into();
     }
     let tenant = match endpoint.model_name() {

@@ -25,27 +25,62 @@ pub struct DecisionKey {
 }
 
 /// Counts of routing decisions, shared by all requests.
+///
+/// Kept per route, then as a short list of (model, device, reason)
+/// counters: a route has a handful of them, so recording a decision is a
+/// map lookup by the borrowed route name and a scan, with no label copied
+/// except when a combination is seen for the first time.
 #[derive(Debug, Default)]
 pub struct DecisionCounters {
-    counts: Mutex<HashMap<DecisionKey, u64>>,
+    counts: Mutex<HashMap<String, Vec<RouteCounter>>>,
+}
+
+/// One (model, device, reason) counter of a route.
+#[derive(Debug)]
+struct RouteCounter {
+    model: String,
+    device: String,
+    reason: String,
+    count: u64,
 }
 
 impl DecisionCounters {
     /// Adds one decision. Called once per answered or shed request.
     pub fn record(&self, route: &str, model: &str, device: &str, reason: &str) {
-        let key = DecisionKey {
-            route: route.to_string(),
-            model: model.to_string(),
-            device: device.to_string(),
-            reason: reason.to_string(),
+        let mut counts = self.counts.lock();
+        let counters = match counts.get_mut(route) {
+            Some(counters) => counters,
+            None => counts.entry(route.to_string()).or_default(),
         };
-        *self.counts.lock().entry(key).or_insert(0) += 1;
+        match counters.iter_mut().find(|c| c.model == model && c.device == device && c.reason == reason) {
+            Some(counter) => counter.count += 1,
+            None => counters.push(RouteCounter {
+                model: model.to_string(),
+                device: device.to_string(),
+                reason: reason.to_string(),
+                count: 1,
+            }),
+        }
     }
 
     /// Every counter, sorted by labels (a copy; the lock is held briefly).
     pub fn snapshot(&self) -> Vec<(DecisionKey, u64)> {
-        let mut all: Vec<(DecisionKey, u64)> =
-            self.counts.lock().iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut all: Vec<(DecisionKey, u64)> = self
+            .counts
+            .lock()
+            .iter()
+            .flat_map(|(route, counters)| {
+                counters.iter().map(move |c| {
+                    let key = DecisionKey {
+                        route: route.clone(),
+                        model: c.model.clone(),
+                        device: c.device.clone(),
+                        reason: c.reason.clone(),
+                    };
+                    (key, c.count)
+                })
+            })
+            .collect();
         all.sort();
         all
     }
@@ -81,5 +116,9 @@ mod tests {
         assert_eq!(snap[0].0.model, "digits-cheap");
         assert_eq!(snap[0].1, 2);
         assert_eq!(c.to_json()[1]["reason"], "shed");
+        c.record("other", "digits-cheap", "cpu", "cascade_confident");
+        let snap = c.snapshot();
+        assert_eq!(snap.len(), 3);
+        assert_eq!((snap[2].0.route.as_str(), snap[2].1), ("other", 1));
     }
 }

@@ -21,7 +21,7 @@ pub struct Catalog<'a> {
 impl Catalog<'_> {
     /// Whether `model` exists (locally or upstream).
     pub fn knows(&self, model: &str) -> bool {
-        self.upstreams.has_model(model) || self.repo.signature(model).is_ok()
+        self.upstreams.has_model(model) || self.repo.has_signature(model)
     }
 
     /// `model`'s signature. An upstream model whose signature is not
