@@ -118,7 +118,7 @@ pub async fn write_reply(session: &mut Session, reply: Reply, head_only: bool) -
     parts.headers.insert(http::header::CONTENT_TYPE, content_type);
     parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(reply.body.len()));
     for (name, value) in reply.headers {
-        parts.headers.append(name, value);
+        parts.headers.insert(name, value);
     }
     let no_body = head_only || reply.body.is_empty();
     session.write_response_header(Box::new(ResponseHeader::from(parts)), no_body).await?;
