@@ -4,6 +4,7 @@
 use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::upstream::Catalog;
+use std::sync::Arc;
 use switchyard_runtime::ModelSignature;
 
 /// What a V2 model name refers to.
@@ -90,6 +91,6 @@ pub fn resolve(
 /// The signature clients see for a target (all models of a route share
 /// it; the first one known is used, so a route answers while one of its
 /// upstream models is unreachable).
-pub fn signature(catalog: &Catalog<'_>, target: &Target) -> Result<ModelSignature, GatewayError> {
+pub fn signature(catalog: &Catalog<'_>, target: &Target) -> Result<Arc<ModelSignature>, GatewayError> {
     catalog.shared_signature(&target.models)
 }

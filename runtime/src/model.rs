@@ -91,6 +91,9 @@ pub struct Model {
     /// Cold-start time of each successful load (µs).
     pub cold_starts: Histogram,
     signature: Mutex<Option<ModelSignature>>,
+    /// What [`Self::signature`] returns, made once from `signature` (and
+    /// the text stage); cleared whenever either is set.
+    public_signature: Mutex<Option<Arc<ModelSignature>>>,
     text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
 }
@@ -180,6 +183,7 @@ impl Model {
             awaiting_file: AtomicBool::new(awaiting_file),
             cold_starts: Histogram::new(COLD_START_US_BOUNDS),
             signature: Mutex::new(signature),
+            public_signature: Mutex::new(None),
             text: Mutex::new(text),
             inner: Mutex::new(Inner {
                 state,
@@ -194,14 +198,26 @@ impl Model {
     }
 
     /// The signature clients see (a text model's `BYTES` input in place of
-    /// its token tensors), or the registration error.
-    pub fn signature(&self) -> Result<ModelSignature, RuntimeError> {
-        if let Some(sig) = self.signature.lock().clone() {
-            return Ok(match self.text_encoder() {
-                Some(encoder) => encoder.public_signature(&sig),
-                None => sig,
-            });
+    /// its token tensors), or the registration error. Shared, not copied:
+    /// the gateway asks on every request.
+    pub fn signature(&self) -> Result<Arc<ModelSignature>, RuntimeError> {
+        // Held while it is made, so a signature set meanwhile (which
+        // clears this after setting `signature`) is never overwritten by
+        // one made from the old graph.
+        let mut public = self.public_signature.lock();
+        if let Some(sig) = public.as_ref() {
+            return Ok(Arc::clone(sig));
         }
+        let graph = self.signature.lock().clone();
+        if let Some(graph) = graph {
+            let made = Arc::new(match self.text_encoder() {
+                Some(encoder) => encoder.public_signature(&graph),
+                None => graph,
+            });
+            *public = Some(Arc::clone(&made));
+            return Ok(made);
+        }
+        drop(public);
         Err(self.failure().unwrap_or_else(|| RuntimeError::CorruptModel {
             model: self.spec.name.clone(),
             path: self.spec.path.clone(),
@@ -360,6 +376,7 @@ impl Model {
         let (graph, text) = probe_checked(&self.spec, source)?;
         *self.signature.lock() = Some(graph.clone());
         *self.text.lock() = text;
+        *self.public_signature.lock() = None;
         self.awaiting_file.store(false, Ordering::SeqCst);
         Ok(graph)
     }
@@ -372,6 +389,7 @@ impl Model {
         let (sig, text) = probe(&self.spec)?;
         *slot = Some(sig.clone());
         *self.text.lock() = text;
+        *self.public_signature.lock() = None;
         Ok(sig)
     }
 

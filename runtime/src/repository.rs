@@ -69,7 +69,7 @@ impl ModelRepository {
     }
 
     /// The model's inputs and outputs (known without loading it).
-    pub fn signature(&self, model: &str) -> Result<ModelSignature, RuntimeError> {
+    pub fn signature(&self, model: &str) -> Result<Arc<ModelSignature>, RuntimeError> {
         self.model(model)?.signature()
     }
 

@@ -37,7 +37,7 @@ pub fn decode_limits(
     state: &AppState,
     snap: &Snapshot,
     target: &Target,
-) -> Result<(DecodeLimits, ModelSignature), GatewayError> {
+) -> Result<(DecodeLimits, Arc<ModelSignature>), GatewayError> {
     let config = &snap.config;
     let signature = state.catalog(snap).shared_signature(&target.models)?;
     let limits = DecodeLimits {

@@ -31,7 +31,7 @@ pub fn check_exposure(admin_listen: SocketAddr, admin: &AdminConfig) -> Result<(
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
-        let mut reference: Option<(&String, ModelSignature)> = None;
+        let mut reference: Option<(&String, Arc<ModelSignature>)> = None;
         let local = route.models.iter().enumerate().filter(|(_, m)| config.proxy.upstream_model(m).is_none());
         for (j, model) in local {
             let path = format!("routes[{i}].models[{j}]");

@@ -5,6 +5,7 @@
 
 use super::registry::{SignatureState, Upstreams};
 use crate::error::GatewayError;
+use std::sync::Arc;
 use switchyard_runtime::{
     BatchingSpec, ModelRepository, ModelSignature, ModelSpec, ModelState, RuntimeError,
 };
@@ -27,11 +28,11 @@ impl Catalog<'_> {
     /// `model`'s signature. An upstream model whose signature is not
     /// known yet (its server unreachable since start-up) or does not match
     /// its route is unavailable (503).
-    pub fn signature(&self, model: &str) -> Result<ModelSignature, GatewayError> {
+    pub fn signature(&self, model: &str) -> Result<Arc<ModelSignature>, GatewayError> {
         match self.upstreams.model(model) {
             None => Ok(self.repo.signature(model)?),
             Some((upstream, remote)) => match remote.state() {
-                SignatureState::Known(sig) => Ok((*sig).clone()),
+                SignatureState::Known(sig) => Ok(sig),
                 SignatureState::Unknown(why) | SignatureState::Incompatible(why) => {
                     Err(GatewayError::Runtime(RuntimeError::Upstream {
                         model: model.to_string(),
@@ -48,7 +49,7 @@ impl Catalog<'_> {
     /// The signature of a group of models that share one (a route's
     /// members): the first one known, so a route answers metadata calls
     /// while one of its upstream models is unreachable.
-    pub fn shared_signature(&self, models: &[String]) -> Result<ModelSignature, GatewayError> {
+    pub fn shared_signature(&self, models: &[String]) -> Result<Arc<ModelSignature>, GatewayError> {
         let mut first_error = None;
         for model in models {
             match self.signature(model) {

@@ -88,10 +88,10 @@ fn check_routes(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) 
             route.models.iter().filter(|m| !upstreams.has_model(m)).find_map(|m| repo.signature(m).ok());
         let remote_known =
             || route.models.iter().filter_map(|m| upstreams.model(m)).find_map(|(_, r)| r.signature());
-        let Some(reference) = local.or_else(|| remote_known().map(|s| (*s).clone())) else { continue };
+        let Some(reference) = local.or_else(remote_known) else { continue };
         for (j, name) in route.models.iter().enumerate() {
             let Some((_, remote)) = upstreams.model(name) else { continue };
-            remote.expect(reference.clone());
+            remote.expect(ModelSignature::clone(&reference));
             if let SignatureState::Incompatible(why) = remote.state() {
                 issues.push(ConfigIssue {
                     path: format!("routes[{i}].models[{j}]"),
