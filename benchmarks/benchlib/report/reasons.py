@@ -37,9 +37,10 @@ REASONS = {
     "runtime-overhead.one-caller": (
         "a lone caller of a microsecond model runs its request on its own thread (`inline_max_us`) and skips the "
         "hand-off, but still pays per request what a bare loop does not: finding the model, validating the "
-        "inputs, building the ONNX Runtime input value in memory ONNX Runtime allocates, the pool's statistics, "
-        "and copying outputs into response tensors (about 2 µs on this VM against a ~5 µs model), plus every "
-        "64th request queued as a probe for rising load; see benchmarks/NOTES.md (inline runs)."),
+        "inputs, wrapping its tensor for ONNX Runtime (lent, not copied, since 2026-11-26), the pool's "
+        "statistics, and copying outputs into response tensors with their names (about 2 µs on this VM against "
+        "a ~5 µs model), plus every 64th request queued as a probe for rising load; see benchmarks/NOTES.md "
+        "(inline runs; allocations on the request path)."),
     "runtime-overhead": (
         "on tiny models the fixed cost of one execution through the runtime (hand-off to the worker thread and "
         "back, building the ONNX Runtime input value, copying outputs into response tensors: ~5-7 µs) is of the "
