@@ -3,7 +3,7 @@
 
 use crate::error::GatewayError;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 
 /// Status, headers and body of one response.
 #[derive(Debug, Clone)]
@@ -53,19 +53,17 @@ impl Reply {
     /// Adds a header. A value that cannot be a header value (a control
     /// character from a model's name, say) is left out with a warning
     /// rather than failing the whole answer.
-    pub fn with_header(mut self, name: HeaderName, value: impl Into<String>) -> Reply {
-        match HeaderValue::try_from(value.into()) {
-            Ok(value) => self.headers.push((name, value)),
-            Err(_) => {
-                tracing::warn!(header = %name, "response header left out: its value is not valid in a header")
-            }
-        }
-        self
+    pub fn with_header(self, name: HeaderName, value: impl Into<String>) -> Reply {
+        self.with_value(name, HeaderValue::try_from(value.into()))
     }
 
     /// Adds a header whose value is fixed text (no copy).
-    pub fn with_static_header(mut self, name: HeaderName, value: &'static str) -> Reply {
-        match static_value(value) {
+    pub fn with_static_header(self, name: HeaderName, value: &'static str) -> Reply {
+        self.with_value(name, static_value(value))
+    }
+
+    fn with_value(mut self, name: HeaderName, value: Result<HeaderValue, InvalidHeaderValue>) -> Reply {
+        match value {
             Ok(value) => self.headers.push((name, value)),
             Err(_) => {
                 tracing::warn!(header = %name, "response header left out: its value is not valid in a header")
@@ -92,7 +90,7 @@ impl Reply {
 
 /// `text` as a header value without copying it; an invalid one (outside
 /// visible ASCII, space and tab) is refused instead of panicking.
-pub fn static_value(text: &'static str) -> Result<HeaderValue, http::header::InvalidHeaderValue> {
+pub fn static_value(text: &'static str) -> Result<HeaderValue, InvalidHeaderValue> {
     if text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
         Ok(HeaderValue::from_static(text))
     } else {
