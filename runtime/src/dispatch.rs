@@ -40,9 +40,10 @@ pub fn enqueue(
     model: &Model,
     loaded: &LoadedModel,
     pool: Option<usize>,
-    v: Validated,
+    mut v: Validated,
 ) -> Result<Queued, RuntimeError> {
     let rows = v.rows;
+    let group = v.batch_key(loaded.batch);
     let order = match pool {
         Some(i) => {
             if loaded.pools.get(i).is_none_or(Option::is_none) {
@@ -57,7 +58,7 @@ pub fn enqueue(
         inputs: v.inputs,
         rows,
         outputs: v.outputs,
-        group: v.group,
+        group,
         enqueued: Instant::now(),
         ahead: 0,
         reply: tx,

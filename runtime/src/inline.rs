@@ -19,33 +19,35 @@
 //!    requests that arrived lately found it nearly empty (its `company`
 //!    average below one half), so a batch is not worth waiting for;
 //! 4. one of its workers' sessions is free (`try_lock`);
-//! 5. it is not the probe: after 63 inline runs in a row the next request
+//! 5. it is not the probe: after 255 inline runs in a row the next request
 //!    is queued. A caller busy running requests inline does not read new
 //!    ones meanwhile, so on a one-thread server a rising load would only
 //!    show as arrivals into an empty pool; a queued request lets the
 //!    thread read on, the arrivals behind it find it queued, the average
-//!    rises and batching takes over.
+//!    rises and batching takes over. The interval weighs how soon rising
+//!    load is seen (within 256 runs of at most `inline_max` each: about
+//!    2.5 ms for a 10 µs model, 13 ms at the 50 µs default limit) against
+//!    what the probe costs a lone caller (one worker round trip, ~4 runs'
+//!    worth, per interval: ~1.5% of its throughput; every 64th request
+//!    cost ~5%, every 16th ~10%; benchmarks/NOTES.md).
 //!
 //! An inline run is recorded like a worker's batch of one (requests,
 //! executions, latency, histograms) and counted in `inline_runs`.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
-
-use tokio::sync::oneshot;
 
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::PoolRuntime;
-use crate::queue::{PoolShared, QueueEntry};
+use crate::queue::PoolShared;
 use crate::request::InferenceResponse;
 use crate::spec::{BatchingSpec, DeviceKind};
 use crate::stats::add;
 use crate::validate::Validated;
-use crate::worker::run_batch;
+use crate::worker::run_alone;
 
 /// Inline runs in a row after which one request is queued (step 5).
-const PROBE_EVERY: u32 = 64;
+const PROBE_EVERY: u32 = 256;
 
 /// The outcome of [`try_run`].
 pub enum Inline {
@@ -93,27 +95,11 @@ fn run_on_free_session(runtime: &PoolRuntime, shared: &PoolShared, v: Validated)
     let Some(session) = runtime.sessions.iter().find_map(|s| s.try_lock()) else {
         return Inline::Queue(v);
     };
-    let (reply, mut answer) = oneshot::channel();
-    let entry = QueueEntry {
-        inputs: v.inputs,
-        rows: v.rows,
-        outputs: v.outputs,
-        group: v.group,
-        enqueued: Instant::now(),
-        ahead: 0,
-        reply,
-    };
     shared.observe_arrival(0);
-    shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
+    shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
     add(&shared.counters.requests, 1);
     add(&shared.counters.inline_runs, 1);
-    run_batch(session, &runtime.ctx, vec![entry]);
-    Inline::Ran(answer.try_recv().unwrap_or_else(|_| {
-        Err(RuntimeError::Execution {
-            model: runtime.ctx.model.clone(),
-            reason: "the inline run gave no answer".into(),
-        })
-    }))
+    Inline::Ran(run_alone(session, &runtime.ctx, v))
 }
 
 #[cfg(test)]

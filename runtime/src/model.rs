@@ -66,7 +66,6 @@ struct Inner {
     loaded: Option<Arc<LoadedModel>>,
     failure: Option<RuntimeError>,
     last_report: Option<LoadReport>,
-    last_used: Instant,
     loads: u64,
     unloads: u64,
 }
@@ -96,6 +95,12 @@ pub struct Model {
     public_signature: Mutex<Option<Arc<ModelSignature>>>,
     text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
+    /// When the model was registered: the origin of `last_used_ns`.
+    registered: Instant,
+    /// Nanoseconds from `registered` to the last use (for idle unloading).
+    /// An atomic rather than a field of `inner`: every request marks it
+    /// twice, and it must not take the model's lock to do so.
+    last_used_ns: AtomicU64,
 }
 
 /// [`probe`], then the graph checked against what `source` declared (a
@@ -190,10 +195,11 @@ impl Model {
                 loaded: None,
                 failure,
                 last_report: None,
-                last_used: Instant::now(),
                 loads: 0,
                 unloads: 0,
             }),
+            registered: Instant::now(),
+            last_used_ns: AtomicU64::new(0),
         }
     }
 
@@ -269,12 +275,14 @@ impl Model {
 
     /// Marks the model as just used (for idle unloading).
     pub fn touch(&self) {
-        self.inner.lock().last_used = Instant::now();
+        let since = u64::try_from(self.registered.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_used_ns.store(since, Ordering::Relaxed);
     }
 
-    /// How long since the last request.
+    /// How long since the last request (or the last load).
     pub fn idle_for(&self) -> Duration {
-        self.inner.lock().last_used.elapsed()
+        let last = Duration::from_nanos(self.last_used_ns.load(Ordering::Relaxed));
+        self.registered.elapsed().saturating_sub(last)
     }
 
     /// Drops the running pools; queued requests still complete. Returns
@@ -310,8 +318,8 @@ impl Model {
                 inner.loaded = Some(Arc::clone(loaded));
                 inner.failure = None;
                 inner.last_report = Some(report.clone());
-                inner.last_used = Instant::now();
                 inner.loads += 1;
+                self.touch();
                 self.cold_starts.record_duration(report.cold_start);
             }
             // The store could not deliver the file: unloaded, tried again

@@ -27,7 +27,11 @@ use crate::validate::validate;
 #[derive(Debug)]
 pub struct ModelRepository {
     models: Vec<Arc<Model>>,
-    by_name: HashMap<String, usize>,
+    /// Index into `models` by name. Every request looks its model up here,
+    /// so it hashes with foldhash rather than the default SipHash (a
+    /// fraction of the cost): its keys are the operator's model names, a
+    /// client only looks names up, so there is nothing to flood.
+    by_name: HashMap<String, usize, foldhash::fast::RandomState>,
     shutting_down: AtomicBool,
 }
 
@@ -173,7 +177,7 @@ impl ModelRepository {
             // Token tensors of any length batch together within a length
             // bucket; the worker pads them to the batch's longest.
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
-            validated.group = vec![vec![encoder.bucket(length)]];
+            validated.group = Some(vec![vec![encoder.bucket(length)]]);
         }
         let result = chunk::run(m, loaded, pool_index, validated, deadline).await;
         m.touch();

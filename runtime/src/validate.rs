@@ -16,9 +16,26 @@ pub struct Validated {
     pub rows: usize,
     /// Indices into the signature's outputs, in the order to return them.
     pub outputs: Vec<usize>,
-    /// The non-batch dimensions of every input: requests batch together
-    /// only when their keys are equal.
-    pub group: Vec<Vec<usize>>,
+    /// An explicit batching group (a text model's length bucket); `None`
+    /// leaves it to the inputs' non-batch dimensions, worked out only when
+    /// the request is queued (see [`Self::batch_key`]): a request that runs
+    /// inline never needs it.
+    pub group: Option<Vec<Vec<usize>>>,
+}
+
+impl Validated {
+    /// The key requests are batched by (only equal keys share a batch):
+    /// the explicit group, else the non-batch dimensions of every input;
+    /// empty for a model that does not batch.
+    pub fn batch_key(&mut self, batch: bool) -> Vec<Vec<usize>> {
+        match self.group.take() {
+            Some(group) => group,
+            None if batch => {
+                self.inputs.iter().map(|t| t.shape().get(1..).unwrap_or_default().to_vec()).collect()
+            }
+            None => Vec::new(),
+        }
+    }
 }
 
 /// True when every input has a dynamic leading dimension, so requests can
@@ -39,8 +56,32 @@ pub fn validate(
     batch: bool,
     req: InferenceRequest,
 ) -> Result<Validated, RuntimeError> {
+    let inputs = inputs_in_graph_order(model, signature, req.inputs)?;
+    let rows = rows(model, signature, batch, &inputs)?;
+    let outputs = output_indices(model, signature, req.outputs)?;
+    Ok(Validated { inputs, rows, outputs, group: None })
+}
+
+/// The request's tensors, each checked against its input's spec, in graph
+/// order. Requests usually name the inputs in graph order already: then
+/// they are taken as they come; otherwise each is put in its slot.
+fn inputs_in_graph_order(
+    model: &str,
+    signature: &ModelSignature,
+    given: Vec<(String, Tensor)>,
+) -> Result<Vec<Tensor>, RuntimeError> {
+    let in_order = given.len() == signature.inputs.len()
+        && given.iter().zip(&signature.inputs).all(|((name, _), spec)| *name == spec.name);
+    if in_order {
+        let mut inputs = Vec::with_capacity(given.len());
+        for ((_, tensor), spec) in given.into_iter().zip(&signature.inputs) {
+            check_tensor(model, spec, &tensor)?;
+            inputs.push(tensor);
+        }
+        return Ok(inputs);
+    }
     let mut slots: Vec<Option<Tensor>> = vec![None; signature.inputs.len()];
-    for (name, tensor) in req.inputs {
+    for (name, tensor) in given {
         let Some(index) = signature.inputs.iter().position(|t| t.name == name) else {
             return Err(RuntimeError::UnknownInput {
                 model: model.into(),
@@ -60,10 +101,7 @@ pub fn validate(
             slot.ok_or_else(|| RuntimeError::MissingInput { model: model.into(), input: spec.name.clone() })?;
         inputs.push(tensor);
     }
-    let rows = rows(model, signature, batch, &inputs)?;
-    let outputs = output_indices(model, signature, req.outputs)?;
-    let group = if batch { inputs.iter().map(|t| t.shape()[1..].to_vec()).collect() } else { Vec::new() };
-    Ok(Validated { inputs, rows, outputs, group })
+    Ok(inputs)
 }
 
 fn check_tensor(model: &str, spec: &TensorSpec, tensor: &Tensor) -> Result<(), RuntimeError> {
@@ -170,7 +208,8 @@ mod tests {
         let v = validate("m", &sig(), true, req(vec![3, 4])).unwrap();
         assert_eq!(v.rows, 3);
         assert_eq!(v.outputs, vec![0, 1]);
-        assert_eq!(v.group, vec![vec![4]]);
+        let mut v = v;
+        assert_eq!(v.batch_key(true), vec![vec![4]]);
     }
 
     #[test]

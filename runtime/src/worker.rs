@@ -22,6 +22,7 @@ use crate::request::InferenceResponse;
 use crate::signature::ModelSignature;
 use crate::stats::add;
 use crate::tensor::Tensor;
+use crate::validate::Validated;
 
 /// What a worker needs to know about its model and pool.
 #[derive(Debug)]
@@ -50,38 +51,77 @@ pub fn run_worker(session: Arc<Mutex<Session>>, ctx: Arc<PoolContext>, mut colle
 /// Per output index, the tensor of each entry (or `None` if nobody asked).
 type SplitOutputs = Vec<Option<Vec<Tensor>>>;
 
+/// Per output index, the whole batch's tensor (or `None` if nobody asked).
+type BatchOutputs = Vec<Option<Tensor>>;
+
+/// What [`execute`] needs of each request of a batch: a queued entry, or
+/// a validated request that runs alone on the caller's thread.
+pub trait BatchPart {
+    /// Inputs in graph order.
+    fn inputs(&self) -> &[Tensor];
+    /// Rows along the batch dimension.
+    fn rows(&self) -> usize;
+    /// Indices of the outputs it asked for.
+    fn outputs(&self) -> &[usize];
+}
+
+impl BatchPart for QueueEntry {
+    fn inputs(&self) -> &[Tensor] {
+        &self.inputs
+    }
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn outputs(&self) -> &[usize] {
+        &self.outputs
+    }
+}
+
+impl BatchPart for Validated {
+    fn inputs(&self) -> &[Tensor] {
+        &self.inputs
+    }
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn outputs(&self) -> &[usize] {
+        &self.outputs
+    }
+}
+
 /// Runs `batch` (its entries counted in the queue depth) on the locked
 /// `session`, releases it, records the batch in the pool's statistics and
 /// replies to every entry (so a caller that has its answer finds the
 /// session free).
-pub fn run_batch(mut session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec<QueueEntry>) {
+pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec<QueueEntry>) {
     let counters = &ctx.shared.counters;
     let started = Instant::now();
-    let rows: usize = batch.iter().map(|e| e.rows).sum();
-    counters.queue_depth.fetch_sub(batch.len(), Ordering::Relaxed);
     counters.in_flight.fetch_add(batch.len(), Ordering::Relaxed);
-    let histograms = &ctx.shared.histograms;
+    counters.queue_depth.fetch_sub(batch.len(), Ordering::Relaxed);
     for entry in &batch {
-        histograms.queue_wait_us.record_duration(started.saturating_duration_since(entry.enqueued));
+        ctx.shared
+            .histograms
+            .queue_wait_us
+            .record_duration(started.saturating_duration_since(entry.enqueued));
     }
-    let result = catch_unwind(AssertUnwindSafe(|| execute(&mut session, ctx, &batch)))
-        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
-    drop(session);
-    let exec_time = started.elapsed();
-    add(&counters.executions, 1);
-    add(&counters.executed_rows, rows as u64);
-    histograms.batch_rows.record(rows as u64);
-    histograms.execution_us.record_duration(exec_time);
-    counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
-    match result {
-        Ok(outputs) => {
-            ctx.shared.latency.record(rows, exec_time);
-            reply_all(ctx, batch, outputs, Timing { started, rows, exec_time });
+    let rows: Vec<usize> = batch.iter().map(|e| e.rows).collect();
+    let split_per_entry = |outputs: BatchOutputs| -> Result<SplitOutputs, String> {
+        let mut split_outputs = Vec::with_capacity(outputs.len());
+        for (tensor, spec) in outputs.into_iter().zip(&ctx.signature.outputs) {
+            split_outputs.push(match tensor {
+                None => None,
+                Some(tensor) if rows.len() == 1 => Some(vec![tensor]),
+                Some(tensor) => {
+                    Some(split(&tensor, &rows).map_err(|e| format!("output '{}': {e}", spec.name))?)
+                }
+            });
         }
-        Err(reason) => {
-            add(&counters.errors, batch.len() as u64);
-            tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "batch failed");
-            let err = RuntimeError::Execution { model: ctx.model.clone(), reason };
+        Ok(split_outputs)
+    };
+    let (result, exec_time) = run_and_record(session, ctx, &batch, started, split_per_entry);
+    match result {
+        Ok(outputs) => reply_all(ctx, batch, outputs, started, exec_time),
+        Err(err) => {
             for entry in batch {
                 let _ = entry.reply.send(Err(err.clone()));
             }
@@ -89,13 +129,75 @@ pub fn run_batch(mut session: MutexGuard<'_, Session>, ctx: &PoolContext, batch:
     }
 }
 
-struct Timing {
-    started: Instant,
-    rows: usize,
-    exec_time: Duration,
+/// Runs `request` alone on the locked `session` on the caller's thread
+/// ([`crate::inline`]): a batch of one that was never queued, recorded in
+/// the pool's statistics like a worker's, its answer returned directly
+/// (no reply channel, no batch to split). The caller has counted it in
+/// flight.
+pub fn run_alone(
+    session: MutexGuard<'_, Session>,
+    ctx: &PoolContext,
+    request: Validated,
+) -> Result<InferenceResponse, RuntimeError> {
+    let started = Instant::now();
+    ctx.shared.histograms.queue_wait_us.record_duration(Duration::ZERO);
+    let (result, exec_time) =
+        run_and_record(session, ctx, std::slice::from_ref(&request), started, Ok::<BatchOutputs, String>);
+    let mut outputs = result?;
+    let tensors = request
+        .outputs
+        .iter()
+        .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), outputs.get_mut(i)?.take()?)))
+        .collect();
+    Ok(response(ctx, tensors, Duration::ZERO, request.rows, exec_time))
 }
 
-fn reply_all(ctx: &PoolContext, batch: Vec<QueueEntry>, mut outputs: SplitOutputs, timing: Timing) {
+/// Runs `parts` on the locked `session` and hands the outputs to `finish`
+/// (both under `catch_unwind`), releases the session and records the
+/// execution: counters, histograms, and the latency table when it
+/// succeeded. The parts must be counted in flight: they leave it here,
+/// before anyone hears the answer.
+fn run_and_record<P: BatchPart, T>(
+    mut session: MutexGuard<'_, Session>,
+    ctx: &PoolContext,
+    parts: &[P],
+    started: Instant,
+    finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
+) -> (Result<T, RuntimeError>, Duration) {
+    let counters = &ctx.shared.counters;
+    let rows: usize = parts.iter().map(BatchPart::rows).sum();
+    let result = catch_unwind(AssertUnwindSafe(|| execute(&mut session, ctx, parts).and_then(finish)))
+        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
+    drop(session);
+    let exec_time = started.elapsed();
+    let histograms = &ctx.shared.histograms;
+    add(&counters.executions, 1);
+    add(&counters.executed_rows, rows as u64);
+    histograms.batch_rows.record(rows as u64);
+    histograms.execution_us.record_duration(exec_time);
+    counters.in_flight.fetch_sub(parts.len(), Ordering::Relaxed);
+    let result = match result {
+        Ok(outputs) => {
+            ctx.shared.latency.record(rows, exec_time);
+            Ok(outputs)
+        }
+        Err(reason) => {
+            add(&counters.errors, parts.len() as u64);
+            tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "batch failed");
+            Err(RuntimeError::Execution { model: ctx.model.clone(), reason })
+        }
+    };
+    (result, exec_time)
+}
+
+fn reply_all(
+    ctx: &PoolContext,
+    batch: Vec<QueueEntry>,
+    mut outputs: SplitOutputs,
+    started: Instant,
+    exec_time: Duration,
+) {
+    let rows = batch.iter().map(|e| e.rows).sum();
     let mut per_output: Vec<std::vec::IntoIter<Tensor>> =
         outputs.iter_mut().map(|o| o.take().unwrap_or_default().into_iter()).collect();
     for entry in batch {
@@ -105,31 +207,48 @@ fn reply_all(ctx: &PoolContext, batch: Vec<QueueEntry>, mut outputs: SplitOutput
             .iter()
             .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), mine.get_mut(i)?.take()?)))
             .collect();
-        let response = InferenceResponse {
-            model: ctx.model.clone(),
-            version: ctx.version,
-            pool: ctx.shared.spec.name.clone(),
-            device: ctx.shared.spec.device,
-            outputs: tensors,
-            batch_size: timing.rows,
-            queue_time: timing.started.saturating_duration_since(entry.enqueued),
-            exec_time: timing.exec_time,
-        };
-        let _ = entry.reply.send(Ok(response));
+        let queue_time = started.saturating_duration_since(entry.enqueued);
+        let _ = entry.reply.send(Ok(response(ctx, tensors, queue_time, rows, exec_time)));
     }
 }
 
-/// Concatenates, runs and splits one batch. Only outputs some entry asked
-/// for are converted.
-fn execute(session: &mut Session, ctx: &PoolContext, batch: &[QueueEntry]) -> Result<SplitOutputs, String> {
+/// One request's answer from its `outputs` and the batch's timing.
+fn response(
+    ctx: &PoolContext,
+    outputs: Vec<(String, Tensor)>,
+    queue_time: Duration,
+    batch_size: usize,
+    exec_time: Duration,
+) -> InferenceResponse {
+    InferenceResponse {
+        model: ctx.model.clone(),
+        version: ctx.version,
+        pool: ctx.shared.spec.name.clone(),
+        device: ctx.shared.spec.device,
+        outputs,
+        batch_size,
+        queue_time,
+        exec_time,
+    }
+}
+
+/// Concatenates and runs one batch; returns the whole batch's outputs.
+/// Only outputs some part asked for are converted.
+fn execute<P: BatchPart>(
+    session: &mut Session,
+    ctx: &PoolContext,
+    batch: &[P],
+) -> Result<BatchOutputs, String> {
     let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
         Vec::with_capacity(ctx.signature.inputs.len());
     for (j, spec) in ctx.signature.inputs.iter().enumerate() {
+        let missing = || format!("input '{}' missing", spec.name);
         // A batch of one lends the request's own tensor where it can.
         let value = if let [only] = batch {
-            to_ort_input(&only.inputs[j])
+            to_ort_input(only.inputs().get(j).ok_or_else(missing)?)
         } else {
-            let parts: Vec<&Tensor> = batch.iter().map(|e| &e.inputs[j]).collect();
+            let parts =
+                batch.iter().map(|e| e.inputs().get(j).ok_or_else(missing)).collect::<Result<Vec<_>, _>>()?;
             match ctx.pad.as_ref().and_then(|p| p.get(j)) {
                 Some(&pad) => to_ort_value(&concat_padded(&parts, pad)?),
                 None => to_ort_value(&concat(&parts)?),
@@ -140,22 +259,16 @@ fn execute(session: &mut Session, ctx: &PoolContext, batch: &[QueueEntry]) -> Re
         inputs.push((Cow::Borrowed(spec.name.as_str()), value));
     }
     let mut results = session.run(SessionInputs::<0>::ValueMap(inputs)).map_err(|e| e.to_string())?;
-    let rows: Vec<usize> = batch.iter().map(|e| e.rows).collect();
-    let mut outputs: SplitOutputs = Vec::with_capacity(ctx.signature.outputs.len());
+    let mut outputs: BatchOutputs = Vec::with_capacity(ctx.signature.outputs.len());
     for (i, spec) in ctx.signature.outputs.iter().enumerate() {
-        if !batch.iter().any(|e| e.outputs.contains(&i)) {
+        if !batch.iter().any(|e| e.outputs().contains(&i)) {
             outputs.push(None);
             continue;
         }
         let value =
             results.remove(spec.name.as_str()).ok_or_else(|| format!("output '{}' missing", spec.name))?;
         let tensor = from_ort_value(value).map_err(|e| format!("output '{}': {e}", spec.name))?;
-        let pieces = if batch.len() == 1 {
-            vec![tensor]
-        } else {
-            split(&tensor, &rows).map_err(|e| format!("output '{}': {e}", spec.name))?
-        };
-        outputs.push(Some(pieces));
+        outputs.push(Some(tensor));
     }
     Ok(outputs)
 }

@@ -24,7 +24,7 @@ async fn answers(repo: &ModelRepository, model: &str, n: usize) -> Vec<Inference
 }
 
 /// One caller at a time: the first request is queued (no latency estimate
-/// yet), then every request runs inline except the probe after 63 inline
+/// yet), then every request runs inline except the probe after 255 inline
 /// runs in a row; answers match a model whose requests all go through the
 /// worker, bit for bit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,7 +34,7 @@ async fn one_caller_at_a_time_runs_inline_with_the_workers_answers() {
     let mut queued = spec("queued", "tiny-classifier.onnx", 8, 5, 64);
     queued.batching.inline_max = Duration::ZERO;
     let repo = repo(vec![inline, queued]);
-    let n = 70;
+    let n = 260;
     let (a, b) = (answers(&repo, "inline", n).await, answers(&repo, "queued", n).await);
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x.outputs, y.outputs, "same tensors, same bytes");
