@@ -30,6 +30,7 @@ pub mod error;
 pub mod histogram;
 pub mod identity;
 mod inline;
+mod last_use;
 pub mod limits;
 mod model;
 pub mod ort_env;

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use crate::error::RuntimeError;
 use crate::histogram::{Histogram, COLD_START_US_BOUNDS};
 use crate::identity::FileIdentity;
+use crate::last_use::LastUse;
 use crate::pool::PoolRuntime;
 use crate::queue::PoolShared;
 use crate::request::LoadReport;
@@ -95,12 +96,9 @@ pub struct Model {
     public_signature: Mutex<Option<Arc<ModelSignature>>>,
     text: Mutex<Option<Arc<TextEncoder>>>,
     inner: Mutex<Inner>,
-    /// When the model was registered: the origin of `last_used_ns`.
-    registered: Instant,
-    /// Nanoseconds from `registered` to the last use (for idle unloading).
-    /// An atomic rather than a field of `inner`: every request marks it
-    /// twice, and it must not take the model's lock to do so.
-    last_used_ns: AtomicU64,
+    /// Uses, for idle unloading: marked by every request without taking
+    /// the model's lock or reading the clock.
+    last_use: LastUse,
 }
 
 /// [`probe`], then the graph checked against what `source` declared (a
@@ -198,8 +196,7 @@ impl Model {
                 loads: 0,
                 unloads: 0,
             }),
-            registered: Instant::now(),
-            last_used_ns: AtomicU64::new(0),
+            last_use: LastUse::new(),
         }
     }
 
@@ -275,14 +272,13 @@ impl Model {
 
     /// Marks the model as just used (for idle unloading).
     pub fn touch(&self) {
-        let since = u64::try_from(self.registered.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_used_ns.store(since, Ordering::Relaxed);
+        self.last_use.mark();
     }
 
-    /// How long since the last request (or the last load).
+    /// How long since the last request (or load), as the idle reaper sees
+    /// it (see the `last_use` module).
     pub fn idle_for(&self) -> Duration {
-        let last = Duration::from_nanos(self.last_used_ns.load(Ordering::Relaxed));
-        self.registered.elapsed().saturating_sub(last)
+        self.last_use.idle_for()
     }
 
     /// Drops the running pools; queued requests still complete. Returns
