@@ -3,5 +3,6 @@
 //! `device-bench` binaries measure with.
 
 pub mod loadgen;
+pub mod pin;
 pub mod runtime_loops;
 pub mod sse;

@@ -141,6 +141,38 @@ pub async fn runtime_loop(
     })
 }
 
+/// One caller sending requests of `rows_per_request` rows from the
+/// calling task itself (nothing spawned), so that a request the runtime
+/// runs inline runs on the caller's own thread, the thread a
+/// [`direct_loop`] beside it uses; a fifth of `duration` warms up, then
+/// `duration` is measured.
+pub async fn one_caller_here(
+    repo: &ModelRepository,
+    model: &str,
+    rows_per_request: usize,
+    duration: Duration,
+) -> Result<LoopResult> {
+    repo.load(model).await.context("load")?;
+    let input = rows(rows_per_request, 0)?;
+    let call = || repo.infer(model, None, InferenceRequest::new(vec![("X".to_string(), input.clone())]));
+    let warm_until = Instant::now() + duration / 5;
+    while Instant::now() < warm_until {
+        call().await.context("warm-up call")?;
+    }
+    let mut latency = new_histogram()?;
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let t = Instant::now();
+        call().await.context("call")?;
+        latency.saturating_record(micros(t.elapsed()).max(1));
+    }
+    Ok(LoopResult {
+        rows_per_s: (latency.len() as f64 * rows_per_request as f64) / start.elapsed().as_secs_f64(),
+        p50_us: latency.value_at_quantile(0.5),
+        p99_us: latency.value_at_quantile(0.99),
+    })
+}
+
 /// `Session::run` called directly in a loop at `batch` rows on a session
 /// built as `pool` builds its workers', copying the outputs out as a caller
 /// would: the ceiling of the runtime path on the same device and threads.

@@ -4,7 +4,9 @@
 1. `runtime-bench` (unpinned: the pool's worker has a core for the model,
    as the direct loop has): dynamic batching gain on synth-wide, the runtime
    path vs a direct `Session::run` loop at the same batch size, cold start
-   (session load) per model.
+   (session load) per model. The direct loop and the lone caller whose
+   requests run inline are both one thread: runtime-bench runs the pair on
+   its main thread, held on one CPU, round by round.
 2. The raw runtime limit: `runtime-bench --section raw-limit`, pinned to the
    servers' CPU: `Session::run` in a loop at several batch sizes, one thread.
    The gateway's throughput is reported as a fraction of the best of these.

@@ -185,9 +185,9 @@ def runtime_section(ctx: Ctx) -> str:
     out.append(table(["model", "batch", "direct rows/s", "runtime rows/s", "runtime / direct", ">= 95%?"], rows))
     if lone:
         out.append("\nOne caller at a time, as the direct loop is one: with the default `inline_max_us` (a request "
-                   "into an idle pool of a model predicted to run within it runs on the caller's thread) and with "
-                   "it off (every request through the worker thread), same rounds (goal >= 80% at batch 1, else "
-                   ">= 95%):\n")
+                   "into an idle pool of a model predicted to run within it runs on the caller's thread; that "
+                   "caller and the direct loop run on one thread held on one CPU) and with it off (every request "
+                   "through the worker thread), same rounds (goal >= 80% at batch 1, else >= 95%):\n")
         out.append(table(["model", "batch", "inline / direct", "queued / direct", "inline / queued", "goal?"],
                          lone))
     return "\n".join(out)

@@ -36,11 +36,11 @@ REASONS = {
         "busy machine the load changes in between; re-run on a quiet machine."),
     "runtime-overhead.one-caller": (
         "a lone caller of a microsecond model runs its request on its own thread (`inline_max_us`) and skips the "
-        "hand-off, but still pays per request what a bare loop does not: finding the model, validating the "
-        "inputs, wrapping its tensor for ONNX Runtime (lent, not copied, since 2026-11-26), the pool's "
-        "statistics, and copying outputs into response tensors with their names (about 2 µs on this VM against "
-        "a ~5 µs model), plus every 64th request queued as a probe for rising load; see benchmarks/NOTES.md "
-        "(inline runs; allocations on the request path)."),
+        "hand-off, but still pays per request what a bare loop does not: validating the inputs, wrapping its "
+        "tensor for ONNX Runtime (lent, not copied), the pool's statistics and histograms, and copying outputs "
+        "into response tensors with their names, plus every 256th request queued as a probe for rising load; "
+        "the rounds of one run spread widely on this VM (the direct loop itself moves by up to 2x between "
+        "rounds); see benchmarks/NOTES.md (inline runs; a lone request's bookkeeping, again)."),
     "runtime-overhead": (
         "on tiny models the fixed cost of one execution through the runtime (hand-off to the worker thread and "
         "back, building the ONNX Runtime input value, copying outputs into response tensors: ~5-7 µs) is of the "

@@ -25,7 +25,10 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_benchmarks::runtime_loops::{direct_loop, model_spec, parse_list, pool, runtime_loop};
+use switchyard_benchmarks::pin::PinnedHere;
+use switchyard_benchmarks::runtime_loops::{
+    direct_loop, model_spec, one_caller_here, parse_list, pool, runtime_loop,
+};
 use switchyard_runtime::{init_onnxruntime, BatchingSpec, DeviceKind, ModelRepository, ModelSpec};
 
 /// The same Rust heap as the `switchyard` binary (mimalloc), so the
@@ -97,7 +100,12 @@ async fn cold_start(dir: &Path, model: &str) -> Result<Duration> {
 /// through the worker thread). The four take turns in `OVERHEAD_ROUNDS`
 /// rounds of `duration / OVERHEAD_ROUNDS` each, so a change in the
 /// machine's load hits all of them; each figure is the median over the
-/// rounds (ratios per round, then the median).
+/// rounds (ratios per round, then the median). The direct loop and the
+/// one caller with `inline_max` are both single-threaded loops: they run
+/// on this same thread, held on one CPU ([`PinnedHere`]) for the pair, so
+/// that their ratio compares the two paths and not two cores (unpinned,
+/// the rounds' ratios ranged from 0.5 to 1.4, depending on where each loop
+/// landed).
 async fn overhead(args: &Args, duration: Duration) -> Result<Vec<serde_json::Value>> {
     let slice = duration / OVERHEAD_ROUNDS as u32;
     let mut overhead = Vec::new();
@@ -117,10 +125,16 @@ async fn overhead(args: &Args, duration: Duration) -> Result<Vec<serde_json::Val
             with_inline(Duration::ZERO)?,
         );
         let mut rounds = Vec::new();
+        let mut pinned_to = None;
         for _ in 0..OVERHEAD_ROUNDS {
-            let direct = direct_rows_per_s(&args.models_dir.join(format!("{model}.onnx")), batch, slice)?;
+            let (direct, inline) = {
+                let pin = PinnedHere::new();
+                pinned_to = pin.as_ref().map(|p| p.cpu);
+                let direct = direct_rows_per_s(&args.models_dir.join(format!("{model}.onnx")), batch, slice)?;
+                let inline = one_caller_here(&inline, model, batch, slice).await?.rows_per_s;
+                (direct, inline)
+            };
             let many = runtime_rows_per_s(many.clone(), model, 16, batch, slice).await?;
-            let inline = runtime_rows_per_s(inline.clone(), model, 1, batch, slice).await?;
             let queued = runtime_rows_per_s(queued.clone(), model, 1, batch, slice).await?;
             rounds.push([direct, many, inline, queued]);
         }
@@ -131,14 +145,18 @@ async fn overhead(args: &Args, duration: Duration) -> Result<Vec<serde_json::Val
             "runtime_rows_per_s": median_of(&|r| r[1]), "ratio": median_of(&|r| r[1] / r[0]),
             "one_caller": {"inline": one(2), "queued": one(3)},
             "inline_max_us": BatchingSpec::DEFAULT_INLINE_MAX.as_micros() as u64,
+            "direct_and_inline_on_cpu": pinned_to,
             "rounds": rounds.iter().map(|r| json!({"direct": r[0], "callers_16": r[1], "one_inline": r[2],
                                                   "one_queued": r[3]})).collect::<Vec<_>>()}));
     }
     Ok(overhead)
 }
 
-/// Rounds of the overhead section (see [`overhead`]).
-const OVERHEAD_ROUNDS: usize = 5;
+/// Rounds of the overhead section (see [`overhead`]). Many short rounds
+/// rather than a few long ones: this VM's speed drifts within seconds (the
+/// direct loop moved by up to 2x between 2 s rounds), and each ratio is
+/// only as good as the likeness of the moments its two halves ran in.
+const OVERHEAD_ROUNDS: usize = 15;
 
 /// The median of `values` (the mean of the middle two for an even count).
 fn median(mut values: Vec<f64>) -> f64 {
