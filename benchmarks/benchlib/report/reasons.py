@@ -39,8 +39,8 @@ REASONS = {
         "hand-off, but still pays per request what a bare loop does not: validating the inputs, wrapping its "
         "tensor for ONNX Runtime (lent, not copied), the pool's statistics and histograms, and copying outputs "
         "into response tensors with their names, plus every 256th request queued as a probe for rising load; "
-        "the rounds of one run spread widely on this VM (the direct loop itself moves by up to 2x between "
-        "rounds); see benchmarks/NOTES.md (inline runs; a lone request's bookkeeping, again)."),
+        "at batch 32 the request (~150 µs) is above `inline_max_us` and goes through the worker thread; see "
+        "benchmarks/NOTES.md (inline runs; a lone request's bookkeeping, again)."),
     "runtime-overhead": (
         "on tiny models the fixed cost of one execution through the runtime (hand-off to the worker thread and "
         "back, building the ONNX Runtime input value, copying outputs into response tensors: ~5-7 µs) is of the "
