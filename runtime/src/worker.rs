@@ -65,29 +65,25 @@ pub trait BatchPart {
     fn outputs(&self) -> &[usize];
 }
 
-impl BatchPart for QueueEntry {
-    fn inputs(&self) -> &[Tensor] {
-        &self.inputs
-    }
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn outputs(&self) -> &[usize] {
-        &self.outputs
-    }
+/// `BatchPart` for request types that keep their inputs, rows and output
+/// indices in fields of those names.
+macro_rules! batch_part_from_fields {
+    ($($request:ty),*) => {$(
+        impl BatchPart for $request {
+            fn inputs(&self) -> &[Tensor] {
+                &self.inputs
+            }
+            fn rows(&self) -> usize {
+                self.rows
+            }
+            fn outputs(&self) -> &[usize] {
+                &self.outputs
+            }
+        }
+    )*};
 }
 
-impl BatchPart for Validated {
-    fn inputs(&self) -> &[Tensor] {
-        &self.inputs
-    }
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn outputs(&self) -> &[usize] {
-        &self.outputs
-    }
-}
+batch_part_from_fields!(QueueEntry, Validated);
 
 /// Runs `batch` (its entries counted in the queue depth) on the locked
 /// `session`, releases it, records the batch in the pool's statistics and
