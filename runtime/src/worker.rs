@@ -140,11 +140,7 @@ pub fn run_alone(
     let (result, exec_time) =
         run_and_record(session, ctx, std::slice::from_ref(&request), started, Ok::<BatchOutputs, String>);
     let mut outputs = result?;
-    let tensors = request
-        .outputs
-        .iter()
-        .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), outputs.get_mut(i)?.take()?)))
-        .collect();
+    let tensors = named_outputs(ctx, &request.outputs, &mut outputs);
     Ok(response(ctx, tensors, Duration::ZERO, request.rows, exec_time))
 }
 
@@ -198,14 +194,24 @@ fn reply_all(
         outputs.iter_mut().map(|o| o.take().unwrap_or_default().into_iter()).collect();
     for entry in batch {
         let mut mine: Vec<Option<Tensor>> = per_output.iter_mut().map(Iterator::next).collect();
-        let tensors = entry
-            .outputs
-            .iter()
-            .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), mine.get_mut(i)?.take()?)))
-            .collect();
+        let tensors = named_outputs(ctx, &entry.outputs, &mut mine);
         let queue_time = started.saturating_duration_since(entry.enqueued);
         let _ = entry.reply.send(Ok(response(ctx, tensors, queue_time, rows, exec_time)));
     }
+}
+
+/// The outputs a request asked for (`wanted`, indices into the
+/// signature's outputs, in its order), taken out of `tensors` (one per
+/// output index) with their names.
+fn named_outputs(
+    ctx: &PoolContext,
+    wanted: &[usize],
+    tensors: &mut [Option<Tensor>],
+) -> Vec<(String, Tensor)> {
+    wanted
+        .iter()
+        .filter_map(|&i| Some((ctx.signature.outputs.get(i)?.name.clone(), tensors.get_mut(i)?.take()?)))
+        .collect()
 }
 
 /// One request's answer from its `outputs` and the batch's timing.
