@@ -90,8 +90,11 @@ fn positive_speed(text: &str) -> Result<f64, String> {
 /// request allocates and frees buffers, headers and tensors across the
 /// HTTP threads and the pool workers, and mimalloc's thread-local free
 /// lists cut the server's CPU per request by about a sixth at 40 clients
-/// (A/B in benchmarks/NOTES.md, "Global allocator"). ONNX Runtime's own
-/// allocations stay with glibc (see `switchyard::memory`).
+/// (A/B in benchmarks/NOTES.md, "Global allocator"). Its 2.x line (the
+/// `v2` feature in the workspace manifest): 3.x frees and re-takes a page
+/// for the one 4 KiB buffer each response header needs ("mimalloc 2.x
+/// rather than 3.x" in the same notes). ONNX Runtime's own allocations
+/// stay with glibc (see `switchyard::memory`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
