@@ -28,13 +28,21 @@ pub const DEFAULT_FILTER: &str = "info,pingora=warn,ort=warn";
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
+/// The log writer thread's buffer in front of stderr. The thread writes
+/// every line waiting in its channel into it and flushes once the channel
+/// is empty: a burst of access-log lines under load leaves in one
+/// `write(2)` instead of one per line, and a lone line still leaves at
+/// once.
+const LOG_BUFFER_BYTES: usize = 64 * 1024;
+
 /// The stderr log layer: JSON lines or text; colours only on a terminal.
 /// The returned guard flushes pending lines when dropped.
 fn log_layer(json: bool) -> (BoxedLayer, WorkerGuard) {
     use std::io::IsTerminal;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::stderr().is_terminal();
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let stderr = std::io::BufWriter::with_capacity(LOG_BUFFER_BYTES, std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking(stderr);
     let layer = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
     let layer: BoxedLayer = if json {
         layer.json().map_event_format(RequestIdFormat::json).with_filter(filter).boxed()
