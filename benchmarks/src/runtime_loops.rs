@@ -5,6 +5,7 @@
 //! input and answers `probabilities` and `label`.
 
 use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,16 @@ pub struct LoopResult {
 }
 
 impl LoopResult {
+    /// The result of a loop whose requests of `rows_per_request` rows
+    /// took the latencies in `latency` over `elapsed`.
+    fn from_latency(latency: &Histogram<u64>, rows_per_request: usize, elapsed: Duration) -> LoopResult {
+        LoopResult {
+            rows_per_s: (latency.len() as f64 * rows_per_request as f64) / elapsed.as_secs_f64(),
+            p50_us: latency.value_at_quantile(0.5),
+            p99_us: latency.value_at_quantile(0.99),
+        }
+    }
+
     /// The result as JSON fields.
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({"rows_per_s": self.rows_per_s, "p50_us": self.p50_us, "p99_us": self.p99_us})
@@ -134,11 +145,7 @@ pub async fn runtime_loop(
         t.await.context("caller task")??;
     }
     let latency = merged.lock().map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
-    Ok(LoopResult {
-        rows_per_s: (latency.len() as f64 * rows_per_request as f64) / elapsed.as_secs_f64(),
-        p50_us: latency.value_at_quantile(0.5),
-        p99_us: latency.value_at_quantile(0.99),
-    })
+    Ok(LoopResult::from_latency(&latency, rows_per_request, elapsed))
 }
 
 /// One caller sending requests of `rows_per_request` rows from the
@@ -166,11 +173,7 @@ pub async fn one_caller_here(
         call().await.context("call")?;
         latency.saturating_record(micros(t.elapsed()).max(1));
     }
-    Ok(LoopResult {
-        rows_per_s: (latency.len() as f64 * rows_per_request as f64) / start.elapsed().as_secs_f64(),
-        p50_us: latency.value_at_quantile(0.5),
-        p99_us: latency.value_at_quantile(0.99),
-    })
+    Ok(LoopResult::from_latency(&latency, rows_per_request, start.elapsed()))
 }
 
 /// `Session::run` called directly in a loop at `batch` rows on a session
@@ -198,9 +201,5 @@ pub fn direct_loop(path: &Path, pool: &PoolSpec, batch: usize, duration: Duratio
         run_once()?;
         latency.saturating_record(micros(t.elapsed()).max(1));
     }
-    Ok(LoopResult {
-        rows_per_s: (latency.len() as f64 * batch as f64) / start.elapsed().as_secs_f64(),
-        p50_us: latency.value_at_quantile(0.5),
-        p99_us: latency.value_at_quantile(0.99),
-    })
+    Ok(LoopResult::from_latency(&latency, batch, start.elapsed()))
 }
