@@ -29,6 +29,8 @@ fn main() {
     let generated = tonic_prost_build::configure()
         .build_client(false)
         .build_server(true)
+        // Every message is counted on the wire before prost decodes it.
+        .codec_path("crate::grpc::codec::BoundedCodec")
         .bytes(".inference.ModelInferRequest.raw_input_contents")
         .bytes(".inference.ModelInferResponse.raw_output_contents")
         .bytes(".inference.InferTensorContents.bytes_contents")

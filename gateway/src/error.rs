@@ -3,6 +3,7 @@
 //! and metrics alike.
 
 use crate::v2::V2Error;
+use std::borrow::Cow;
 use std::time::Duration;
 use switchyard_runtime::{ErrorClass, RuntimeError};
 use thiserror::Error;
@@ -53,6 +54,15 @@ pub enum GatewayError {
     /// Too many requests in flight (429).
     #[error("too many concurrent requests; retry shortly")]
     TooManyRequests,
+    /// The calls of one gRPC connection hold its whole share of the
+    /// request permits (429).
+    #[error(
+        "this connection already has {limit} requests in flight (server.grpc_max_requests_per_connection); retry shortly"
+    )]
+    ConnectionShare {
+        /// The connection's share.
+        limit: usize,
+    },
     /// The request's latency budget (header or `timeout`) is invalid (400).
     #[error(transparent)]
     Budget(#[from] router_policies::BudgetError),
@@ -118,7 +128,7 @@ impl GatewayError {
             GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
             GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
-            GatewayError::TooManyRequests => 429,
+            GatewayError::TooManyRequests | GatewayError::ConnectionShare { .. } => 429,
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
             GatewayError::Unauthorized { .. } => 401,
@@ -141,6 +151,7 @@ impl GatewayError {
             GatewayError::BodyTimeout(_) => "body_timeout",
             GatewayError::BodyRead(_) => "body_read",
             GatewayError::TooManyRequests => "too_many_requests",
+            GatewayError::ConnectionShare { .. } => "connection_share",
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::BadHeader { .. } => "bad_header",
             GatewayError::Internal(_) => "internal",
@@ -177,6 +188,19 @@ impl GatewayError {
         }
     }
 
+    /// The message a client is sent (REST `error`, gRPC `grpc-message`,
+    /// a stream's `error_message`): the error's text, cut to
+    /// [`MAX_MESSAGE_BYTES`] so that a request echoing a huge name gets
+    /// its error, not a response its client refuses to read (gRPC
+    /// clients refuse metadata over a few KiB).
+    pub fn client_message(&self) -> String {
+        let text = self.to_string();
+        match cut_to(&text, MAX_MESSAGE_BYTES) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(cut) => cut,
+        }
+    }
+
     /// Seconds a client should wait before retrying, for 429/503 answers.
     pub fn retry_after(&self) -> Option<u64> {
         if let GatewayError::Shed { retry_after, .. } = self {
@@ -187,5 +211,46 @@ impl GatewayError {
             429 | 503 => Some(1),
             _ => None,
         }
+    }
+}
+
+/// Longest error message sent to a client, in bytes (see
+/// [`GatewayError::client_message`]).
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Longest piece of client-sent text (a model or input name) quoted in an
+/// error message, in bytes.
+pub const MAX_QUOTED_BYTES: usize = 128;
+
+/// `text` as an error message may quote it: cut to [`MAX_QUOTED_BYTES`].
+pub fn cut(text: &str) -> Cow<'_, str> {
+    cut_to(text, MAX_QUOTED_BYTES)
+}
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying how
+/// much was left out.
+fn cut_to(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    Cow::Owned(format!("{}... ({} more bytes)", &text[..end], text.len() - end))
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn long_names_and_messages_are_cut() {
+        assert_eq!(cut("digits"), "digits");
+        let long = "é".repeat(100);
+        let quoted = cut(&long);
+        assert!(quoted.starts_with(&"é".repeat(64)) && quoted.ends_with("... (72 more bytes)"), "{quoted}");
+        let err = GatewayError::NotFound(format!("unknown model {:?}", "x".repeat(65_536)));
+        let message = err.client_message();
+        assert!(message.len() < MAX_MESSAGE_BYTES + 40, "{}", message.len());
+        assert!(message.ends_with("more bytes)"));
+        assert_eq!(GatewayError::TooManyRequests.client_message(), GatewayError::TooManyRequests.to_string());
     }
 }

@@ -75,7 +75,7 @@ impl Reply {
     /// The V2 error body `{"error": "..."}` with the error's status and,
     /// for 429/503, a `Retry-After` header.
     pub fn error(err: &GatewayError) -> Reply {
-        let body = serde_json::json!({ "error": err.to_string() });
+        let body = serde_json::json!({ "error": err.client_message() });
         let mut reply = Reply::json_value(err.status(), &body);
         reply.error_label = Some(err.label());
         if let Some(secs) = err.retry_after() {

@@ -34,8 +34,10 @@ pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
     let repo = crate::prepare::prepare(&mut config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
+    let grpc_on = config.server.grpc_listen.is_some();
     let state = Arc::new(AppState::with_upstreams(config, repo, upstreams));
-    fit_connection_limit(&state.connections);
+    let tables = [Some(&state.connections), grpc_on.then_some(&state.grpc_connections)];
+    fit_connection_limits(&tables.into_iter().flatten().collect::<Vec<_>>());
     crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
     let grpc_listen = state.snapshot.load().config.server.grpc_listen;
     let grpc = grpc_listen
@@ -95,20 +97,25 @@ fn release_sessions(state: &AppState) {
 /// operators and scrapers, not traffic).
 const ADMIN_MAX_CONNECTIONS: usize = 256;
 
-/// Raises the open-file limit and fits the V2 listener's connection limit
-/// under it.
-fn fit_connection_limit(table: &ConnTable) {
-    let configured = table.max_connections();
+/// Raises the open-file limit and fits the client listeners' connection
+/// limits under it: the V2 listener's, and the gRPC listener's when it is
+/// on, which share the descriptors equally.
+fn fit_connection_limits(tables: &[&Arc<ConnTable>]) {
     let soft = rlimit::raise_open_file_limit();
-    let (max, lowered) = rlimit::fit_connection_limit(configured, soft, 1);
-    if lowered {
-        table.set_max_connections(max);
-        tracing::warn!(
-            configured,
-            max_connections = max,
-            open_file_limit = soft,
-            "server.max_connections lowered to fit the open-file limit (raise `ulimit -n` to allow more)"
-        );
+    let listeners = u64::try_from(tables.len()).unwrap_or(1);
+    for table in tables {
+        let configured = table.max_connections();
+        let (max, lowered) = rlimit::fit_connection_limit(configured, soft, listeners);
+        if lowered {
+            table.set_max_connections(max);
+            tracing::warn!(
+                configured,
+                max_connections = max,
+                open_file_limit = soft,
+                listeners,
+                "server.max_connections lowered to fit the open-file limit (raise `ulimit -n` to allow more)"
+            );
+        }
     }
 }
 

@@ -46,6 +46,9 @@ pub struct AppState {
     /// The V2 listener's open connections (`server.max_connections`, idle
     /// and head timeouts), sized at start-up.
     pub connections: Arc<ConnTable>,
+    /// The gRPC listener's open connections, under the same limits
+    /// (`crate::grpc::conn`); empty while gRPC is off.
+    pub grpc_connections: Arc<ConnTable>,
 }
 
 impl AppState {
@@ -75,6 +78,7 @@ impl AppState {
             prefix_routes,
             upstreams,
             connections: ConnTable::new(config_connections),
+            grpc_connections: ConnTable::new(config_connections),
         }
     }
 

@@ -68,15 +68,20 @@ pub fn resolve(
             model: name.to_string(),
             class: switchyard_runtime::ErrorClass::Unavailable,
             label: "store_not_cached",
-            message: format!("{name:?} is not cached and the model store {uri} is unreachable"),
+            message: format!(
+                "{:?} is not cached and the model store {uri} is unreachable",
+                crate::error::cut(name)
+            ),
         }));
     } else {
-        return Err(GatewayError::NotFound(format!("unknown model or route {name:?}")));
+        return Err(GatewayError::NotFound(format!("unknown model or route {:?}", crate::error::cut(name))));
     };
     if let Some(v) = version {
         if v.parse::<u64>().ok() != Some(target.version) {
             return Err(GatewayError::NotFound(format!(
-                "{name:?} has no version {v:?} (available: {})",
+                "{:?} has no version {:?} (available: {})",
+                crate::error::cut(name),
+                crate::error::cut(v),
                 target.version
             )));
         }

@@ -27,7 +27,11 @@ pub fn gather(state: &AppState) -> Vec<prometheus::proto::MetricFamily> {
     let limit = snap.config.server.limits.max_concurrent_requests;
     let in_flight = limit.saturating_sub(state.limiter.available_permits());
     families.extend(scrape::admission_families(in_flight, limit));
-    families.extend(connections::connection_families(&state.connections.snapshot(), state.lifecycle.cut()));
+    let mut listeners = vec![("api", state.connections.snapshot())];
+    if snap.config.server.grpc_listen.is_some() {
+        listeners.push(("grpc", state.grpc_connections.snapshot()));
+    }
+    families.extend(connections::connection_families(&listeners, state.lifecycle.cut()));
     families
 }
 

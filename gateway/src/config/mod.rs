@@ -14,6 +14,7 @@ pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
 pub mod edit;
+pub mod grpc_section;
 pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;

@@ -75,6 +75,14 @@ pub struct RawServer {
     pub keepalive_timeout_s: Option<u64>,
     /// Time from a request's first byte to the end of its head, default 10000 ms.
     pub header_timeout_ms: Option<u64>,
+    /// Concurrent HTTP/2 streams per gRPC connection (see
+    /// [`super::grpc_section`]), default 128.
+    pub grpc_max_streams: Option<u32>,
+    /// `ModelStreamInfer` requests in flight per stream, default 32.
+    pub grpc_max_in_flight_per_stream: Option<usize>,
+    /// Admission permits one gRPC connection may hold, default three
+    /// quarters of `max_concurrent_requests`.
+    pub grpc_max_requests_per_connection: Option<usize>,
 }
 
 /// `[onnxruntime]`

@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub shutdown_notice: Duration,
     /// Client connection limits and timeouts.
     pub connections: super::connections_section::ConnectionLimits,
+    /// What one gRPC connection may ask at once.
+    pub grpc: super::grpc_section::GrpcLimits,
 }
 
 /// Limits that protect the server from oversized or slow requests.

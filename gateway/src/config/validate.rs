@@ -3,6 +3,7 @@
 //! so an operator sees all mistakes at once.
 
 use super::connections_section::{connection_limits, RawConnections};
+use super::grpc_section::{grpc_limits, RawGrpcLimits};
 use super::issue::ConfigIssue;
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
@@ -160,6 +161,15 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         },
         &mut issues.0,
     );
+    let grpc_limits = grpc_limits(
+        RawGrpcLimits {
+            max_streams: raw.grpc_max_streams,
+            max_in_flight_per_stream: raw.grpc_max_in_flight_per_stream,
+            max_requests_per_connection: raw.grpc_max_requests_per_connection,
+        },
+        limits.max_concurrent_requests,
+        &mut issues.0,
+    );
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin?,
@@ -172,6 +182,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         shutdown_grace,
         shutdown_notice,
         connections,
+        grpc: grpc_limits,
     })
 }
 

@@ -19,6 +19,7 @@
 
 pub mod client_gone;
 pub mod guarded_app;
+pub mod read_guard;
 pub mod rlimit;
 pub mod state;
 pub mod stream;

@@ -84,10 +84,16 @@ impl ConnState {
         if self.evicted.swap(true, Ordering::AcqRel) {
             return false;
         }
+        self.wake();
+        true
+    }
+
+    /// Wakes the parked reader, e.g. after its phase changed outside a
+    /// read, so that it arms the new phase's deadline.
+    pub fn wake(&self) {
         if let Some(waker) = self.parked.lock().take() {
             waker.wake();
         }
-        true
     }
 
     /// Keeps the reader's waker for [`ConnState::evict`].

@@ -1,13 +1,14 @@
-//! A client connection's transport, wrapped so that reads enforce the
-//! connection's timeouts: while no request is in progress a read waits at
-//! most `keepalive_timeout` (then the connection ends as if the client had
-//! closed it), and once a request's first byte arrived its head must be
-//! complete within `header_timeout`, however slowly it trickles in (then
-//! the read fails and the connection is closed). Reads during a request
-//! (its body) pass straight through. Everything but reads is the inner
-//! transport's.
+//! An HTTP/1 client connection's transport (Pingora's), wrapped so that
+//! reads enforce the connection's timeouts ([`ReadGuard`]): while no
+//! request is in progress a read waits at most `keepalive_timeout` (then
+//! the connection ends as if the client had closed it), and once a
+//! request's first byte arrived its head must be complete within
+//! `header_timeout`, however slowly it trickles in (then the read fails
+//! and the connection is closed). Reads during a request (its body) pass
+//! straight through. Everything but reads is the inner transport's.
 
-use super::state::{ConnState, Phase};
+use super::read_guard::{Framing, ReadGuard};
+use super::state::ConnState;
 use super::table::{Admitted, ConnTable};
 use async_trait::async_trait;
 use pingora::protocols::raw_connect::ProxyDigest;
@@ -16,126 +17,41 @@ use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream,
     TimingDigest, UniqueID, UniqueIDType, ALPN,
 };
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
 
 /// A client connection admitted by a [`ConnTable`].
 #[derive(Debug)]
 pub struct GuardedStream {
     inner: Stream,
-    place: Admitted,
-    table: Arc<ConnTable>,
-    /// The armed deadline timer and the deadline it is set to (ms on the
-    /// table's clock).
-    timer: Option<(Pin<Box<Sleep>>, u64)>,
+    guard: ReadGuard,
 }
 
 impl GuardedStream {
     /// Wraps `inner`, holding its `place` in `table`.
     pub fn new(inner: Stream, place: Admitted, table: Arc<ConnTable>) -> GuardedStream {
-        GuardedStream { inner, place, table, timer: None }
+        GuardedStream { inner, guard: ReadGuard::new(place, table, Framing::Http1) }
     }
 
     /// The connection's shared state.
     pub fn state(&self) -> &Arc<ConnState> {
-        &self.place.state
+        self.guard.state()
     }
 
     /// The table the connection belongs to.
     pub fn table(&self) -> &Arc<ConnTable> {
-        &self.table
-    }
-
-    /// The deadline of a read in `phase` begun at `since` (ms).
-    fn deadline_ms(&self, phase: Phase, since: u64) -> u64 {
-        let limits = self.table.limits();
-        let allowed = if phase == Phase::Head { limits.header_timeout } else { limits.keepalive_timeout };
-        since.saturating_add(u64::try_from(allowed.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    /// Polls the timer for `deadline` (arming it first when needed).
-    fn poll_deadline(&mut self, deadline: u64, cx: &mut Context<'_>) -> Poll<()> {
-        let at = tokio::time::Instant::from_std(self.table.instant_at(deadline));
-        match &mut self.timer {
-            Some((sleep, armed)) if *armed == deadline => sleep.as_mut().poll(cx),
-            Some((sleep, armed)) => {
-                sleep.as_mut().reset(at);
-                *armed = deadline;
-                sleep.as_mut().poll(cx)
-            }
-            None => {
-                let mut sleep = Box::pin(tokio::time::sleep_until(at));
-                let polled = sleep.as_mut().poll(cx);
-                self.timer = Some((sleep, deadline));
-                polled
-            }
-        }
-    }
-
-    /// Ends a read whose phase ran out of time (or was evicted): an idle
-    /// connection reads end-of-stream, a head in progress an error.
-    fn expire(&self, phase: Phase) -> Poll<io::Result<()>> {
-        let counters = &self.table.counters;
-        if phase != Phase::Head {
-            if !self.state().is_evicted() {
-                counters.idle_closed.fetch_add(1, Ordering::Relaxed);
-            }
-            return Poll::Ready(Ok(()));
-        }
-        if self.state().is_evicted() {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "closed to make room: server.max_connections reached while this request head was incomplete",
-            )));
-        }
-        counters.header_timeouts.fetch_add(1, Ordering::Relaxed);
-        let limit = self.table.limits().header_timeout;
-        Poll::Ready(Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("request head not complete within server.header_timeout_ms ({} ms)", limit.as_millis()),
-        )))
+        self.guard.table()
     }
 }
 
 impl AsyncRead for GuardedStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let (phase, since) = this.state().phase();
-        if phase == Phase::Busy {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
-        }
-        let deadline = this.deadline_ms(phase, since);
-        if this.state().is_evicted() || this.table.now_ms() >= deadline {
-            return this.expire(phase);
-        }
-        let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if phase == Phase::Idle && buf.filled().len() > before {
-                    this.state().set_phase(Phase::Head, this.table.now_ms());
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => {
-                if this.poll_deadline(deadline, cx).is_ready() {
-                    return this.expire(phase);
-                }
-                this.state().park(cx.waker());
-                // An eviction between the check above and parking found no waker.
-                if this.state().is_evicted() {
-                    return this.expire(phase);
-                }
-                Poll::Pending
-            }
-        }
+        this.guard.poll_read(&mut this.inner, cx, buf)
     }
 }
 

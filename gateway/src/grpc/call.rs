@@ -7,6 +7,7 @@
 //! line (`method` `POST`, `path` the gRPC method's path, `status` the
 //! HTTP status of the same outcome over REST, 200 when it succeeded).
 
+use super::conn::ConnInfo;
 use crate::error::GatewayError;
 use crate::lifecycle::InFlight;
 use crate::metrics::RequestLabels;
@@ -57,6 +58,22 @@ impl Rpc {
         }
     }
 
+    /// The call of an HTTP/2 path, if it is one of the service's.
+    pub fn from_path(path: &str) -> Option<Rpc> {
+        const ALL: [Rpc; 9] = [
+            Rpc::ServerLive,
+            Rpc::ServerReady,
+            Rpc::ModelReady,
+            Rpc::ServerMetadata,
+            Rpc::ModelMetadata,
+            Rpc::ModelInfer,
+            Rpc::ModelStreamInfer,
+            Rpc::ModelConfig,
+            Rpc::ModelStatistics,
+        ];
+        ALL.into_iter().find(|rpc| rpc.path() == path)
+    }
+
     /// The `endpoint` label of its requests.
     pub fn endpoint(self) -> &'static str {
         match self {
@@ -79,39 +96,63 @@ pub struct CallObs {
     in_flight: InFlight,
     /// The call's span and request id.
     pub obs: RequestObs,
-    /// The admission permit of an inference call, held until it ends.
-    permit: Option<OwnedSemaphorePermit>,
+}
+
+/// An inference call's admission: a permit of its connection's share
+/// (`server.grpc_max_requests_per_connection`) and one of
+/// `server.max_concurrent_requests`, held while its models run.
+pub struct Admission {
+    _connection: Option<OwnedSemaphorePermit>,
+    _server: OwnedSemaphorePermit,
+}
+
+/// Admits an inference call on `conn` (see [`Admission`]); a full share
+/// or no global permit left is 429 (`RESOURCE_EXHAUSTED`), as over REST.
+pub fn admit(state: &AppState, conn: Option<&ConnInfo>) -> Result<Admission, GatewayError> {
+    let connection = match conn {
+        Some(conn) => Some(
+            conn.share()
+                .clone()
+                .try_acquire_owned()
+                .map_err(|_| GatewayError::ConnectionShare { limit: conn.share_size() })?,
+        ),
+        None => None,
+    };
+    let server = state.limiter.clone().try_acquire_owned().map_err(|_| GatewayError::TooManyRequests)?;
+    Ok(Admission { _connection: connection, _server: server })
 }
 
 impl CallObs {
     /// Starts observing a call with these headers.
     pub fn start(state: &AppState, rpc: Rpc, headers: &HeaderMap) -> CallObs {
-        CallObs {
-            rpc,
-            started: Instant::now(),
-            in_flight: state.lifecycle.enter(),
-            obs: RequestObs::start(&http::Method::POST, rpc.path(), headers),
-            permit: None,
-        }
+        CallObs::start_at(state, rpc, headers, Instant::now())
     }
 
-    /// Takes one of `server.max_concurrent_requests` permits for the rest
-    /// of the call; none left is 429 (`RESOURCE_EXHAUSTED`), as over REST.
-    pub fn admit(&mut self, state: &AppState) -> Result<(), GatewayError> {
-        let permit = state.limiter.clone().try_acquire_owned().map_err(|_| GatewayError::TooManyRequests)?;
-        self.permit = Some(permit);
-        Ok(())
+    /// Starts observing a call that began at `started`.
+    pub fn start_at(state: &AppState, rpc: Rpc, headers: &HeaderMap, started: Instant) -> CallObs {
+        CallObs {
+            rpc,
+            started,
+            in_flight: state.lifecycle.enter(),
+            obs: RequestObs::start(&http::Method::POST, rpc.path(), headers),
+        }
     }
 
     /// Ends the call: counts it under `name` (the model it named, if any)
     /// with the HTTP status of its outcome and writes the access-log line.
-    pub fn finish(mut self, snap: &Snapshot, name: Option<&str>, outcome: Result<(), &GatewayError>) {
-        self.in_flight.finish();
-        self.permit = None;
+    pub fn finish(self, snap: &Snapshot, name: Option<&str>, outcome: Result<(), &GatewayError>) {
         let (status, error) = match outcome {
             Ok(()) => (200, ""),
             Err(e) => (e.status(), e.label()),
         };
+        self.finish_as(snap, name, status, error);
+    }
+
+    /// Ends the call with an HTTP `status` and error label given directly
+    /// (a call refused before it reached the service, see
+    /// `super::edge`).
+    pub fn finish_as(mut self, snap: &Snapshot, name: Option<&str>, status: u16, error: &'static str) {
+        self.in_flight.finish();
         let took = self.started.elapsed();
         crate::metrics::record_request(
             RequestLabels::grpc(&snap.config, name, self.rpc.endpoint()),

@@ -7,20 +7,26 @@
 //! a port in use fails start-up with a message as the HTTP listeners do.
 //! Messages are bounded by `server.max_body_bytes` as bodies are (a
 //! larger message is refused from its length prefix, before it is read,
-//! with `RESOURCE_EXHAUSTED` as gRPC's own servers answer it; that bound
-//! is read at start-up, like the listener's address). On shutdown the
-//! listener stops accepting and calls in flight finish.
+//! with `RESOURCE_EXHAUSTED` as gRPC's own servers answer it) and must
+//! arrive within `server.body_read_timeout_ms` ([`super::edge`]).
+//! Connections are admitted and timed out by a connection table
+//! ([`super::conn`]); each may open `server.grpc_max_streams` streams at
+//! once (advertised in its HTTP/2 settings), send at most
+//! [`MAX_HEADER_LIST_BYTES`] of metadata per call, and is pinged when
+//! quiet so that a vanished peer is noticed. These settings are read at
+//! start-up, like the listener's address. On shutdown the listener stops
+//! accepting and calls in flight finish.
 
+use super::edge::EdgeLayer;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::GrpcFront;
-use super::status::TONIC_OVERSIZED;
 use crate::state::AppState;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tonic::transport::server::TcpIncoming;
+use std::time::Duration;
 
 /// The gRPC listener, bound, waiting for its runtime.
 pub struct GrpcListener {
@@ -44,6 +50,20 @@ impl GrpcListener {
     }
 }
 
+/// How often an idle connection is pinged, and how long the answer may
+/// take before the connection is closed (a peer that vanished).
+const KEEPALIVE_PING: Duration = Duration::from_secs(30);
+const KEEPALIVE_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Most header-list bytes one call may send (metadata: keys, request ids,
+/// trace context); beyond it the stream is refused.
+pub const MAX_HEADER_LIST_BYTES: u32 = 16 << 10;
+
+/// Flow-control windows: how much a client may send ahead on one stream
+/// and on one connection before the server has read it.
+const STREAM_WINDOW: u32 = 1 << 20;
+const CONNECTION_WINDOW: u32 = 4 << 20;
+
 #[async_trait]
 impl BackgroundService for GrpcListener {
     /// Serves until shutdown.
@@ -56,16 +76,23 @@ impl BackgroundService for GrpcListener {
                 return;
             }
         };
-        let max_message = self.state.snapshot.load().config.server.limits.max_body_bytes;
+        let server = self.state.snapshot.load().config.server.clone();
         let service = GrpcInferenceServiceServer::new(GrpcFront::new(self.state.clone()))
-            .max_decoding_message_size(max_message)
+            .max_decoding_message_size(server.limits.max_body_bytes)
             .max_encoding_message_size(usize::MAX);
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let table = self.state.grpc_connections.clone();
+        let incoming = super::conn::incoming(listener, table, server.grpc.max_requests_per_connection);
         let stop = async move {
             let _ = shutdown.changed().await;
         };
         let served = tonic::transport::Server::builder()
-            .layer(tower::util::MapResponseLayer::new(oversized_is_resource_exhausted))
+            .max_concurrent_streams(server.grpc.max_streams)
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .http2_keepalive_interval(Some(KEEPALIVE_PING))
+            .http2_keepalive_timeout(Some(KEEPALIVE_PING_TIMEOUT))
+            .layer(EdgeLayer::new(self.state.clone(), server.limits.body_read_timeout))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, stop)
             .await;
@@ -73,21 +100,4 @@ impl BackgroundService for GrpcListener {
             tracing::error!(error = %e, "the gRPC listener stopped");
         }
     }
-}
-
-/// tonic refuses a message over the size limit with `OUT_OF_RANGE`; gRPC's
-/// reference servers (and Triton) answer `RESOURCE_EXHAUSTED`, which
-/// clients treat as "too big / too much", so the status is rewritten.
-/// tonic answers such a unary call trailers-only: the status is in the
-/// response head, its message percent-encoded (spaces as `%20`).
-fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
-    let headers = response.headers_mut();
-    let oversized = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"11")
-        && headers
-            .get("grpc-message")
-            .is_some_and(|m| m.as_bytes().starts_with(TONIC_OVERSIZED.replace(' ', "%20").as_bytes()));
-    if oversized {
-        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
-    }
-    response
 }

@@ -20,14 +20,22 @@
 //! - [`service`]: the calls; [`infer`]: one inference call; [`stream`]:
 //!   `ModelStreamInfer` (draft then final); [`call`]: metadata, deadline,
 //!   admission, metrics and log; [`statistics`]: `ModelStatistics`.
-//! - [`decode`], [`encode`], [`params`]: the codec.
+//! - [`decode`], [`encode`], [`params`]: the protocol's messages to and
+//!   from the V2 request and response; [`codec`]: the wire codec, which
+//!   counts a message's repeated fields ([`bounds`], [`wire`]) before
+//!   decoding it.
 //! - [`listener`]: the tonic server, as a Pingora background service.
 
+pub mod bounds;
 pub mod call;
+pub mod codec;
+pub mod conn;
 pub mod decode;
+pub mod edge;
 pub mod encode;
 pub mod infer;
 pub mod listener;
+pub mod message_deadline;
 pub mod metadata;
 pub mod params;
 pub mod proto;
@@ -35,6 +43,7 @@ pub mod service;
 pub mod statistics;
 pub mod status;
 pub mod stream;
+pub mod wire;
 
 pub use listener::GrpcListener;
 pub use service::GrpcFront;

@@ -4,7 +4,9 @@
 //! the same functions as the REST handlers: [`crate::inference`] for
 //! inference, [`crate::inference::views`] for metadata.
 
-use super::call::{call_headers, CallObs, Rpc};
+use super::call::{admit, call_headers, CallObs, Rpc};
+use super::conn::ConnInfo;
+use super::edge::mark_reached;
 use super::encode::encode_model_infer;
 use super::infer::{infer_call, version, CACHE_PARAMETER};
 use super::metadata::from_document;
@@ -35,34 +37,37 @@ impl GrpcFront {
     }
 
     /// Runs one unary call `rpc` on `name` (empty: none): observed,
-    /// authorized when it names a model, admitted when `admit` (inference).
+    /// authorized when it names a model, admitted when `admits`
+    /// (inference) on the connection in `extensions`.
     async fn unary<T, F, Fut>(
         &self,
         rpc: Rpc,
-        metadata: tonic::metadata::MetadataMap,
+        (metadata, extensions): (tonic::metadata::MetadataMap, http::Extensions),
         name: &str,
-        admit: bool,
+        admits: bool,
         handle: F,
     ) -> Result<Response<T>, Status>
     where
         F: FnOnce(Arc<Snapshot>, HeaderMap, Option<Arc<str>>) -> Fut,
         Fut: Future<Output = Result<T, GatewayError>>,
     {
+        mark_reached(&extensions);
         let headers = call_headers(metadata);
         let state = &*self.state;
         let snap = state.snapshot.load_full();
-        let mut call = CallObs::start(state, rpc, &headers);
+        let call = CallObs::start(state, rpc, &headers);
         let checked = (|| {
-            if admit {
-                call.admit(state)?;
-            }
+            let admission = match admits {
+                true => Some(admit(state, extensions.get::<ConnInfo>())?),
+                false => None,
+            };
             if name.is_empty() {
-                return Ok(None);
+                return Ok((admission, None));
             }
-            snap.access.authorize(&snap.config, name, &headers)
+            Ok((admission, snap.access.authorize(&snap.config, name, &headers)?))
         })();
         let result = match checked {
-            Ok(tenant) => {
+            Ok((_admission, tenant)) => {
                 // Pinned in place and wrapped by reference: the (large)
                 // handling future is never copied into the wrapper.
                 let handling = std::pin::pin!(handle(snap.clone(), headers, tenant));
@@ -81,7 +86,7 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<ServerLiveRequest>,
     ) -> Result<Response<ServerLiveResponse>, Status> {
-        self.unary(Rpc::ServerLive, request.into_parts().0, "", false, |_, _, _| async {
+        self.unary(Rpc::ServerLive, parts(request).0, "", false, |_, _, _| async {
             Ok(ServerLiveResponse { live: true })
         })
         .await
@@ -92,7 +97,7 @@ impl GrpcInferenceService for GrpcFront {
         request: Request<ServerReadyRequest>,
     ) -> Result<Response<ServerReadyResponse>, Status> {
         let draining = self.state.lifecycle.is_draining();
-        self.unary(Rpc::ServerReady, request.into_parts().0, "", false, |_, _, _| async move {
+        self.unary(Rpc::ServerReady, parts(request).0, "", false, |_, _, _| async move {
             Ok(ServerReadyResponse { ready: !draining })
         })
         .await
@@ -102,9 +107,9 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<ModelReadyRequest>,
     ) -> Result<Response<ModelReadyResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (call, message) = parts(request);
         let (state, message) = (&*self.state, &message);
-        self.unary(Rpc::ModelReady, metadata, &message.name, false, |snap, _, _| async move {
+        self.unary(Rpc::ModelReady, call, &message.name, false, |snap, _, _| async move {
             let ready = views::model_ready(state, &snap, &message.name, version(&message.version))?;
             Ok(ModelReadyResponse { ready })
         })
@@ -115,7 +120,7 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<ServerMetadataRequest>,
     ) -> Result<Response<ServerMetadataResponse>, Status> {
-        self.unary(Rpc::ServerMetadata, request.into_parts().0, "", false, |_, _, _| async {
+        self.unary(Rpc::ServerMetadata, parts(request).0, "", false, |_, _, _| async {
             from_document("inference.ServerMetadataResponse", &crate::v2::server_metadata())
         })
         .await
@@ -125,9 +130,9 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<ModelMetadataRequest>,
     ) -> Result<Response<ModelMetadataResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (call, message) = parts(request);
         let (state, message) = (&*self.state, &message);
-        self.unary(Rpc::ModelMetadata, metadata, &message.name, false, |snap, _, _| async move {
+        self.unary(Rpc::ModelMetadata, call, &message.name, false, |snap, _, _| async move {
             let doc = views::model_metadata(state, &snap, &message.name, version(&message.version))?;
             from_document("inference.ModelMetadataResponse", &doc)
         })
@@ -139,10 +144,10 @@ impl GrpcInferenceService for GrpcFront {
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
         let received = Instant::now();
-        let (metadata, _, message) = request.into_parts();
+        let (call, message) = parts(request);
         let name = message.model_name.clone();
         let state = &*self.state;
-        self.unary(Rpc::ModelInfer, metadata, &name, true, |snap, headers, tenant| async move {
+        self.unary(Rpc::ModelInfer, call, &name, true, |snap, headers, tenant| async move {
             let call = infer_call(state, &snap, &headers, tenant.as_deref(), message, received, false)?;
             match inference::run(state, &snap, call).await? {
                 Outcome::Answered(answered) => Ok(respond(answered)),
@@ -160,17 +165,19 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<Streaming<ModelInferRequest>>,
     ) -> Result<Response<Self::ModelStreamInferStream>, Status> {
-        let (metadata, _, requests) = request.into_parts();
-        Ok(Response::new(super::stream::start(self.state.clone(), call_headers(metadata), requests)))
+        let (metadata, extensions, requests) = request.into_parts();
+        mark_reached(&extensions);
+        let conn = extensions.get::<ConnInfo>().cloned();
+        Ok(Response::new(super::stream::start(self.state.clone(), call_headers(metadata), conn, requests)))
     }
 
     async fn model_config(
         &self,
         request: Request<ModelConfigRequest>,
     ) -> Result<Response<ModelConfigResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (call, message) = parts(request);
         let (state, message) = (&*self.state, &message);
-        self.unary(Rpc::ModelConfig, metadata, &message.name, false, |snap, _, _| async move {
+        self.unary(Rpc::ModelConfig, call, &message.name, false, |snap, _, _| async move {
             let doc = views::model_config(state, &snap, &message.name, version(&message.version))?;
             Ok(ModelConfigResponse { config: Some(from_document("inference.ModelConfig", &doc)?) })
         })
@@ -181,26 +188,32 @@ impl GrpcInferenceService for GrpcFront {
         &self,
         request: Request<ModelStatisticsRequest>,
     ) -> Result<Response<ModelStatisticsResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
+        let (call, message) = parts(request);
         let (state, message) = (&*self.state, &message);
-        self.unary(Rpc::ModelStatistics, metadata, &message.name, false, |snap, _, _| async move {
+        self.unary(Rpc::ModelStatistics, call, &message.name, false, |snap, headers, _| async move {
             let runtime = snap.repo.stats();
-            let models: Vec<String> = if message.name.is_empty() {
-                Vec::new()
+            let stats = if message.name.is_empty() {
+                // Every local model the caller could address by name: one
+                // used by a key-protected route needs one of its keys.
+                model_statistics(&runtime, "", None)
+                    .into_iter()
+                    .filter(|m| snap.access.authorize(&snap.config, &m.name, &headers).is_ok())
+                    .collect()
             } else {
                 let target =
                     resolve(&snap.config, &state.catalog(&snap), &message.name, version(&message.version))?;
-                target.models.clone()
-            };
-            let stats = if models.is_empty() {
-                model_statistics(&runtime, "", None)
-            } else {
-                models.iter().flat_map(|m| model_statistics(&runtime, m, None)).collect()
+                target.models.iter().flat_map(|m| model_statistics(&runtime, m, None)).collect()
             };
             Ok(ModelStatisticsResponse { model_stats: stats })
         })
         .await
     }
+}
+
+/// A call's metadata and extensions, and its message.
+fn parts<T>(request: Request<T>) -> ((tonic::metadata::MetadataMap, http::Extensions), T) {
+    let (metadata, extensions, message) = request.into_parts();
+    ((metadata, extensions), message)
 }
 
 /// The response to a unary call: the answer, with `x-cache` beside the

@@ -42,7 +42,7 @@ pub fn code_for(status: u16) -> Code {
 
 /// The gRPC status for `err`.
 pub fn status_of(err: &GatewayError) -> Status {
-    let mut status = Status::new(code_for(err.status()), err.to_string());
+    let mut status = Status::new(code_for(err.status()), err.client_message());
     if let Some(secs) = err.retry_after() {
         status.metadata_mut().insert("retry-after", MetadataValue::from(secs));
     }

@@ -17,8 +17,18 @@
 //! requests in flight finish and the stream ends; when it cancels the
 //! call, every request in flight is dropped at once, which cancels its
 //! queued model runs.
+//!
+//! What one stream may hold: at most `server.grpc_max_in_flight_per_stream`
+//! requests are in flight (running, or answered and waiting for the
+//! client to read); at that bound no further request is read, so HTTP/2
+//! flow control holds a client that sends without reading. A request
+//! holds its admission permits only while its models run, not while its
+//! responses wait for the client. A stream with nothing in flight and no
+//! request for `server.keepalive_timeout_s` ends with
+//! `DEADLINE_EXCEEDED`.
 
-use super::call::{CallObs, Rpc};
+use super::call::{admit, Admission, CallObs, Rpc};
+use super::conn::ConnInfo;
 use super::encode::encode_model_infer;
 use super::infer::{infer_call, CACHE_PARAMETER, FINAL_PARAMETER};
 use super::proto::{ModelInferRequest, ModelInferResponse, ModelStreamInferResponse};
@@ -31,7 +41,7 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use http::HeaderMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
@@ -42,30 +52,38 @@ pub type ResponseStream = ReceiverStream<Result<ModelStreamInferResponse, Status
 /// Responses buffered per stream before the producers wait for the client.
 const RESPONSE_BUFFER: usize = 16;
 
-/// Starts serving one stream; the returned stream yields its responses.
+/// Starts serving one stream, on connection `conn`; the returned stream
+/// yields its responses.
 pub fn start(
     state: Arc<AppState>,
     headers: HeaderMap,
+    conn: Option<ConnInfo>,
     requests: Streaming<ModelInferRequest>,
 ) -> ResponseStream {
     let (tx, rx) = mpsc::channel(RESPONSE_BUFFER);
-    tokio::spawn(serve(state, headers, requests, tx));
+    tokio::spawn(serve(state, Caller { headers, conn }, requests, tx));
     ReceiverStream::new(rx)
 }
 
 type Sender = mpsc::Sender<Result<ModelStreamInferResponse, Status>>;
 
-/// Reads requests and runs them until the client half-closes (then the
-/// ones in flight finish) or goes away (then they are dropped).
-async fn serve(
-    state: Arc<AppState>,
+/// Who sends a stream's requests: the call's headers and its connection.
+struct Caller {
     headers: HeaderMap,
-    mut requests: Streaming<ModelInferRequest>,
-    tx: Sender,
-) {
+    conn: Option<ConnInfo>,
+}
+
+/// Reads requests and runs them until the client half-closes (then the
+/// ones in flight finish) or goes away (then they are dropped); see the
+/// module docs for the bounds.
+async fn serve(state: Arc<AppState>, caller: Caller, mut requests: Streaming<ModelInferRequest>, tx: Sender) {
+    let server = state.snapshot.load().config.server.clone();
+    let (max_in_flight, idle_timeout) =
+        (server.grpc.max_in_flight_per_stream, server.connections.keepalive_timeout);
     let mut running = FuturesUnordered::new();
     let mut reading = true;
     let mut ended_by = None;
+    let mut idle_since = tokio::time::Instant::now();
     loop {
         if !reading && running.is_empty() {
             if let Some(status) = ended_by {
@@ -73,10 +91,15 @@ async fn serve(
             }
             return;
         }
+        let idle = reading && running.is_empty();
         tokio::select! {
             () = tx.closed() => return,
-            next = requests.message(), if reading => match next {
-                Ok(Some(message)) => running.push(one(&state, &headers, message, &tx)),
+            () = tokio::time::sleep_until(idle_since + idle_timeout), if idle => {
+                reading = false;
+                ended_by = Some(idle_expired(idle_timeout));
+            }
+            next = requests.message(), if reading && running.len() < max_in_flight => match next {
+                Ok(Some(message)) => running.push(one(&state, &caller, message, &tx)),
                 Ok(None) => reading = false,
                 Err(status) => {
                     // The client sent something unreadable (e.g. a message
@@ -87,33 +110,46 @@ async fn serve(
                     ended_by = Some(super::status::oversized_as_exhausted(status));
                 }
             },
-            Some(()) = running.next(), if !running.is_empty() => {}
+            Some(()) = running.next(), if !running.is_empty() => {
+                if running.is_empty() {
+                    idle_since = tokio::time::Instant::now();
+                }
+            }
         }
     }
 }
 
+/// The status that ends a stream left idle for `timeout`.
+fn idle_expired(timeout: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "no request on this stream for {} s (server.keepalive_timeout_s)",
+        timeout.as_secs()
+    ))
+}
+
 /// One request of the stream: its responses, or its error, sent on `tx`.
-async fn one(state: &AppState, headers: &HeaderMap, message: ModelInferRequest, tx: &Sender) {
+async fn one(state: &AppState, caller: &Caller, message: ModelInferRequest, tx: &Sender) {
     let received = Instant::now();
     let snap = state.snapshot.load_full();
     let name = message.model_name.clone();
     let id = message.id.clone();
-    let mut call = CallObs::start(state, Rpc::ModelStreamInfer, headers);
+    let headers = &caller.headers;
+    let call = CallObs::start(state, Rpc::ModelStreamInfer, headers);
     let scope = call.obs.scope();
-    let admitted = call.admit(state);
+    let admitted = admit(state, caller.conn.as_ref());
     let handling = std::pin::pin!(async {
-        admitted?;
+        let admission = admitted?;
         let tenant = snap.access.authorize(&snap.config, &name, headers)?;
         let infer = infer_call(state, &snap, headers, tenant.as_deref(), message, received, true)?;
         match inference::run(state, &snap, infer).await? {
-            Outcome::Events(events) => relay(events, tx).await,
+            Outcome::Events(events) => relay(events, admission, tx).await,
             Outcome::Answered(_) => Err(GatewayError::Internal("a streamed call was answered whole".into())),
         }
     });
     let outcome = scope.run(handling).await;
     if let Err(err) = &outcome {
         let response = ModelStreamInferResponse {
-            error_message: err.to_string(),
+            error_message: err.client_message(),
             infer_response: Some(ModelInferResponse { model_name: name.clone(), id, ..Default::default() }),
         };
         let _ = tx.send(Ok(response)).await;
@@ -123,14 +159,16 @@ async fn one(state: &AppState, headers: &HeaderMap, message: ModelInferRequest, 
 
 /// Drives a stream's producer and sends each event as a response; the
 /// request's failure is returned (its error response is sent by the caller).
-async fn relay(events: EventStream<'_>, tx: &Sender) -> Result<(), GatewayError> {
+/// The `admission` is given back once the producer is done: waiting for
+/// the client to read holds no permit.
+async fn relay(events: EventStream<'_>, admission: Admission, tx: &Sender) -> Result<(), GatewayError> {
     let EventStream { mut producer, events: mut emitted, .. } = events;
-    let mut producing = true;
+    let mut admission = Some(admission);
     loop {
         let next = tokio::select! {
             biased;
-            () = &mut producer, if producing => {
-                producing = false;
+            () = &mut producer, if admission.is_some() => {
+                admission = None;
                 continue;
             }
             next = emitted.recv() => next,

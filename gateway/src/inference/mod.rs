@@ -127,6 +127,12 @@ pub async fn run<'a>(
     };
     let batched = state.catalog(snap).batching(&target.models).is_some_and(|b| b.enabled());
     if stream {
+        if protocol != "grpc" {
+            // An SSE event is text: every output as JSON data. (A gRPC
+            // stream's responses carry raw tensors, as unary answers do.)
+            decoded.binary_data_output = false;
+            decoded.outputs.iter_mut().for_each(|o| o.binary = false);
+        }
         let job = Job { target, decoded, request, plan, budget, received, batched };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }

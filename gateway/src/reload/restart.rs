@@ -7,7 +7,8 @@
 //! Why each needs a restart: listeners are bound once; `threads`,
 //! `shutdown_grace_s` are Pingora's server settings; the connection
 //! limits (`max_connections`, `keepalive_timeout_s`, `header_timeout_ms`)
-//! are fixed when the listeners start; the admission
+//! and the gRPC listener's (`grpc_max_*`) are fixed when the listeners
+//! start; the admission
 //! semaphore is sized once (`max_concurrent_requests`); ONNX Runtime is
 //! loaded once per process; the `[cache]` section builds the L1 and the
 //! Redis connection once (per-route TTLs and `enabled` do reload);
@@ -47,6 +48,14 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     keep(c.keepalive_timeout != rc.keepalive_timeout, "server.keepalive_timeout_s");
     keep(c.header_timeout != rc.header_timeout, "server.header_timeout_ms");
     s.connections = r.connections;
+    let (g, rg) = (&s.grpc, &r.grpc);
+    keep(g.max_streams != rg.max_streams, "server.grpc_max_streams");
+    keep(g.max_in_flight_per_stream != rg.max_in_flight_per_stream, "server.grpc_max_in_flight_per_stream");
+    keep(
+        g.max_requests_per_connection != rg.max_requests_per_connection,
+        "server.grpc_max_requests_per_connection",
+    );
+    s.grpc = r.grpc;
     keep(new.onnxruntime_library != running.onnxruntime_library, "onnxruntime.library");
     new.onnxruntime_library = running.onnxruntime_library.clone();
     keep(new.cache != running.cache, "cache");

@@ -83,7 +83,7 @@ pub enum Emitted {
         /// Draft or final.
         stage: Stage,
         /// The V2 response of this stage (outputs shaped, `parameters`
-        /// saying the stage; every output as JSON data).
+        /// saying the stage; outputs JSON or raw as the call asked, see `encode_event`).
         parts: Box<InferResponseParts>,
         /// `x-cache` for the response header.
         cache: CacheStatus,
@@ -240,8 +240,9 @@ async fn run_pair(
     outcome
 }
 
-/// One event: the V2 response for `answer` (JSON tensors only: an SSE
-/// event is text) with the stage's `parameters`; 413 when it could exceed
+/// One event: the V2 response for `answer` (each output JSON or binary as
+/// `decoded` asks: an SSE call asks for JSON, a gRPC stream's for raw
+/// tensors) with the stage's `parameters`; 413 when it could exceed
 /// `max_response` bytes (`server.max_response_bytes`).
 fn encode_event(
     target: &Target,
@@ -264,10 +265,7 @@ fn encode_event(
     if let Some(cache) = info.cache {
         parameters.insert("cache".into(), cache.as_str().into());
     }
-    let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?
-        .into_iter()
-        .map(|(name, tensor, _binary)| (name, tensor, false))
-        .collect::<Vec<_>>();
+    let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?;
     crate::request_limits::check_response(max_response, &outputs)?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),

@@ -386,19 +386,56 @@ def test_message_over_the_limit_is_resource_exhausted(client, stub):
     assert client.is_server_live()
 
 
-def test_concurrency_limit_is_resource_exhausted_with_retry_after(gw, client, stub):
+def own_connection(gw):
+    """A stub on a TCP connection of its own (gRPC Python otherwise shares
+    one connection between channels to the same address)."""
+    channel = grpc.insecure_channel(gw.grpc_url, options=[("grpc.use_local_subchannel_pool", 1)])
+    return channel, service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def test_concurrency_limit_is_resource_exhausted_with_retry_after(gw, stub):
+    """Six calls held over two connections (each may hold at most five of
+    the six permits) fill server.max_concurrent_requests; a seventh call
+    is RESOURCE_EXHAUSTED with retry-after."""
     pause(gw, "synth-heavy")
     x = rows(1, seed=1)
-    held = [stub.ModelInfer.future(typed_request("synth-heavy", x + i, f"h{i}")) for i in range(6)]
+    channels = [own_connection(gw) for _ in range(2)]
+    held = [channels[i % 2][1].ModelInfer.future(typed_request("synth-heavy", x + i, f"h{i}")) for i in range(6)]
     try:
         wait_for(lambda: pool_stats(gw, "synth-heavy")["queue_depth"] >= 6, "six calls held in the queue")
         with pytest.raises(grpc.RpcError) as e:
             stub.ModelInfer(typed_request("digits-cheap", x))
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert dict(e.value.trailing_metadata()).get("retry-after") == "1"
+        assert "too many concurrent requests" in e.value.details()
     finally:
         resume(gw, "synth-heavy")
     assert all(f.result(timeout=30).model_name == "synth-heavy" for f in held)
+    for channel, _ in channels:
+        channel.close()
+
+
+def test_one_connection_cannot_take_every_permit(gw):
+    """server.grpc_max_requests_per_connection (by default 3/4 of the six
+    permits: five): a sixth call on the same connection is refused with
+    retry-after, while a call on another connection is still admitted."""
+    pause(gw, "synth-heavy")
+    x = rows(1, seed=3)
+    (greedy_channel, greedy), (other_channel, other) = own_connection(gw), own_connection(gw)
+    held = [greedy.ModelInfer.future(typed_request("synth-heavy", x + i, f"g{i}")) for i in range(5)]
+    try:
+        wait_for(lambda: pool_stats(gw, "synth-heavy")["queue_depth"] >= 5, "five calls held in the queue")
+        with pytest.raises(grpc.RpcError) as e:
+            greedy.ModelInfer(typed_request("digits-cheap", x))
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "server.grpc_max_requests_per_connection" in e.value.details()
+        assert dict(e.value.trailing_metadata()).get("retry-after") == "1"
+        assert other.ModelInfer(typed_request("digits-cheap", x)).model_name == "digits-cheap"
+    finally:
+        resume(gw, "synth-heavy")
+    assert all(f.result(timeout=30).model_name == "synth-heavy" for f in held)
+    greedy_channel.close()
+    other_channel.close()
 
 
 def test_statistics_count_the_executions(client):

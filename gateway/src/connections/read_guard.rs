@@ -1,0 +1,189 @@
+//! The timeouts of a client connection, enforced on its reads; shared by
+//! the HTTP/1 listeners' transport ([`super::stream::GuardedStream`]) and
+//! the gRPC listener's (`crate::grpc::conn`).
+//!
+//! A read waits at most until the deadline of the connection's phase:
+//! idle (no request in progress) `keepalive_timeout` from when it became
+//! idle, then the read ends as if the client had closed; head
+//! `header_timeout` from its start, then the read fails. Reads while a
+//! request is in progress (busy) have no deadline. A connection the table
+//! asked to close ends its next idle or head read at once.
+//!
+//! What moves a connection between phases depends on its protocol
+//! ([`Framing`]): on HTTP/1 the first byte after an idle wait starts a
+//! request head (the app marks the head parsed); on HTTP/2 the phase
+//! starts as head until the client's connection preface has arrived (the
+//! handshake deadline), and bytes while idle (pings, settings, window
+//! updates) keep it idle: only a call in progress makes it busy.
+
+use super::state::{ConnState, Phase};
+use super::table::{Admitted, ConnTable};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::time::Sleep;
+
+/// The client connection preface of HTTP/2 (RFC 9113, 3.4), before its
+/// first SETTINGS frame.
+pub const HTTP2_PREFACE_LEN: usize = 24;
+
+/// How bytes read move a connection between phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// HTTP/1: the first byte while idle starts a request head.
+    Http1,
+    /// HTTP/2: the preface (this many bytes still to come) is the head;
+    /// after it the connection is idle until a call makes it busy.
+    Http2 {
+        /// Bytes of the preface not read yet.
+        preface_left: usize,
+    },
+}
+
+/// A connection's place in its table and the timer of its current
+/// deadline.
+#[derive(Debug)]
+pub struct ReadGuard {
+    place: Admitted,
+    table: Arc<ConnTable>,
+    framing: Framing,
+    /// The armed deadline timer and the deadline it is set to (ms on the
+    /// table's clock).
+    timer: Option<(Pin<Box<Sleep>>, u64)>,
+}
+
+impl ReadGuard {
+    /// Guards the connection admitted as `place` in `table`. An HTTP/2
+    /// connection starts in its head phase (the handshake).
+    pub fn new(place: Admitted, table: Arc<ConnTable>, framing: Framing) -> ReadGuard {
+        if matches!(framing, Framing::Http2 { .. }) {
+            place.state.set_phase(Phase::Head, table.now_ms());
+        }
+        ReadGuard { place, table, framing, timer: None }
+    }
+
+    /// The connection's shared state.
+    pub fn state(&self) -> &Arc<ConnState> {
+        &self.place.state
+    }
+
+    /// The table the connection belongs to.
+    pub fn table(&self) -> &Arc<ConnTable> {
+        &self.table
+    }
+
+    /// Reads from `inner` under the connection's deadline (module docs).
+    pub fn poll_read<R: AsyncRead + Unpin>(
+        &mut self,
+        inner: &mut R,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let (phase, since) = self.state().phase();
+        if phase == Phase::Busy {
+            if matches!(self.framing, Framing::Http2 { .. }) {
+                // A call's end makes the connection idle outside any read:
+                // the pending read must be woken to arm the idle deadline.
+                self.state().park(cx.waker());
+            }
+            return Pin::new(inner).poll_read(cx, buf);
+        }
+        let deadline = self.deadline_ms(phase, since);
+        if self.state().is_evicted() || self.table.now_ms() >= deadline {
+            return self.expire(phase);
+        }
+        let before = buf.filled().len();
+        match Pin::new(inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                self.read(phase, buf.filled().len() - before);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                if self.poll_deadline(deadline, cx).is_ready() {
+                    return self.expire(phase);
+                }
+                self.state().park(cx.waker());
+                // An eviction between the check above and parking found no waker.
+                if self.state().is_evicted() {
+                    return self.expire(phase);
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// `n` bytes were read in `phase`: the phase they lead to.
+    fn read(&mut self, phase: Phase, n: usize) {
+        if n == 0 {
+            return;
+        }
+        match &mut self.framing {
+            Framing::Http1 if phase == Phase::Idle => {
+                self.state().set_phase(Phase::Head, self.table.now_ms())
+            }
+            Framing::Http1 => {}
+            Framing::Http2 { preface_left } if phase == Phase::Head => {
+                *preface_left = preface_left.saturating_sub(n);
+                if *preface_left == 0 {
+                    self.place.state.set_phase(Phase::Idle, self.table.now_ms());
+                }
+            }
+            Framing::Http2 { .. } => {}
+        }
+    }
+
+    /// The deadline of a read in `phase` begun at `since` (ms).
+    fn deadline_ms(&self, phase: Phase, since: u64) -> u64 {
+        let limits = self.table.limits();
+        let allowed = if phase == Phase::Head { limits.header_timeout } else { limits.keepalive_timeout };
+        since.saturating_add(u64::try_from(allowed.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Polls the timer for `deadline` (arming it first when needed).
+    fn poll_deadline(&mut self, deadline: u64, cx: &mut Context<'_>) -> Poll<()> {
+        let at = tokio::time::Instant::from_std(self.table.instant_at(deadline));
+        match &mut self.timer {
+            Some((sleep, armed)) if *armed == deadline => sleep.as_mut().poll(cx),
+            Some((sleep, armed)) => {
+                sleep.as_mut().reset(at);
+                *armed = deadline;
+                sleep.as_mut().poll(cx)
+            }
+            None => {
+                let mut sleep = Box::pin(tokio::time::sleep_until(at));
+                let polled = sleep.as_mut().poll(cx);
+                self.timer = Some((sleep, deadline));
+                polled
+            }
+        }
+    }
+
+    /// Ends a read whose phase ran out of time (or was evicted): an idle
+    /// connection reads end-of-stream, a head in progress an error.
+    fn expire(&self, phase: Phase) -> Poll<io::Result<()>> {
+        let counters = &self.table.counters;
+        if phase != Phase::Head {
+            if !self.state().is_evicted() {
+                counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if self.state().is_evicted() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room: server.max_connections reached while this request head was incomplete",
+            )));
+        }
+        counters.header_timeouts.fetch_add(1, Ordering::Relaxed);
+        let limit = self.table.limits().header_timeout;
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("request head not complete within server.header_timeout_ms ({} ms)", limit.as_millis()),
+        )))
+    }
+}

@@ -1,0 +1,175 @@
+//! The gRPC listener's client connections, under the same kind of
+//! connection table as the HTTP listeners ([`crate::connections`]): at
+//! `server.max_connections` the connections waiting longest without a call
+//! in progress are closed to make room (a new one is closed at once when
+//! none can be); a connection must send the HTTP/2 preface within
+//! `server.header_timeout_ms` of connecting, and one without a call in
+//! progress is closed after `server.keepalive_timeout_s`.
+//!
+//! Each call reaches the service with the connection's [`ConnInfo`] in
+//! its extensions (tonic's `Connected`): the edge layer marks the
+//! connection busy for the call's life ([`ConnInfo::call`]), and
+//! admission takes a permit of the connection's share
+//! (`server.grpc_max_requests_per_connection`) before a global one.
+
+use crate::connections::read_guard::{Framing, ReadGuard, HTTP2_PREFACE_LEN};
+use crate::connections::state::{ConnState, Phase};
+use crate::connections::ConnTable;
+use futures::Stream;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tonic::transport::server::Connected;
+
+/// How long accepting pauses after an error (e.g. out of descriptors), so
+/// that a failing `accept` is not retried in a busy loop.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// An admitted client connection.
+pub struct GrpcConn {
+    inner: TcpStream,
+    guard: ReadGuard,
+    info: ConnInfo,
+}
+
+/// What every call of one connection shares.
+#[derive(Clone)]
+pub struct ConnInfo {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Arc<ConnState>,
+    table: Arc<ConnTable>,
+    /// Calls in progress.
+    calls: AtomicUsize,
+    /// The connection's share of the admission permits.
+    share: Arc<Semaphore>,
+    /// Its size.
+    share_size: usize,
+}
+
+/// A call in progress on a connection: the connection is busy (no idle
+/// deadline, never closed for room) until the last one is dropped.
+pub struct CallOnConn {
+    shared: Arc<Shared>,
+}
+
+impl ConnInfo {
+    /// Marks a call started; it ends when the returned value is dropped.
+    pub fn call(&self) -> CallOnConn {
+        if self.shared.calls.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.shared.state.set_phase(Phase::Busy, self.shared.table.now_ms());
+        }
+        CallOnConn { shared: self.shared.clone() }
+    }
+
+    /// The connection's share of the admission permits.
+    pub fn share(&self) -> &Arc<Semaphore> {
+        &self.shared.share
+    }
+
+    /// The size of [`ConnInfo::share`]
+    /// (`server.grpc_max_requests_per_connection`).
+    pub fn share_size(&self) -> usize {
+        self.shared.share_size
+    }
+}
+
+impl Drop for CallOnConn {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        if shared.calls.fetch_sub(1, Ordering::AcqRel) == 1 {
+            shared.state.set_phase(Phase::Idle, shared.table.now_ms());
+            shared.state.wake();
+        }
+    }
+}
+
+/// The listener's accepted connections: those the table admits, as
+/// [`GrpcConn`]s; the others are closed at once. Accept errors are
+/// yielded (tonic logs them) after a short pause.
+pub fn incoming(
+    listener: TcpListener,
+    table: Arc<ConnTable>,
+    share_size: usize,
+) -> impl Stream<Item = io::Result<GrpcConn>> {
+    futures::stream::unfold((listener, table), move |(listener, table)| async move {
+        loop {
+            let accepted = match listener.accept().await {
+                Ok((tcp, _peer)) => admit(tcp, &table, share_size),
+                Err(e) => {
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    Some(Err(e))
+                }
+            };
+            if let Some(next) = accepted {
+                return Some((next, (listener, table)));
+            }
+        }
+    })
+}
+
+/// The connection as admitted, or `None` (closed) when the table is full.
+fn admit(tcp: TcpStream, table: &Arc<ConnTable>, share_size: usize) -> Option<io::Result<GrpcConn>> {
+    let place = table.admit()?;
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "could not set TCP_NODELAY on a gRPC connection");
+    }
+    let shared = Arc::new(Shared {
+        state: place.state.clone(),
+        table: table.clone(),
+        calls: AtomicUsize::new(0),
+        share: Arc::new(Semaphore::new(share_size)),
+        share_size,
+    });
+    let guard = ReadGuard::new(place, table.clone(), Framing::Http2 { preface_left: HTTP2_PREFACE_LEN });
+    Some(Ok(GrpcConn { inner: tcp, guard, info: ConnInfo { shared } }))
+}
+
+impl Connected for GrpcConn {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
+    }
+}
+
+impl AsyncRead for GrpcConn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.guard.poll_read(&mut this.inner, cx, buf)
+    }
+}
+
+impl AsyncWrite for GrpcConn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
