@@ -24,9 +24,10 @@ def free_port() -> int:
 class Gateway:
     """A running gateway process."""
 
-    def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None):
+    def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None, preexec_fn=None):
         """`port`/`admin_port`: fixed ports (to restart a replica where its
-        peers expect it); free ones by default."""
+        peers expect it); free ones by default. `preexec_fn` runs in the
+        child before the binary (e.g. to lower its open-file limit)."""
         binary = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
         self.port = port or free_port()
         self.admin_port = admin_port or free_port()
@@ -39,7 +40,8 @@ class Gateway:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"switchyard-{self.port}.log"
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, **(env or {})}
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
+                                     preexec_fn=preexec_fn)
         self._wait_ready()
 
     def _wait_ready(self, timeout=60.0):
