@@ -158,15 +158,14 @@ impl AdminApp {
             if endpoint.method != *method {
                 continue;
             }
-            if endpoint.access == Access::Token {
-                let checked = match admin.token {
-                    Some(_) => check_token(&admin, headers),
-                    None if *method == Method::GET => Ok(()),
-                    None => cross_site::check_same_origin(headers, body.is_empty()),
-                };
-                if let Err(err) = checked {
-                    return Reply::error(&err);
-                }
+            let checked = match (endpoint.access, admin.token) {
+                (Access::Token, Some(_)) => check_token(&admin, headers),
+                // No token to check: a change must not come from another site.
+                (_, None) if !method.is_safe() => cross_site::check_same_origin(headers, body.is_empty()),
+                _ => Ok(()),
+            };
+            if let Err(err) = checked {
+                return Reply::error(&err);
             }
             let call = AdminCall { state: self.state.clone(), reloader: self.reloader.clone(), params, body };
             return (endpoint.handler)(call).await;
