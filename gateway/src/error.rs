@@ -86,6 +86,11 @@ pub enum GatewayError {
         /// What is missing and how to send it (never the expected secret).
         message: String,
     },
+    /// The caller may not make this request at all, whatever it sends
+    /// (403): e.g. an admin request naming another host, or a cross-site
+    /// change ([`crate::admin::host_check`], [`crate::admin::cross_site`]).
+    #[error("{0}")]
+    Forbidden(String),
     /// The body has a `Content-Encoding` other than `identity` (415): the
     /// V2 API reads bodies as sent and does not decompress them.
     #[error("Content-Encoding {0:?} is not supported: send the body uncompressed")]
@@ -132,6 +137,7 @@ impl GatewayError {
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
             GatewayError::Unauthorized { .. } => 401,
+            GatewayError::Forbidden(_) => 403,
             GatewayError::Internal(_) => 500,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
@@ -153,6 +159,7 @@ impl GatewayError {
             GatewayError::TooManyRequests => "too_many_requests",
             GatewayError::ConnectionShare { .. } => "connection_share",
             GatewayError::Unauthorized { .. } => "unauthorized",
+            GatewayError::Forbidden(_) => "forbidden",
             GatewayError::BadHeader { .. } => "bad_header",
             GatewayError::Internal(_) => "internal",
             GatewayError::ExpectationFailed(_) => "expectation_failed",

@@ -11,12 +11,15 @@
 //!
 //! - `apply: false` (the default): nothing else happens. The console then
 //!   posts `candidate` to `/admin/replay` to show what the change would do.
-//! - `apply: true`: the file is replaced (a temporary file renamed over
-//!   it, so a reader never sees half a file) and reloaded through the
-//!   usual reload path (trigger `console`). When `base` is given and the
-//!   file changed since, nothing is written (409). When the reload rejects
-//!   the new file, the old text is put back and the old config keeps
-//!   serving (422, with the reload's issues).
+//! - `apply: true`: the file is replaced (a temporary file of its own
+//!   name renamed over it, so a reader never sees half a file) and
+//!   reloaded through the usual reload path (trigger `console`). Applies
+//!   run one at a time, from reading the file to the end of the reload, so
+//!   concurrent applies without `base` each edit the file as the previous
+//!   one left it and the last one told "applied" is the one in force.
+//!   When `base` is given and the file changed since, nothing is written
+//!   (409). When the reload rejects the new file, the old text is put back
+//!   and the old config keeps serving (422, with the reload's issues).
 //!
 //! The config file stays the source of truth: a gateway on its built-in
 //! config, or whose file cannot be written (a read-only ConfigMap mount),
@@ -30,6 +33,15 @@ use crate::reply::Reply;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Held by an apply from reading the config file to the end of its
+/// reload: applies are serialised, previews are not.
+static APPLYING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Numbers the temporary files of this process, so that no two writers
+/// ever share one.
+static NEXT_TEMPORARY: AtomicU64 = AtomicU64::new(0);
 
 /// The request body.
 #[derive(Debug, Deserialize)]
@@ -69,6 +81,10 @@ pub async fn edit(call: AdminCall) -> Reply {
     if route_edit.is_empty() {
         return error(400, "nothing to change: give threshold, budget_ms or ttl_s".into(), None);
     }
+    let _turn = match request.apply {
+        true => Some(APPLYING.lock().await),
+        false => None,
+    };
     let source = match read_source(&call) {
         Ok(s) => s,
         Err(message) => return error(500, message, None),
@@ -145,15 +161,20 @@ fn read_source(call: &AdminCall) -> Result<Source, String> {
 }
 
 /// Replaces `file`'s contents with `text` through a temporary file in the
-/// same folder renamed over it, keeping the file's permissions.
+/// same folder (named after the process and a counter, so concurrent
+/// writers, in this process or another, never share one) renamed over
+/// it, keeping the file's permissions.
 fn replace_file(file: &Path, text: &str) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or_else(|| Path::new("."));
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = dir.join(format!(".{name}.switchyard-edit"));
+    let n = NEXT_TEMPORARY.fetch_add(1, Ordering::Relaxed);
+    let temporary = dir.join(format!(".{name}.switchyard-edit-{}-{n}", std::process::id()));
     let permissions = std::fs::metadata(file)?.permissions();
     let written = (|| {
-        std::fs::write(&temporary, text)?;
-        std::fs::File::open(&temporary)?.sync_all()?;
+        let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(&temporary)?;
+        std::io::Write::write_all(&mut out, text.as_bytes())?;
+        out.sync_all()?;
+        drop(out);
         std::fs::set_permissions(&temporary, permissions)?;
         std::fs::rename(&temporary, file)
     })();

@@ -26,6 +26,14 @@ pub fn document(snap: &Snapshot, reloader: &Reloader) -> Value {
     })
 }
 
+fn admin_host_text(host: &crate::config::admin_hosts_section::AdminHost) -> String {
+    use crate::config::admin_hosts_section::AdminHost;
+    match host {
+        AdminHost::Ip(ip) => ip.to_string(),
+        AdminHost::Name(name) => name.clone(),
+    }
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -37,6 +45,7 @@ pub fn config_json(config: &Config) -> Value {
         "server": {
             "listen": server.listen.to_string(),
             "admin_listen": server.admin_listen.to_string(),
+            "admin_hosts": server.admin_hosts.iter().map(admin_host_text).collect::<Vec<_>>(),
             "grpc_listen": server.grpc_listen.map(|a| a.to_string()),
             "threads": server.threads,
             "max_body_bytes": server.limits.max_body_bytes,

@@ -18,14 +18,20 @@
 //! (or `$SWITCHYARD_ADMIN_TOKEN`); a missing or wrong token gets 401 with
 //! `WWW-Authenticate: Bearer`. Without a token configured, the listener
 //! must be on a loopback address ([`crate::prepare::check_exposure`]) and every endpoint
-//! is open to local callers.
+//! is open to local callers, but a POST must pass [`cross_site`] (no web
+//! page may make changes through the visitor's browser).
+//!
+//! Every request, with a token or not, must name the listener in its
+//! `Host` ([`host_check`], against DNS rebinding). Both refuse with 403.
 //!
 //! More endpoints are added with [`AdminApp::route`].
 
 pub mod config_edit;
 pub mod config_view;
 pub mod console;
+pub mod cross_site;
 pub mod endpoints;
+pub mod host_check;
 pub mod metrics_page;
 pub mod models;
 pub mod pause;
@@ -127,14 +133,24 @@ impl AdminApp {
         self
     }
 
-    /// Answers one admin request.
+    /// Answers one admin request: the `Host` check, then the endpoint
+    /// with its token (or, without a token, cross-site) check.
     pub async fn answer(
         &self,
         method: &Method,
-        path: &str,
+        uri: &http::Uri,
         headers: &http::HeaderMap,
         body: bytes::Bytes,
     ) -> Reply {
+        let path = uri.path();
+        let admin = {
+            let snap = self.state.snapshot.load();
+            let server = &snap.config.server;
+            if let Err(err) = host_check::check_host(uri, headers, server.admin_listen, &server.admin_hosts) {
+                return Reply::error(&err);
+            }
+            snap.config.admin.clone()
+        };
         let mut path_matched = false;
         for endpoint in &self.endpoints {
             let Some(params) = match_path(endpoint.pattern, path) else { continue };
@@ -142,11 +158,14 @@ impl AdminApp {
             if endpoint.method != *method {
                 continue;
             }
-            if endpoint.access == Access::Token {
-                let admin = self.state.snapshot.load().config.admin.clone();
-                if let Err(err) = check_token(&admin, headers) {
-                    return Reply::error(&err);
-                }
+            let checked = match (endpoint.access, admin.token) {
+                (Access::Token, Some(_)) => check_token(&admin, headers),
+                // No token to check: a change must not come from another site.
+                (_, None) if !method.is_safe() => cross_site::check_same_origin(headers, body.is_empty()),
+                _ => Ok(()),
+            };
+            if let Err(err) = checked {
+                return Reply::error(&err);
             }
             let call = AdminCall { state: self.state.clone(), reloader: self.reloader.clone(), params, body };
             return (endpoint.handler)(call).await;
@@ -207,7 +226,7 @@ impl ProxyHttp for AdminApp {
             Ok(()) => match post_body(&self.state, session).await {
                 Ok(body) => {
                     let header = session.req_header();
-                    self.answer(&header.method, header.uri.path(), &header.headers, body).await
+                    self.answer(&header.method, &header.uri, &header.headers, body).await
                 }
                 Err(e) => Reply::error(&e),
             },

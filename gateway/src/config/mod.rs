@@ -8,6 +8,7 @@
 //! With no `--config`, [`load_default`] serves the bundled example models
 //! (`default.toml`, embedded in the binary) relative to the current folder.
 
+pub mod admin_hosts_section;
 pub mod cache_section;
 pub mod calibrate_section;
 pub mod connections_section;

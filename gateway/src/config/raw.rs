@@ -49,6 +49,9 @@ pub struct RawServer {
     pub listen: Option<String>,
     /// Admin listener (metrics, admin API), default `127.0.0.1:9000`.
     pub admin_listen: Option<String>,
+    /// Extra names the admin listener answers to (see
+    /// [`super::admin_hosts_section`]).
+    pub admin_hosts: Option<Vec<String>>,
     /// gRPC listener (Open Inference Protocol over gRPC); absent = off.
     pub grpc_listen: Option<String>,
     /// Worker threads of the HTTP server, default: number of cores.

@@ -59,6 +59,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Admin listener.
     pub admin_listen: SocketAddr,
+    /// Names besides its own address that the admin listener answers to
+    /// (`server.admin_hosts`; [`crate::admin::host_check`]).
+    pub admin_hosts: Vec<super::admin_hosts_section::AdminHost>,
     /// gRPC listener ([`crate::grpc`]); `None`: gRPC is off.
     pub grpc_listen: Option<SocketAddr>,
     /// HTTP worker threads.

@@ -122,6 +122,7 @@ fn positive(value: Option<usize>, default: usize, path: &str, issues: &mut Issue
 fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8000", "server.listen", issues);
     let admin = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:9000", "server.admin_listen", issues);
+    let admin_hosts = super::admin_hosts_section::admin_hosts(raw.admin_hosts.as_deref(), &mut issues.0);
     let grpc =
         raw.grpc_listen.as_deref().map(|text| parse_addr(Some(text), "", "server.grpc_listen", issues));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -173,6 +174,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     Some(ServerConfig {
         listen: listen?,
         admin_listen: admin?,
+        admin_hosts,
         grpc_listen: match grpc {
             Some(addr) => Some(addr?),
             None => None,

@@ -18,6 +18,8 @@ from routing_util import DIGITS_MODELS, Reference, write_config
 from sse_util import admin, wait_for
 
 BINARY = str(REPO / "target" / "debug" / "switchyard")
+# The admin listener has no token here: a body must say what it is (README, Admin API).
+TOML = {"content-type": "application/toml"}
 
 CONFIG = DIGITS_MODELS + """
 [[routes]]
@@ -232,7 +234,7 @@ def test_admin_replay_runs_the_live_sample_through_a_posted_candidate(recorded, 
     gw = Gateway(config=recorded["config"])
     try:
         candidate = config_text(0.6, tmp_path / "unused.jsonl").replace("{models}", str(MODELS))
-        r = requests.post(f"{gw.admin}/admin/replay", data=candidate, timeout=300)
+        r = requests.post(f"{gw.admin}/admin/replay", data=candidate, headers=TOML, timeout=300)
         assert r.status_code == 200, r.text
         [report] = r.json()["reports"]
         current, proposed = report["configs"]
@@ -242,7 +244,8 @@ def test_admin_replay_runs_the_live_sample_through_a_posted_candidate(recorded, 
         cli = replay_json(candidate_file, recorded["traffic"], against=recorded["config"])
         assert proposed["escalated_share"] == cli["configs"][1]["escalated_share"]
         assert current["escalated_share"] == cli["configs"][0]["escalated_share"]
-        bad = requests.post(f"{gw.admin}/admin/replay", data=config_text(1.5, "t.jsonl"), timeout=60)
+        bad = requests.post(f"{gw.admin}/admin/replay", data=config_text(1.5, "t.jsonl"), headers=TOML,
+                             timeout=60)
         assert bad.status_code == 400
         assert [i["path"] for i in bad.json()["issues"]] == ["routes[0].policy.threshold"]
         assert requests.post(f"{gw.admin}/admin/replay", data="", timeout=60).status_code == 400

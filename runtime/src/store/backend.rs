@@ -25,6 +25,19 @@ pub(crate) struct Backend {
     pub name: String,
     /// Where the credentials came from, for messages (never the values).
     pub credential_source: String,
+    /// The same S3 bucket, listed page by page (see `super::object_list`);
+    /// `None` for local files.
+    pub paged: Option<PagedS3>,
+}
+
+/// An S3 client for page-by-page listings, with the repository's key
+/// prefix (listing pages are not under `store`'s prefix).
+#[derive(Debug, Clone)]
+pub(crate) struct PagedS3 {
+    /// The bucket's client.
+    pub client: object_store::aws::AmazonS3,
+    /// The repository's key prefix, without leading or trailing `/`.
+    pub root: String,
 }
 
 /// Builds the client for `settings` (no network: the first request tells
@@ -37,16 +50,17 @@ pub(crate) fn open(settings: &StoreSettings, env: &AwsEnv) -> Result<Backend, St
                 field: "repository.uri".into(),
                 reason: format!("{}: {e}", root.display()),
             })?;
-            Ok(Backend { store: Arc::new(local), name, credential_source: "local files".into() })
+            Ok(Backend { store: Arc::new(local), name, credential_source: "local files".into(), paged: None })
         }
         StoreUri::S3 { bucket, prefix } => {
             let (s3, credential_source) = s3_client(settings, env, bucket)?;
+            let paged = Some(PagedS3 { client: s3.clone(), root: prefix.clone() });
             let store: Arc<dyn ObjectStore> = if prefix.is_empty() {
                 Arc::new(s3)
             } else {
                 Arc::new(PrefixStore::new(s3, prefix.as_str()))
             };
-            Ok(Backend { store, name, credential_source })
+            Ok(Backend { store, name, credential_source, paged })
         }
     }
 }

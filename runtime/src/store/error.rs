@@ -102,6 +102,16 @@ pub enum StoreError {
         /// What is wrong.
         reason: String,
     },
+    /// A model folder whose name cannot be served: it contains `@`, which
+    /// names older versions (`<model>@<version>`). Only that folder is
+    /// refused; requests for it get 404 with the reason.
+    #[error("model folder '{folder}' is not served: {reason}")]
+    RefusedFolder {
+        /// The folder's name.
+        folder: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// Any other answer of the store that the client could not use.
     #[error("model store {store}: {reason}")]
     Backend {
@@ -121,7 +131,7 @@ impl StoreError {
     /// any request can meet them).
     pub fn class(&self) -> ErrorClass {
         match self {
-            StoreError::NotFound { .. } => ErrorClass::NotFound,
+            StoreError::NotFound { .. } | StoreError::RefusedFolder { .. } => ErrorClass::NotFound,
             StoreError::Credentials { .. }
             | StoreError::Unreachable { .. }
             | StoreError::NotCached { .. }
@@ -145,6 +155,7 @@ impl StoreError {
             StoreError::Changed { .. } => "store_changed",
             StoreError::Cache { .. } => "store_cache",
             StoreError::InvalidModelConfig { .. } => "store_model_config",
+            StoreError::RefusedFolder { .. } => "store_refused_folder",
             StoreError::Backend { .. } => "store_backend",
         }
     }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -82,13 +83,22 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError
     write_atomic(path, &text)
 }
 
-/// Writes `bytes` to `path` through `path.tmp-<pid>` and a rename, flushed
-/// to disk first.
+/// Numbers this process's temporary files (see [`write_atomic`]).
+static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` through `<path>.tmp-<pid>-<n>` and a rename,
+/// flushed to disk first. The temporary name is new for every call, so
+/// concurrent writers of one path (two reloads putting the same
+/// `config.pbtxt`, or processes sharing the cache) never write into or
+/// rename away each other's temporary file; the last rename wins whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     use std::io::Write;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}-{n}", std::process::id()));
+    let tmp = path.with_file_name(name);
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_data()?;
         std::fs::rename(&tmp, path)
@@ -123,5 +133,26 @@ mod tests {
         let mut other = manifest.listing();
         other.files.get_mut("model.onnx").unwrap().etag = Some("f".into());
         assert!(!read.matches(&other));
+    }
+
+    #[test]
+    fn concurrent_atomic_writes_of_one_path_all_succeed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.pbtxt");
+        let texts: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 4096]).collect();
+        std::thread::scope(|scope| {
+            for text in &texts {
+                let path = &path;
+                scope.spawn(move || {
+                    for _ in 0..50 {
+                        write_atomic(path, text).unwrap();
+                    }
+                });
+            }
+        });
+        let last = std::fs::read(&path).unwrap();
+        assert!(texts.contains(&last), "the file is one writer's whole text");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["config.pbtxt"], "no temporary file is left behind");
     }
 }

@@ -8,6 +8,8 @@
 //!   files), never logged;
 //! - `backend`: `object_store`'s S3 or local client, and its errors as
 //!   [`StoreError`]s (each with its HTTP class);
+//! - `object_list`: listing the objects under a prefix, page by page,
+//!   skipping keys the client cannot parse;
 //! - [`listing`]: the repository tree and what changed between two polls;
 //! - [`model_store`]: [`ModelStore`], listing, pulling (one shared
 //!   download per version), polling, serving the cache when the store is
@@ -37,6 +39,7 @@ pub mod integrity;
 pub mod listing;
 pub mod manifest;
 pub mod model_store;
+mod object_list;
 mod part_writer;
 mod pull;
 pub mod settings;

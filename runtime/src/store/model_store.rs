@@ -4,7 +4,8 @@
 //! - [`ModelStore::list`] lists the repository (one recursive LIST) into a
 //!   [`RepositoryListing`]; when the store is unreachable it answers from
 //!   the cache (`from_cache`), so a restart without network still knows
-//!   the cached models.
+//!   the cached models (with none cached it fails: an empty repository
+//!   would hide that nothing can be served).
 //! - [`ModelStore::materialize`] makes one version available as local
 //!   files: from the cache when the cached copy matches the store's
 //!   listing (or when the store is unreachable), else downloaded.
@@ -31,7 +32,8 @@ use super::backend::{open, Backend};
 use super::cache::{CacheLease, DiskCache};
 use super::error::StoreError;
 use super::listing::{ObjectInfo, RepositoryChange, RepositoryListing, VersionListing};
-use super::pull::{fetch_small, list_objects, pull_version, PullContext};
+use super::object_list::list_objects;
+use super::pull::{fetch_small, pull_version, PullContext};
 use super::settings::StoreSettings;
 use super::stats::{StoreCounters, StoreStats};
 use super::uri::StoreUri;
@@ -144,8 +146,10 @@ impl ModelStore {
 
     /// Lists the repository. When an object store is unreachable (or
     /// answers with server errors), returns what the cache holds instead,
-    /// with `from_cache` set; other errors (refused credentials, a missing
-    /// bucket) are returned as they are.
+    /// with `from_cache` set, or the error when the cache holds no model
+    /// (an empty repository would hide that nothing can be served); other
+    /// errors (refused credentials, a missing bucket) are returned as they
+    /// are.
     pub async fn list(&self) -> Result<Arc<RepositoryListing>, StoreError> {
         let listed = if self.is_offline() {
             Err(StoreError::Unreachable {
@@ -164,13 +168,17 @@ impl ModelStore {
             }
             Err(e) => {
                 self.note_failure(&e);
-                match (&self.cache, e.is_unreachable() || matches!(e, StoreError::Backend { .. })) {
-                    (Some(cache), true) => {
-                        tracing::warn!(store = %self.backend.name, error = %e, "model store unreachable; using the cached models");
-                        Ok(Arc::new(cache.listing()))
-                    }
-                    _ => Err(e),
+                let cached =
+                    match (&self.cache, e.is_unreachable() || matches!(e, StoreError::Backend { .. })) {
+                        (Some(cache), true) => cache.listing(),
+                        _ => return Err(e),
+                    };
+                if cached.models.is_empty() {
+                    // Nothing to serve instead: say so rather than serve an empty repository.
+                    return Err(e);
                 }
+                tracing::warn!(store = %self.backend.name, error = %e, "model store unreachable; using the cached models");
+                Ok(Arc::new(cached))
             }
         }
     }

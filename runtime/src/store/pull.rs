@@ -116,27 +116,3 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     }
     std::fs::write(path, bytes).map_err(|e| StoreError::cache(path, e))
 }
-
-/// Lists every object under `prefix` (the whole repository when empty).
-pub(crate) async fn list_objects(
-    backend: &Backend,
-    prefix: &str,
-    counters: &StoreCounters,
-) -> Result<Vec<ObjectInfo>, StoreError> {
-    counters.count_list();
-    let path = (!prefix.is_empty()).then(|| ObjectPath::from(prefix));
-    let metas: Vec<object_store::ObjectMeta> = backend
-        .store
-        .list(path.as_ref())
-        .try_collect()
-        .await
-        .map_err(|e| map_error(backend, if prefix.is_empty() { "the repository" } else { prefix }, e))?;
-    Ok(metas
-        .into_iter()
-        .map(|m| ObjectInfo {
-            key: m.location.to_string(),
-            size: m.size,
-            etag: m.e_tag.map(|e| e.trim_matches('"').to_string()),
-        })
-        .collect())
-}

@@ -4,8 +4,8 @@
 //! them as local files ([`load_repository`]).
 //!
 //! Models that cannot be served (unparsable `config.pbtxt`, another
-//! backend, no version with a model file) are listed in `rejected` with
-//! the reason; the others are served. Per model, everything not mapped
+//! backend, no version with a model file, a folder name with `@`) are
+//! listed in `rejected` with the reason; the others are served. Per model, everything not mapped
 //! exactly is in its `warnings`.
 
 use std::sync::Arc;
@@ -23,6 +23,11 @@ use super::mapping::{map_config, MappedModel, SpecDefaults};
 
 /// Name of a model's configuration file.
 pub const CONFIG_FILE: &str = "config.pbtxt";
+
+/// What joins a model's name and an older version's number in the name
+/// it is served by ([`served_name`]); a model folder with it in its name
+/// is refused, so that no folder can take an older version's name.
+pub const VERSION_SEPARATOR: char = '@';
 
 /// Versions pulled at once by [`load_repository`].
 const PULLS_AT_ONCE: usize = 4;
@@ -66,6 +71,13 @@ pub async fn scan_repository(
     let listing = store.list().await?;
     let mut scan = RepositoryScan { from_cache: listing.from_cache, ..RepositoryScan::default() };
     for (name, model) in &listing.models {
+        if name.contains(VERSION_SEPARATOR) {
+            let reason = format!(
+                "'{VERSION_SEPARATOR}' names an older version of a model (<model>{VERSION_SEPARATOR}<version>, see version_policy); rename the folder"
+            );
+            scan.rejected.push((name.clone(), StoreError::RefusedFolder { folder: name.clone(), reason }));
+            continue;
+        }
         match read_model(store, name, model, defaults).await {
             Ok(m) => scan.models.push(m),
             Err(e) => scan.rejected.push((name.clone(), e)),
@@ -151,7 +163,7 @@ pub fn served_name(model: &str, version: u64, newest: bool) -> String {
     if newest {
         model.to_string()
     } else {
-        format!("{model}@{version}")
+        format!("{model}{VERSION_SEPARATOR}{version}")
     }
 }
 

@@ -1,0 +1,52 @@
+// Headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
+// against an admin listener without a token (test_admin_csrf.py):
+//
+//   node admin_csrf_browser.mjs foreign PAGE_URL   # a page of another origin runs window.attack()
+//   node admin_csrf_browser.mjs console ADMIN_URL  # the console page posts a threshold edit
+//
+// Prints "foreign page done: ..." or "console applied STATUS"; the Python
+// test checks what the gateway did. Exits 1 on a script failure.
+import { chromium } from "playwright-core";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const [mode, url] = process.argv.slice(2);
+const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
+const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-csrf-"));
+let context;
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  const page = await context.newPage();
+  if (mode === "foreign") {
+    await page.goto(url);
+    const done = await page.evaluate(() => window.attack());
+    console.log(`foreign page done: ${done.join(", ")}`);
+  } else if (mode === "console") {
+    await page.goto(`${url}/console/`);
+    const status = await page.evaluate(async () => {
+      const res = await fetch("/admin/config/edit", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ route: "digits", threshold: 0.65, apply: true }),
+      });
+      return `${res.status} ${await res.text()}`;
+    });
+    console.log(`console applied ${status}`);
+  } else {
+    throw new Error(`unknown mode ${mode}`);
+  }
+} catch (e) {
+  console.log(`FAILED: ${e.stack || e}`);
+  process.exitCode = 1;
+} finally {
+  if (context) await context.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
