@@ -108,6 +108,19 @@ impl AccessTable {
     }
 }
 
+impl AccessTable {
+    /// True when the request may see local model `model` addressed
+    /// directly: no protected route uses it, or it presents a key of one
+    /// that does. (Statistics use it: a model's counters are as private
+    /// as the model.)
+    pub fn may_see_model(&self, model: &str, headers: &HeaderMap) -> bool {
+        match self.models.get(model) {
+            None => true,
+            Some(keys) => presented_key(headers).is_some_and(|key| keys.tenant_of(key).is_some()),
+        }
+    }
+}
+
 fn unauthorized(message: String) -> GatewayError {
     GatewayError::Unauthorized { realm: REALM, message }
 }

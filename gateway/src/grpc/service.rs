@@ -192,17 +192,21 @@ impl GrpcInferenceService for GrpcFront {
         let (state, message) = (&*self.state, &message);
         self.unary(Rpc::ModelStatistics, call, &message.name, false, |snap, headers, _| async move {
             let runtime = snap.repo.stats();
+            // Only the models the caller could address directly: one used
+            // by a key-protected route needs one of its keys (also when a
+            // route without keys shares it).
+            let visible = |m: &ModelStatistics| snap.access.may_see_model(&m.name, &headers);
             let stats = if message.name.is_empty() {
-                // Every local model the caller could address by name: one
-                // used by a key-protected route needs one of its keys.
-                model_statistics(&runtime, "", None)
-                    .into_iter()
-                    .filter(|m| snap.access.authorize(&snap.config, &m.name, &headers).is_ok())
-                    .collect()
+                model_statistics(&runtime, "", None).into_iter().filter(visible).collect()
             } else {
                 let target =
                     resolve(&snap.config, &state.catalog(&snap), &message.name, version(&message.version))?;
-                target.models.iter().flat_map(|m| model_statistics(&runtime, m, None)).collect()
+                target
+                    .models
+                    .iter()
+                    .flat_map(|m| model_statistics(&runtime, m, None))
+                    .filter(visible)
+                    .collect()
             };
             Ok(ModelStatisticsResponse { model_stats: stats })
         })

@@ -47,6 +47,10 @@ path = "{models}/digits-cheap.onnx"
 name = "private"
 models = ["private-cheap"]
 auth = { keys = [{ key = "%s", tenant = "team-a" }] }
+
+[[routes]]
+name = "shared"
+models = ["private-cheap"]
 """ % KEY
 
 MiB = 1 << 20
@@ -311,6 +315,11 @@ def test_statistics_of_every_model_leave_out_key_protected_ones(gw):
     assert "digits-cheap" in anonymous and "private-cheap" not in anonymous
     keyed = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=""), metadata=[("x-api-key", KEY)])
     assert "private-cheap" in {s.name for s in keyed.model_stats}
+    # An open route that shares the protected model does not show its counters.
+    shared = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name="shared"))
+    assert [s.name for s in shared.model_stats] == []
+    shared = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name="shared"), metadata=[("x-api-key", KEY)])
+    assert [s.name for s in shared.model_stats] == ["private-cheap"]
 
 
 def test_a_stream_sizes_its_responses_as_raw_tensors(gw):
