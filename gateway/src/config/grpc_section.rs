@@ -11,6 +11,7 @@
 //! grpc_max_streams = 128                 # concurrent HTTP/2 streams per connection
 //! grpc_max_in_flight_per_stream = 32     # ModelStreamInfer requests running or unread, per stream
 //! grpc_max_requests_per_connection = 3072  # admission permits one connection may hold
+//! grpc_max_receiving_bytes = "64MiB"     # large messages being received at once, in all
 //! ```
 
 use super::issue::ConfigIssue;
@@ -33,6 +34,8 @@ pub struct RawGrpcLimits {
     pub max_in_flight_per_stream: Option<usize>,
     /// `server.grpc_max_requests_per_connection`.
     pub max_requests_per_connection: Option<usize>,
+    /// `server.grpc_max_receiving_bytes`.
+    pub max_receiving_bytes: Option<usize>,
 }
 
 /// Checked gRPC limits.
@@ -52,15 +55,28 @@ pub struct GrpcLimits {
     /// By default three quarters of the permits (at least one is left to
     /// the other clients, when there are two or more).
     pub max_requests_per_connection: usize,
+    /// Most bytes of large messages (64 KiB and more) being received at
+    /// once over all connections, each counted at its declared length
+    /// from its first bytes until it is complete; a large message that
+    /// does not fit gets `RESOURCE_EXHAUSTED` (retry shortly), so that
+    /// clients starting messages they never finish cannot hold more.
+    /// Default and least: `server.max_body_bytes`.
+    pub max_receiving_bytes: usize,
 }
 
-/// Checks the settings against `max_concurrent_requests`; each bad value
-/// is an issue at its field path.
-pub fn grpc_limits(
-    raw: RawGrpcLimits,
-    max_concurrent_requests: usize,
-    issues: &mut Vec<ConfigIssue>,
-) -> GrpcLimits {
+/// The server-wide settings the gRPC limits are checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// `server.max_concurrent_requests`.
+    pub max_concurrent_requests: usize,
+    /// `server.max_body_bytes`.
+    pub max_body_bytes: usize,
+}
+
+/// Checks the settings against `bounds`; each bad value is an issue at
+/// its field path.
+pub fn grpc_limits(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Vec<ConfigIssue>) -> GrpcLimits {
+    let Bounds { max_concurrent_requests, max_body_bytes } = bounds;
     let mut refuse =
         |field: &str, message: String| issues.push(ConfigIssue { path: format!("server.{field}"), message });
     let reserve = (max_concurrent_requests / DEFAULT_RESERVE_DIVISOR).max(1);
@@ -69,6 +85,7 @@ pub fn grpc_limits(
         max_streams: DEFAULT_MAX_STREAMS,
         max_in_flight_per_stream: DEFAULT_MAX_IN_FLIGHT_PER_STREAM,
         max_requests_per_connection: share,
+        max_receiving_bytes: max_body_bytes,
     };
     match raw.max_streams {
         Some(0) => refuse("grpc_max_streams", "must be at least 1".into()),
@@ -89,6 +106,16 @@ pub fn grpc_limits(
         Some(n) => limits.max_requests_per_connection = n,
         None => {}
     }
+    match raw.max_receiving_bytes {
+        Some(n) if n < max_body_bytes => refuse(
+            "grpc_max_receiving_bytes",
+            format!(
+                "must be at least server.max_body_bytes ({max_body_bytes}), or no message could be received"
+            ),
+        ),
+        Some(n) => limits.max_receiving_bytes = n,
+        None => {}
+    }
     limits
 }
 
@@ -99,13 +126,19 @@ mod tests {
     #[test]
     fn defaults_follow_the_request_limit() {
         let mut issues = Vec::new();
-        let limits = grpc_limits(RawGrpcLimits::default(), 4096, &mut issues);
+        let limits = grpc_limits(RawGrpcLimits::default(), bounds(4096), &mut issues);
         assert_eq!(limits.max_requests_per_connection, 3072);
         assert_eq!(limits.max_streams, DEFAULT_MAX_STREAMS);
-        let share =
-            |max| grpc_limits(RawGrpcLimits::default(), max, &mut Vec::new()).max_requests_per_connection;
+        let share = |max| {
+            grpc_limits(RawGrpcLimits::default(), bounds(max), &mut Vec::new()).max_requests_per_connection
+        };
         assert_eq!((share(6), share(2), share(1)), (5, 1, 1));
+        assert_eq!(limits.max_receiving_bytes, 64 << 20);
         assert!(issues.is_empty());
+    }
+
+    fn bounds(max_concurrent_requests: usize) -> Bounds {
+        Bounds { max_concurrent_requests, max_body_bytes: 64 << 20 }
     }
 
     #[test]
@@ -115,15 +148,17 @@ mod tests {
             max_streams: Some(0),
             max_in_flight_per_stream: Some(0),
             max_requests_per_connection: Some(10),
+            max_receiving_bytes: Some(1 << 20),
         };
-        grpc_limits(raw, 6, &mut issues);
+        grpc_limits(raw, bounds(6), &mut issues);
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
             [
                 "server.grpc_max_streams",
                 "server.grpc_max_in_flight_per_stream",
-                "server.grpc_max_requests_per_connection"
+                "server.grpc_max_requests_per_connection",
+                "server.grpc_max_receiving_bytes"
             ]
         );
         assert!(issues[2].message.contains("at most server.max_concurrent_requests (6)"));

@@ -86,6 +86,9 @@ pub struct RawServer {
     /// Admission permits one gRPC connection may hold, default three
     /// quarters of `max_concurrent_requests`.
     pub grpc_max_requests_per_connection: Option<usize>,
+    /// Bytes of large gRPC messages being received at once, default
+    /// `max_body_bytes`.
+    pub grpc_max_receiving_bytes: Option<ByteSize>,
 }
 
 /// `[onnxruntime]`

@@ -3,7 +3,7 @@
 //! so an operator sees all mistakes at once.
 
 use super::connections_section::{connection_limits, RawConnections};
-use super::grpc_section::{grpc_limits, RawGrpcLimits};
+use super::grpc_section::{grpc_limits, Bounds, RawGrpcLimits};
 use super::issue::ConfigIssue;
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
@@ -167,8 +167,14 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             max_streams: raw.grpc_max_streams,
             max_in_flight_per_stream: raw.grpc_max_in_flight_per_stream,
             max_requests_per_connection: raw.grpc_max_requests_per_connection,
+            max_receiving_bytes: raw
+                .grpc_max_receiving_bytes
+                .map(|s| usize::try_from(s.0).unwrap_or(usize::MAX)),
         },
-        limits.max_concurrent_requests,
+        Bounds {
+            max_concurrent_requests: limits.max_concurrent_requests,
+            max_body_bytes: limits.max_body_bytes,
+        },
         &mut issues.0,
     );
     Some(ServerConfig {

@@ -3,8 +3,8 @@
 //! 1. its connection is busy for the call's life (until its response body
 //!    is done), so the connection's idle deadline does not run and the
 //!    connection is never closed for room ([`super::conn`]);
-//! 2. its request body is under a deadline per message
-//!    ([`super::message_deadline`]);
+//! 2. its request body is under a deadline per message and the
+//!    listener's receive budget ([`super::incoming`]);
 //! 3. a response tonic made before the service was reached (a message
 //!    over the size limit, not protobuf, over the wire bounds, or too
 //!    late) is counted and logged as a request like any other, with the
@@ -16,7 +16,7 @@
 
 use super::call::{CallObs, Rpc};
 use super::conn::{CallOnConn, ConnInfo};
-use super::message_deadline::MessageDeadline;
+use super::incoming::{IncomingBody, IncomingLimits};
 use super::status::TONIC_OVERSIZED;
 use crate::state::AppState;
 use futures::future::BoxFuture;
@@ -25,21 +25,20 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tonic::Status;
 
 /// The layer (module docs).
 #[derive(Clone)]
 pub struct EdgeLayer {
     state: Arc<AppState>,
-    message_timeout: Duration,
+    incoming: IncomingLimits,
 }
 
 impl EdgeLayer {
-    /// The layer over `state`, each request message due within
-    /// `message_timeout` of its first byte.
-    pub fn new(state: Arc<AppState>, message_timeout: Duration) -> EdgeLayer {
-        EdgeLayer { state, message_timeout }
+    /// The layer over `state`, request bodies under `incoming`.
+    pub fn new(state: Arc<AppState>, incoming: IncomingLimits) -> EdgeLayer {
+        EdgeLayer { state, incoming }
     }
 }
 
@@ -91,8 +90,8 @@ where
         let reached = Reached::default();
         request.extensions_mut().insert(reached.clone());
         let unary = rpc != Some(Rpc::ModelStreamInfer);
-        let timeout = self.layer.message_timeout;
-        let request = request.map(|body| tonic::body::Body::new(MessageDeadline::new(body, timeout, unary)));
+        let limits = self.layer.incoming.clone();
+        let request = request.map(|body| tonic::body::Body::new(IncomingBody::new(body, limits, unary)));
         // The clone is ready for the next call; this one takes the service
         // that was polled ready.
         let clone = self.inner.clone();

@@ -8,7 +8,9 @@
 //! Messages are bounded by `server.max_body_bytes` as bodies are (a
 //! larger message is refused from its length prefix, before it is read,
 //! with `RESOURCE_EXHAUSTED` as gRPC's own servers answer it) and must
-//! arrive within `server.body_read_timeout_ms` ([`super::edge`]).
+//! arrive within `server.body_read_timeout_ms`; large messages being
+//! received at once share `server.grpc_max_receiving_bytes`
+//! ([`super::incoming`]).
 //! Connections are admitted and timed out by a connection table
 //! ([`super::conn`]); each may open `server.grpc_max_streams` streams at
 //! once (advertised in its HTTP/2 settings), send at most
@@ -18,6 +20,7 @@
 //! accepting and calls in flight finish.
 
 use super::edge::EdgeLayer;
+use super::incoming::IncomingLimits;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::GrpcFront;
 use crate::state::AppState;
@@ -27,6 +30,7 @@ use pingora::services::background::BackgroundService;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// The gRPC listener, bound, waiting for its runtime.
 pub struct GrpcListener {
@@ -80,6 +84,11 @@ impl BackgroundService for GrpcListener {
         let service = GrpcInferenceServiceServer::new(GrpcFront::new(self.state.clone()))
             .max_decoding_message_size(server.limits.max_body_bytes)
             .max_encoding_message_size(usize::MAX);
+        let incoming_limits = IncomingLimits {
+            message_timeout: server.limits.body_read_timeout,
+            budget: Arc::new(Semaphore::new(server.grpc.max_receiving_bytes)),
+            budget_bytes: server.grpc.max_receiving_bytes,
+        };
         let table = self.state.grpc_connections.clone();
         let incoming = super::conn::incoming(listener, table, server.grpc.max_requests_per_connection);
         let stop = async move {
@@ -92,7 +101,7 @@ impl BackgroundService for GrpcListener {
             .initial_connection_window_size(CONNECTION_WINDOW)
             .http2_keepalive_interval(Some(KEEPALIVE_PING))
             .http2_keepalive_timeout(Some(KEEPALIVE_PING_TIMEOUT))
-            .layer(EdgeLayer::new(self.state.clone(), server.limits.body_read_timeout))
+            .layer(EdgeLayer::new(self.state.clone(), incoming_limits))
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, stop)
             .await;

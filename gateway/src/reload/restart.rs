@@ -55,6 +55,7 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
         g.max_requests_per_connection != rg.max_requests_per_connection,
         "server.grpc_max_requests_per_connection",
     );
+    keep(g.max_receiving_bytes != rg.max_receiving_bytes, "server.grpc_max_receiving_bytes");
     s.grpc = r.grpc;
     keep(new.onnxruntime_library != running.onnxruntime_library, "onnxruntime.library");
     new.onnxruntime_library = running.onnxruntime_library.clone();

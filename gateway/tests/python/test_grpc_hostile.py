@@ -333,3 +333,52 @@ def test_a_stream_sizes_its_responses_as_raw_tensors(gw):
     assert len(streamed) == 1, streamed
     assert streamed[0].error_message == ""
     assert streamed[0].infer_response.raw_output_contents == unary.raw_output_contents
+
+
+BUDGET_CONFIG = """
+[server]
+max_body_bytes = "8MiB"
+grpc_max_receiving_bytes = "16MiB"
+
+[[models]]
+name = "digits-cheap"
+path = "{models}/digits-cheap.onnx"
+"""
+
+
+def test_large_messages_never_finished_hold_at_most_the_budget(tmp_path):
+    """Item 2: 100 messages declaring nearly 8 MiB each, none finished.
+    Two fit the receive budget (grpc_max_receiving_bytes, 16 MiB) and are
+    held until their deadline; the others are refused at once with
+    RESOURCE_EXHAUSTED, so the server holds 16 MiB, not 800. A large
+    valid message (64 KiB) does not fit meanwhile; once the client leaves,
+    it does."""
+    gw = start(tmp_path, config=BUDGET_CONFIG)
+    try:
+        peak_before = status_kib(gw, "VmHWM")
+        attacker = RawH2(gw.grpc_port)
+        declared = 8 * MiB - (16 << 10)
+        streams = [attacker.open("ModelInfer") for _ in range(100)]
+        for sid in streams:
+            attacker.send(sid, b"\x00" + declared.to_bytes(4, "big") + b"\x00" * (64 << 10), wait=1)
+        refused = [sid for sid in streams if (attacker.status_of(sid, 0.5) or (0,))[0] == 8]
+        assert len(refused) == 98, f"{len(refused)} refused"
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{gw.grpc_port}"))
+        assert stub.ModelInfer(infer_request(), timeout=30).model_name == "digits-cheap", "small calls still pass"
+        large = infer_request(n=256, seed=7)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(large, timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "grpc_max_receiving_bytes" in e.value.details()
+        assert (status_kib(gw, "VmHWM") - peak_before) / 1024 < 100
+        attacker.close()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert len(stub.ModelInfer(large, timeout=30).outputs) == 2
+                break
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        gw.stop()
