@@ -12,8 +12,9 @@
 //! 2. more entries in one parameters map than [`MAX_PARAMETERS`] (413);
 //! 3. an input with more dimensions than the rank limit (413);
 //! 4. an input whose typed contents hold more elements than its shape
-//!    declares (or than a request may hold at all) (400, as the decoded
-//!    check would).
+//!    declares, or than one input may hold (`server.max_request_elements`,
+//!    given to [`set_max_elements`] when the listener starts) (400/413, as
+//!    the decoded check would).
 //!
 //! A malformed message passes: prost then reports it
 //! (`INVALID_ARGUMENT`).
@@ -21,10 +22,21 @@
 use super::proto::*;
 use super::wire::{fields, packed_varints, varint, WireValue};
 use crate::v2::{DecodeLimits, V2Error};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most entries in one `parameters` map of a request, an input or an
 /// output (413 beyond). Triton's clients send a handful.
 pub const MAX_PARAMETERS: usize = 64;
+
+/// Most elements of one input (`server.max_request_elements`); the codec
+/// is built by the generated service without the config, so the listener
+/// sets it here when it starts.
+static MAX_ELEMENTS: AtomicUsize = AtomicUsize::new(16 << 20);
+
+/// Sets the most elements one input may hold (the listener, at start-up).
+pub fn set_max_elements(max: usize) {
+    MAX_ELEMENTS.store(max, Ordering::Relaxed);
+}
 
 /// A message type's checks on its encoded form.
 pub trait WireBounds {
@@ -104,7 +116,13 @@ fn check_input(input: &[u8], limits: &DecodeLimits) -> Result<(), V2Error> {
         )));
     }
     at_most(parameters, MAX_PARAMETERS, "parameters of one input")?;
-    let allowed = dims.elements.map_or(limits.max_total_elements, |n| n.min(limits.max_total_elements));
+    let max = MAX_ELEMENTS.load(Ordering::Relaxed);
+    if elements > max {
+        return Err(V2Error::TooLarge(format!(
+            "input '{name}' holds {elements} elements, the limit is {max} (server.max_request_elements)"
+        )));
+    }
+    let allowed = dims.elements.unwrap_or(max);
     if elements > allowed {
         return Err(V2Error::InvalidField {
             field: "contents",

@@ -81,6 +81,7 @@ impl BackgroundService for GrpcListener {
             }
         };
         let server = self.state.snapshot.load().config.server.clone();
+        super::bounds::set_max_elements(server.limits.max_request_elements);
         let service = GrpcInferenceServiceServer::new(GrpcFront::new(self.state.clone()))
             .max_decoding_message_size(server.limits.max_body_bytes)
             .max_encoding_message_size(usize::MAX);
