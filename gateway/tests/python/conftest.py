@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path

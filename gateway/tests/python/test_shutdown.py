@@ -217,20 +217,20 @@ def one_request_on_a_new_connection(port, body):
         conn = socket.create_connection(("127.0.0.1", port), timeout=30)
     except OSError as e:
         return ("refused", repr(e))
-    data = b""
+    data, error = b"", None
     try:
         conn.sendall(head + body)
         while chunk := conn.recv(65536):
             data += chunk
     except OSError as e:
-        return ("lost", f"{e!r} after {data[:60]!r}")
+        error = e
     finally:
         conn.close()
     header, _, rest = data.partition(b"\r\n\r\n")
     length = next((int(line.split(b":")[1]) for line in header.split(b"\r\n")
                    if line.lower().startswith(b"content-length:")), None)
     if length is None or len(rest) < length:
-        return ("lost", repr(data[:60]))
+        return ("lost", f"{error!r} after {data[:60]!r}")
     return ("answered", header.split(b"\r\n")[0].decode())
 
 
