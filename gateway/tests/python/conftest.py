@@ -156,7 +156,8 @@ class Gateway:
         return self.proc.poll() is None
 
     def log_text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stop(self):
