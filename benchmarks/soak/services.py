@@ -1,10 +1,17 @@
 """The processes a soak runs against, each started for real on loopback and
 stopped by PID: `redis-server` (the L2 cache), the plain HTTP app behind the
 prefix route (the proxy tests' `upstream_apps.py`), and the gateway itself
-with a config that uses all of them."""
+with a config that uses all of them.
+
+Ports: the gateway binds port 0 and reports what it got (`--ports-file`);
+Redis and the app, which are killed and restarted on the same port, get a
+port reserved by this process (bound, never listening, until it exits), so
+no other process can take it before they bind it or while they are down;
+both set SO_REUSEADDR and bind it beside the reservation."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -20,10 +27,25 @@ MODELS = REPO / "models"
 UPSTREAM_APPS = REPO / "gateway" / "tests" / "python" / "upstream_apps.py"
 
 
+# Reserved ports (see the module docstring): port -> the socket holding it.
+_RESERVED: dict[int, socket.socket] = {}
+
+
+def reserve_port(port: int = 0) -> int:
+    """Reserves loopback `port` (0: a free one) until this process exits."""
+    if port in _RESERVED:
+        return port
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    holder.bind(("127.0.0.1", port))
+    port = holder.getsockname()[1]
+    _RESERVED[port] = holder
+    return port
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, reserved until this process exits."""
+    return reserve_port()
 
 
 def stop(proc: subprocess.Popen, sig=signal.SIGTERM, timeout=20.0) -> None:
@@ -99,7 +121,7 @@ class UpstreamApp:
             self.proc = subprocess.Popen([sys.executable, str(UPSTREAM_APPS), "app", str(self.port)],
                                          stdout=subprocess.PIPE, stderr=self.log)
             line = self.proc.stdout.readline() if self.proc.stdout else b""
-            if b"ready" in line:
+            if line.startswith(b"ready"):
                 return
             # The port may still be held by the previous process's sockets.
             self.proc.wait()
@@ -190,16 +212,13 @@ cache = {{ ttl_s = 30 }}
 
 
 class Gateway:
-    """A gateway serving `config_path`, on free ports or on the given ones
-    (to restart a replica where its peers expect it)."""
+    """A gateway serving `config_path` on ports it picks (port 0), or on
+    the given ones (to restart a replica where its peers expect it)."""
 
     def __init__(self, binary: str, config_path: Path, workdir: Path, name: str = "switchyard",
                  port: int | None = None, admin_port: int | None = None):
         self.binary, self.config_path, self.workdir, self.name = binary, config_path, workdir, name
-        self.port, self.admin_port = port or free_port(), admin_port or free_port()
-        self.addr = f"127.0.0.1:{self.port}"
-        self.base = f"http://{self.addr}"
-        self.admin = f"http://127.0.0.1:{self.admin_port}"
+        self.port, self.admin_port = port or 0, admin_port or 0
         self.log_path = workdir / f"{name}.log"
         self.start()
 
@@ -207,11 +226,25 @@ class Gateway:
         self.log = open(self.log_path, "ab")
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
         env.setdefault("ORT_DYLIB_PATH", str(REPO / ".cache/onnxruntime/libonnxruntime.so.1.31.1"))
+        ports_file = self.workdir / f"{self.name}.ports.json"
+        ports_file.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
-            [self.binary, "serve", "--config", str(self.config_path), "--listen", self.addr,
-             "--admin-listen", f"127.0.0.1:{self.admin_port}"],
+            [self.binary, "serve", "--config", str(self.config_path), "--listen", f"127.0.0.1:{self.port}",
+             "--admin-listen", f"127.0.0.1:{self.admin_port}", "--ports-file", str(ports_file)],
             cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120
+        while not ports_file.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} bound no port within 120 s")
+            time.sleep(0.05)
+        bound = json.loads(ports_file.read_text())
+        self.port = int(bound["listen"].rsplit(":", 1)[1])
+        self.admin_port = int(bound["admin_listen"].rsplit(":", 1)[1])
+        self.addr = f"127.0.0.1:{self.port}"
+        self.base = f"http://{self.addr}"
+        self.admin = f"http://127.0.0.1:{self.admin_port}"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: see {self.log_path}")
@@ -232,6 +265,12 @@ class Gateway:
             self.proc.kill()
             code = self.proc.wait()
         self.log.close()
+        # `start()` again binds the same ports: hold them until then.
+        for port in (self.port, self.admin_port):
+            try:
+                reserve_port(port)
+            except OSError:
+                pass
         return code
 
     def generation(self) -> int:

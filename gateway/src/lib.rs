@@ -9,6 +9,7 @@ pub mod admin;
 pub mod answer;
 pub mod app;
 pub mod auth;
+pub mod bound;
 pub mod breaker;
 pub mod cache;
 pub mod config;

@@ -37,6 +37,11 @@ enum Command {
         /// Override `server.grpc_listen` (turns the gRPC listener on).
         #[arg(long)]
         grpc_listen: Option<SocketAddr>,
+        /// Once every listener is bound, write their addresses to this file
+        /// as JSON (`{"listen": ..., "admin_listen": ..., "grpc_listen": ...}`):
+        /// how a script learns the ports that port 0 became.
+        #[arg(long)]
+        ports_file: Option<PathBuf>,
     },
     /// Check a config file (and its models' signatures); print what is
     /// wrong with field paths and exit non-zero on any problem.
@@ -101,9 +106,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve { config, listen, admin_listen, grpc_listen } => {
+        Command::Serve { config, listen, admin_listen, grpc_listen, ports_file } => {
             let overrides = CliOverrides { listen, admin_listen, grpc_listen };
-            serve_command(cli.log_json, config, overrides)
+            serve_command(cli.log_json, config, overrides, ports_file.as_deref())
         }
         Command::Replay { config, traffic, against, json, pace, speed } => {
             let pace = match pace {
@@ -141,7 +146,12 @@ fn print_issues(source: &str, issues: &[ConfigIssue]) {
     }
 }
 
-fn serve_command(log_json: bool, path: Option<PathBuf>, overrides: CliOverrides) -> anyhow::Result<ExitCode> {
+fn serve_command(
+    log_json: bool,
+    path: Option<PathBuf>,
+    overrides: CliOverrides,
+    ports_file: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
     let source = path.as_ref().map_or("built-in config".to_string(), |p| p.display().to_string());
     let (digest, loaded) = load(path.as_ref());
     let mut config = match loaded {
@@ -156,7 +166,7 @@ fn serve_command(log_json: bool, path: Option<PathBuf>, overrides: CliOverrides)
     // Logs and traces start once the config (its `[telemetry]`) is known;
     // the guard flushes pending log lines when serving ends.
     let _log_guard = switchyard::telemetry::init(log_json, config.telemetry.as_ref()).context("logging")?;
-    serve::run(config, source).context("serve")?;
+    serve::run(config, source, ports_file).context("serve")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,13 +1,16 @@
-//! Starts the gateway: ONNX Runtime, the model repository, the reload
-//! triggers, then the Pingora server (V2 and admin listeners, and the gRPC
-//! listener when `server.grpc_listen` is set) on its own thread; stops it gracefully ([`crate::shutdown`]).
+//! Starts the gateway: ONNX Runtime, the model repository, the listeners
+//! (V2, admin, and gRPC when `server.grpc_listen` is set; bound before
+//! serving, see [`crate::bound`]), the reload triggers, then the Pingora
+//! server on its own thread; stops it gracefully ([`crate::shutdown`]).
 
 use crate::admin::AdminApp;
 use crate::app::GatewayApp;
+use crate::bound::BoundAddrs;
 use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
+use crate::config::types::ServerConfig;
 use crate::config::Config;
-use crate::connections::{rlimit, ConnTable, GuardedApp};
+use crate::connections::{rlimit, ConnTable, GuardedApp, Listener};
 use crate::grpc::GrpcListener;
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
@@ -20,7 +23,7 @@ use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::RunArgs;
 use pingora::services::background::background_service;
-use pingora::services::listening::Service;
+use std::path::Path;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
@@ -29,8 +32,10 @@ const L2_FLUSH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2)
 
 /// Runs the server until it stops (graceful drain after SIGTERM, see
 /// [`crate::shutdown`]; SIGINT at once), then flushes pending L2 writes.
-/// `source` says which file hot reload rereads ([`crate::reload`]).
-pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
+/// `source` says which file hot reload rereads ([`crate::reload`]); the
+/// bound addresses are written to `ports_file` once every listener is
+/// bound ([`crate::bound`]).
+pub fn run(mut config: Config, source: ConfigSource, ports_file: Option<&Path>) -> anyhow::Result<()> {
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
     let repo = crate::prepare::prepare(&mut config, &upstreams)?;
     repo.start_idle_reaper().context("start the idle-unload thread")?;
@@ -39,20 +44,19 @@ pub fn run(mut config: Config, source: ConfigSource) -> anyhow::Result<()> {
     let tables = [Some(&state.connections), grpc_on.then_some(&state.grpc_connections)];
     fit_connection_limits(&tables.into_iter().flatten().collect::<Vec<_>>());
     crate::memory::spawn_idle_trimmer(state.lifecycle.clone()).context("start the memory trim thread")?;
-    let grpc_listen = state.snapshot.load().config.server.grpc_listen;
-    let grpc = grpc_listen
-        .map(|addr| {
-            GrpcListener::bind(state.clone(), addr).with_context(|| format!("bind server.grpc_listen {addr}"))
-        })
-        .transpose()?;
     let reloader = Arc::new(Reloader::new(state.clone(), source));
-    crate::reload::triggers::spawn(reloader.clone()).context("start the reload thread")?;
+    let listeners = Listeners::bind(&state, &reloader)?;
+    let bound = listeners.addrs();
+    if let Some(path) = ports_file {
+        bound.write(path).with_context(|| format!("write the ports file {}", path.display()))?;
+    }
+    crate::reload::triggers::spawn(reloader).context("start the reload thread")?;
     let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
     let server_state = state.clone();
     std::thread::Builder::new()
         .name("sy-server".into())
         .spawn(move || {
-            serve_until_stopped(server_state, reloader, grpc, stopped_tx.clone());
+            serve_until_stopped(server_state, listeners, stopped_tx.clone());
             let _ = stopped_tx.send(Stopped::ServerExited);
         })
         .context("start the server thread")?;
@@ -119,62 +123,95 @@ fn fit_connection_limits(tables: &[&Arc<ConnTable>]) {
     }
 }
 
-/// A listening service for the Pingora app `app` whose connections
-/// `table` admits ([`crate::connections`]).
-fn guarded_service<A>(
-    server: &Server,
-    name: &str,
-    app: A,
-    table: Arc<ConnTable>,
-) -> Service<GuardedApp<HttpProxy<A, ()>>>
+/// Pingora's server settings, from `server`.
+fn server_conf(server: &ServerConfig) -> ServerConf {
+    ServerConf {
+        threads: server.threads,
+        grace_period_seconds: Some(server.shutdown_grace.as_secs()),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..ServerConf::default()
+    }
+}
+
+/// The Pingora app `app` behind the connection table `table`.
+fn guarded<A>(app: A, conf: &Arc<ServerConf>, table: Arc<ConnTable>) -> GuardedApp<HttpProxy<A, ()>>
 where
     A: ProxyHttp + Send + Sync + 'static,
     A::CTX: Send + Sync,
 {
-    let mut proxy = HttpProxy::new(app, server.configuration.clone());
+    let mut proxy = HttpProxy::new(app, conf.clone());
     proxy.handle_init_modules();
-    Service::new(name.to_string(), GuardedApp::new(proxy, table))
+    GuardedApp::new(proxy, table)
 }
 
-/// Builds the Pingora server (V2 listener, admin listener, cache
-/// service) and runs it until it shuts down.
-fn serve_until_stopped(
-    state: Arc<AppState>,
-    reloader: Arc<Reloader>,
+/// The listeners, bound at start-up (a port in use fails it; port 0 is a
+/// free port, see [`crate::bound`]) and served once the server runs.
+struct Listeners {
+    v2: Listener<HttpProxy<GatewayApp, ()>>,
+    admin: Listener<HttpProxy<AdminApp, ()>>,
     grpc: Option<GrpcListener>,
-    stopped: Sender<Stopped>,
-) {
+}
+
+impl Listeners {
+    /// Binds the V2, admin and (when configured) gRPC listeners.
+    fn bind(state: &Arc<AppState>, reloader: &Arc<Reloader>) -> anyhow::Result<Listeners> {
+        let server = state.snapshot.load().config.server.clone();
+        let conf = Arc::new(server_conf(&server));
+        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone());
+        let v2 = Listener::bind("v2", server.listen, v2_app)
+            .with_context(|| format!("bind server.listen {}", server.listen))?;
+        let admin_table =
+            ConnTable::new(ConnectionLimits { max_connections: ADMIN_MAX_CONNECTIONS, ..server.connections });
+        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table);
+        let admin = Listener::bind("admin", server.admin_listen, admin_app)
+            .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?;
+        let grpc = server
+            .grpc_listen
+            .map(|addr| {
+                GrpcListener::bind(state.clone(), addr)
+                    .with_context(|| format!("bind server.grpc_listen {addr}"))
+            })
+            .transpose()?;
+        Ok(Listeners { v2, admin, grpc })
+    }
+
+    /// Where they listen.
+    fn addrs(&self) -> BoundAddrs {
+        BoundAddrs {
+            listen: self.v2.local_addr(),
+            admin_listen: self.admin.local_addr(),
+            grpc_listen: self.grpc.as_ref().map(GrpcListener::local_addr),
+        }
+    }
+}
+
+/// Builds the Pingora server (the listeners, the cache and upstream health
+/// services) and runs it until it shuts down.
+fn serve_until_stopped(state: Arc<AppState>, listeners: Listeners, stopped: Sender<Stopped>) {
     let server_config = state.snapshot.load().config.server.clone();
-    let server_conf = ServerConf {
-        threads: server_config.threads,
-        grace_period_seconds: Some(server_config.shutdown_grace.as_secs()),
-        graceful_shutdown_timeout_seconds: Some(1),
-        ..ServerConf::default()
-    };
-    let (listen, admin_listen) = (server_config.listen, server_config.admin_listen);
-    let mut server = Server::new_with_opt_and_conf(None, server_conf);
+    let mut server = Server::new_with_opt_and_conf(None, server_conf(&server_config));
     server.bootstrap();
-    let admin_table = ConnTable::new(ConnectionLimits {
-        max_connections: ADMIN_MAX_CONNECTIONS,
-        ..server_config.connections
-    });
-    let v2_table = state.connections.clone();
-    let mut service = guarded_service(&server, "switchyard", GatewayApp::new(state.clone()), v2_table);
-    service.add_tcp(&listen.to_string());
-    server.add_service(service);
-    let admin_app = AdminApp::new(state.clone(), reloader);
-    let mut admin = guarded_service(&server, "switchyard admin", admin_app, admin_table);
-    admin.add_tcp(&admin_listen.to_string());
+    let addrs = listeners.addrs();
+    let drained = vec![listeners.v2.status(), listeners.admin.status()];
+    let mut v2 = background_service("switchyard", listeners.v2);
+    v2.threads = Some(server_config.threads);
+    server.add_service(v2);
+    let mut admin = background_service("switchyard admin", listeners.admin);
+    admin.threads = Some(server_config.threads);
     server.add_service(admin);
     // L2 connection and writer run inside Pingora's runtimes.
     server.add_service(background_service("cache", CacheService::new(state.cache.clone())));
     server.add_service(background_service("upstream health", HealthService::new(state.upstreams.clone())));
-    let grpc_listen = grpc.as_ref().map(|g| g.local_addr().to_string());
-    if let Some(grpc) = grpc {
+    if let Some(grpc) = listeners.grpc {
         let mut service = background_service("grpc", grpc);
         service.threads = Some(server_config.threads);
         server.add_service(service);
     }
-    tracing::info!(%listen, %admin_listen, grpc_listen = grpc_listen.as_deref().unwrap_or("off"), "switchyard serving");
-    server.run(RunArgs { shutdown_signal: Box::new(SignalWatch::new(state, stopped)) });
+    tracing::info!(
+        listen = %addrs.listen,
+        admin_listen = %addrs.admin_listen,
+        grpc_listen = addrs.grpc_listen.map_or_else(|| "off".to_string(), |a| a.to_string()),
+        "switchyard serving"
+    );
+    server.run(RunArgs { shutdown_signal: Box::new(SignalWatch::new(state, drained, stopped)) });
 }

@@ -4,15 +4,21 @@
 //! 1. readiness (`/v2/health/ready`) answers 503 from now on;
 //! 2. during `server.shutdown_notice_ms` (default 0) the listeners keep
 //!    accepting, so a load balancer polling readiness stops sending first;
-//! 3. Pingora closes the listeners and idle keep-alive connections; the
-//!    requests already accepted run to completion (their responses carry
-//!    `Connection: close`);
-//! 4. as soon as none is in flight ([`crate::lifecycle`]), or at the
-//!    latest when `server.shutdown_grace_s` ends, the server stops; then
-//!    pending L2 cache writes are flushed (see [`crate::serve::run`]).
-//!    Requests still running when the grace period ends are cut off: their
-//!    clients get no (or a truncated) response. The log says how many, and
-//!    claims "every accepted request was answered" only when none was.
+//! 3. the listeners stop new connections, accept and serve every
+//!    connection the kernel had already completed, and close
+//!    ([`crate::connections::listener`]); each open connection is served to
+//!    the end of its request, and one that has none gets a short wait for it
+//!    ([`crate::connections::table::DRAIN_IDLE_WAIT`]); responses to
+//!    requests read from now on carry `Connection: close`;
+//! 4. as soon as every connection is closed and no request (REST or gRPC)
+//!    is in flight ([`crate::lifecycle`]), or at the latest when
+//!    `server.shutdown_grace_s` ends, the server stops; then pending L2
+//!    cache writes are flushed (see [`crate::serve::run`]). Requests still
+//!    running when the grace period ends are cut off: their clients get no
+//!    (or a truncated) response. The log says how many, and claims "every
+//!    accepted request was answered" only when none was and no connection
+//!    was closed with part of a request head read; it also counts the
+//!    connections closed without a request.
 //!
 //! `SIGINT` stops at once (in-flight requests are cut), also during the
 //! notice period.
@@ -21,20 +27,18 @@
 //! the drain watcher here ends the wait early by telling the serving
 //! thread's owner that the drain is complete.
 
+use crate::connections::ListenerStatus;
 use crate::state::AppState;
 use async_trait::async_trait;
 use pingora::server::{ShutdownSignal, ShutdownSignalWatch};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 
-/// Time after the listeners are told to close before the in-flight count
-/// is trusted: requests whose head Pingora already parsed are counted by
-/// then (counting starts as the head is parsed, with no await between).
-const SETTLE: Duration = Duration::from_millis(100);
-
-/// How often the drain watcher looks at the in-flight count.
+/// How often the drain watcher looks at the listeners and the in-flight
+/// count.
 const POLL: Duration = Duration::from_millis(5);
 
 /// Why the server stopped serving.
@@ -51,13 +55,19 @@ pub enum Stopped {
 /// drain watcher described in the module docs.
 pub struct SignalWatch {
     state: Arc<AppState>,
+    listeners: Vec<Arc<ListenerStatus>>,
     stopped: Sender<Stopped>,
 }
 
 impl SignalWatch {
-    /// A watch over `state`; reports [`Stopped::Drained`] on `stopped`.
-    pub fn new(state: Arc<AppState>, stopped: Sender<Stopped>) -> SignalWatch {
-        SignalWatch { state, stopped }
+    /// A watch over `state` and the HTTP `listeners`; reports
+    /// [`Stopped::Drained`] on `stopped`.
+    pub fn new(
+        state: Arc<AppState>,
+        listeners: Vec<Arc<ListenerStatus>>,
+        stopped: Sender<Stopped>,
+    ) -> SignalWatch {
+        SignalWatch { state, listeners, stopped }
     }
 }
 
@@ -94,19 +104,29 @@ impl ShutdownSignalWatch for SignalWatch {
                 () = tokio::time::sleep(server.shutdown_notice) => {}
             }
         }
-        spawn_drain_watcher(self.state.clone(), server.shutdown_grace, self.stopped.clone());
+        spawn_drain_watcher(
+            self.state.clone(),
+            self.listeners.clone(),
+            server.shutdown_grace,
+            self.stopped.clone(),
+        );
         ShutdownSignal::GracefulTerminate
     }
 }
 
-/// Reports [`Stopped::Drained`] once no request is in flight and none was
-/// cut off, unless the grace period ends first (Pingora then stops the
-/// server itself, cutting off what still runs).
-fn spawn_drain_watcher(state: Arc<AppState>, grace: Duration, stopped: Sender<Stopped>) {
+/// Reports [`Stopped::Drained`] once every listener is closed with all
+/// its connections finished, no request is in flight and none was cut
+/// off, unless the grace period ends first (Pingora then stops the server
+/// itself, cutting off what still runs).
+fn spawn_drain_watcher(
+    state: Arc<AppState>,
+    listeners: Vec<Arc<ListenerStatus>>,
+    grace: Duration,
+    stopped: Sender<Stopped>,
+) {
     let cut_before = state.lifecycle.cut();
     let spawned = std::thread::Builder::new().name("sy-drain".into()).spawn(move || {
         let deadline = Instant::now() + grace;
-        std::thread::sleep(SETTLE);
         loop {
             let in_flight = state.lifecycle.in_flight();
             let cut = state.lifecycle.cut().saturating_sub(cut_before);
@@ -115,13 +135,18 @@ fn spawn_drain_watcher(state: Arc<AppState>, grace: Duration, stopped: Sender<St
                 tracing::warn!(cut_off = cut, in_flight, "graceful shutdown: requests were cut off");
                 return;
             }
-            if in_flight == 0 {
-                tracing::info!("graceful shutdown: every accepted request was answered");
+            if in_flight == 0 && listeners.iter().all(|l| l.is_drained()) {
+                report_drained(&listeners);
                 let _ = stopped.send(Stopped::Drained);
                 return;
             }
             if Instant::now() >= deadline {
-                tracing::warn!(in_flight, "graceful shutdown: grace period over with requests in flight");
+                let open: usize = listeners.iter().map(|l| l.open_connections()).sum();
+                tracing::warn!(
+                    in_flight,
+                    open_connections = open,
+                    "graceful shutdown: grace period over with requests in flight"
+                );
                 return;
             }
             std::thread::sleep(POLL);
@@ -129,5 +154,31 @@ fn spawn_drain_watcher(state: Arc<AppState>, grace: Duration, stopped: Sender<St
     });
     if let Err(e) = spawned {
         tracing::warn!(error = %e, "no drain watcher; the server stops when the grace period ends");
+    }
+}
+
+/// The drain's last log line: what was answered, and the connections
+/// closed without a (complete) request.
+fn report_drained(listeners: &[Arc<ListenerStatus>]) {
+    let sum = |pick: fn(&crate::connections::table::ConnCounters) -> u64| -> u64 {
+        listeners.iter().map(|l| pick(&l.table().counters)).sum()
+    };
+    let unused = sum(|c| c.drained_unused.load(Ordering::Relaxed));
+    let idle = sum(|c| c.drained_idle.load(Ordering::Relaxed));
+    let incomplete = sum(|c| c.drained_incomplete_heads.load(Ordering::Relaxed));
+    if incomplete == 0 {
+        tracing::info!(
+            closed_before_a_request = unused,
+            closed_idle_after_requests = idle,
+            "graceful shutdown: every accepted request was answered"
+        );
+    } else {
+        tracing::warn!(
+            incomplete_heads = incomplete,
+            closed_before_a_request = unused,
+            closed_idle_after_requests = idle,
+            "graceful shutdown: every request read was answered; connections whose request head was \
+             still incomplete at server.header_timeout_ms were closed"
+        );
     }
 }

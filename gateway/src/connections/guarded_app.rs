@@ -2,10 +2,15 @@
 //! connection is admitted (or refused with a 503) before the HTTP app sees
 //! it, and its transport is a [`GuardedStream`] that enforces the idle and
 //! head timeouts. The wrapped app serves the connection exactly as before.
+//!
+//! The wrapped app's `cleanup` (Pingora's HTTP apps drop every connection
+//! waiting for a request head when it runs) is never called: at shutdown
+//! the connection table decides when an idle connection closes
+//! ([`ConnTable::start_draining`]), so that a connection accepted just
+//! before the listener closed still has its request served.
 
 use super::stream::GuardedStream;
 use super::table::ConnTable;
-use async_trait::async_trait;
 use pingora::apps::ServerApp;
 use pingora::protocols::Stream;
 use pingora::server::ShutdownWatch;
@@ -29,24 +34,25 @@ impl<A> GuardedApp<A> {
     }
 }
 
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for GuardedApp<A> {
+impl<A> GuardedApp<A> {
+    /// The table that admits the app's connections.
+    pub fn table(&self) -> &Arc<ConnTable> {
+        &self.table
+    }
+}
+
+impl<A: ServerApp + Send + Sync + 'static> GuardedApp<A> {
     /// Admits the connection and lets the app serve it to the end (every
     /// request on it); refuses it when the table is full.
-    async fn process_new(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+    pub async fn serve(&self, stream: Stream, shutdown: &ShutdownWatch) {
         let Some(place) = self.table.admit() else {
             refuse(stream, self.table.max_connections()).await;
-            return None;
+            return;
         };
         let mut next: Option<Stream> = Some(Box::new(GuardedStream::new(stream, place, self.table.clone())));
         while let Some(stream) = next {
             next = self.app.process_new(stream, shutdown).await;
         }
-        None
-    }
-
-    async fn cleanup(&self) {
-        self.app.cleanup().await;
     }
 }
 

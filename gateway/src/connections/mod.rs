@@ -16,9 +16,15 @@
 //! Why at this level: Pingora's read timeout applies per read, so a head
 //! trickled one byte at a time never times out, and keep-alive waits are
 //! unbounded; the transport sees every read and can bound them all.
+//!
+//! The listeners themselves ([`Listener`]) are the gateway's, not
+//! Pingora's: they bind at start-up (port 0 allowed) and close without
+//! losing a connection they accepted (see [`listener`]).
 
 pub mod client_gone;
 pub mod guarded_app;
+pub mod listen_socket;
+pub mod listener;
 pub mod read_guard;
 pub mod rlimit;
 pub mod state;
@@ -26,6 +32,7 @@ pub mod stream;
 pub mod table;
 
 pub use guarded_app::GuardedApp;
+pub use listener::{Listener, ListenerStatus};
 pub use table::{ConnSnapshot, ConnTable};
 
 use pingora::prelude::Session;

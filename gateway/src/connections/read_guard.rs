@@ -7,7 +7,10 @@
 //! idle, then the read ends as if the client had closed; head
 //! `header_timeout` from its start, then the read fails. Reads while a
 //! request is in progress (busy) have no deadline. A connection the table
-//! asked to close ends its next idle or head read at once.
+//! asked to close ends its next idle or head read at once. While the
+//! table drains (shutdown), an idle connection gets at most
+//! [`DRAIN_IDLE_WAIT`] more to send a request, and a request already
+//! there when the deadline passes is still read (and served).
 //!
 //! What moves a connection between phases depends on its protocol
 //! ([`Framing`]): on HTTP/1 the first byte after an idle wait starts a
@@ -17,7 +20,7 @@
 //! updates) keep it idle: only a call in progress makes it busy.
 
 use super::state::{ConnState, Phase};
-use super::table::{Admitted, ConnTable};
+use super::table::{Admitted, ConnTable, DRAIN_IDLE_WAIT};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -93,7 +96,10 @@ impl ReadGuard {
             return Pin::new(inner).poll_read(cx, buf);
         }
         let deadline = self.deadline_ms(phase, since);
-        if self.state().is_evicted() || self.table.now_ms() >= deadline {
+        let over = self.state().is_evicted() || self.table.now_ms() >= deadline;
+        // A draining connection's request that is already here is served.
+        let look_first = phase == Phase::Idle && self.table.draining_since().is_some();
+        if over && !look_first {
             return self.expire(phase);
         }
         let before = buf.filled().len();
@@ -104,7 +110,7 @@ impl ReadGuard {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
-                if self.poll_deadline(deadline, cx).is_ready() {
+                if over || self.poll_deadline(deadline, cx).is_ready() {
                     return self.expire(phase);
                 }
                 self.state().park(cx.waker());
@@ -141,7 +147,13 @@ impl ReadGuard {
     fn deadline_ms(&self, phase: Phase, since: u64) -> u64 {
         let limits = self.table.limits();
         let allowed = if phase == Phase::Head { limits.header_timeout } else { limits.keepalive_timeout };
-        since.saturating_add(u64::try_from(allowed.as_millis()).unwrap_or(u64::MAX))
+        let deadline = since.saturating_add(millis(allowed));
+        match self.table.draining_since() {
+            Some(drain) if phase == Phase::Idle => {
+                deadline.min(since.max(drain).saturating_add(millis(DRAIN_IDLE_WAIT)))
+            }
+            _ => deadline,
+        }
     }
 
     /// Polls the timer for `deadline` (arming it first when needed).
@@ -167,9 +179,16 @@ impl ReadGuard {
     /// connection reads end-of-stream, a head in progress an error.
     fn expire(&self, phase: Phase) -> Poll<io::Result<()>> {
         let counters = &self.table.counters;
+        let draining = self.table.draining_since().is_some();
         if phase != Phase::Head {
-            if !self.state().is_evicted() {
-                counters.idle_closed.fetch_add(1, Ordering::Relaxed);
+            let counter = match (draining, self.state().has_served()) {
+                _ if self.state().is_evicted() => None,
+                (true, false) => Some(&counters.drained_unused),
+                (true, true) => Some(&counters.drained_idle),
+                (false, _) => Some(&counters.idle_closed),
+            };
+            if let Some(counter) = counter {
+                counter.fetch_add(1, Ordering::Relaxed);
             }
             return Poll::Ready(Ok(()));
         }
@@ -180,10 +199,18 @@ impl ReadGuard {
             )));
         }
         counters.header_timeouts.fetch_add(1, Ordering::Relaxed);
+        if draining {
+            counters.drained_incomplete_heads.fetch_add(1, Ordering::Relaxed);
+        }
         let limit = self.table.limits().header_timeout;
         Poll::Ready(Err(io::Error::new(
             io::ErrorKind::TimedOut,
             format!("request head not complete within server.header_timeout_ms ({} ms)", limit.as_millis()),
         )))
     }
+}
+
+/// `d` in whole milliseconds (saturating).
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

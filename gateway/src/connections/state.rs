@@ -46,6 +46,8 @@ pub struct ConnState {
     /// When the phase began, in ms on the table's clock.
     since_ms: AtomicU64,
     evicted: AtomicBool,
+    /// True once a request was served on the connection.
+    served: AtomicBool,
     /// The reading task, parked while idle or reading a head, so that an
     /// eviction wakes it at once.
     parked: Mutex<Option<Waker>>,
@@ -58,6 +60,7 @@ impl ConnState {
             phase: AtomicU8::new(Phase::Idle.code()),
             since_ms: AtomicU64::new(now_ms),
             evicted: AtomicBool::new(false),
+            served: AtomicBool::new(false),
             parked: Mutex::new(None),
         }
     }
@@ -69,6 +72,9 @@ impl ConnState {
 
     /// Enters `phase` at `now_ms`.
     pub fn set_phase(&self, phase: Phase, now_ms: u64) {
+        if phase == Phase::Busy {
+            self.served.store(true, Ordering::Release);
+        }
         self.since_ms.store(now_ms, Ordering::Release);
         self.phase.store(phase.code(), Ordering::Release);
     }
@@ -88,12 +94,18 @@ impl ConnState {
         true
     }
 
-    /// Wakes the parked reader, e.g. after its phase changed outside a
-    /// read, so that it arms the new phase's deadline.
+    /// Wakes the parked reader so that it looks at its deadline again: its
+    /// phase changed outside a read, or the table started draining.
     pub fn wake(&self) {
         if let Some(waker) = self.parked.lock().take() {
             waker.wake();
         }
+    }
+
+    /// True once a request was served (or is being served) on the
+    /// connection.
+    pub fn has_served(&self) -> bool {
+        self.served.load(Ordering::Acquire)
     }
 
     /// Keeps the reader's waker for [`ConnState::evict`].

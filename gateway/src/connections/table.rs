@@ -10,6 +10,14 @@
 //!    connections with a request in progress are never closed for room;
 //! 3. when none can be closed, the new connection is refused (503,
 //!    `Connection: close`; counted as `refused`).
+//!
+//! Draining (the listener closed at shutdown, [`ConnTable::start_draining`]):
+//! a connection without a request in progress is closed once it has waited
+//! [`DRAIN_IDLE_WAIT`] for one since the drain began (or since its last
+//! response, if later), or when its keep-alive timeout ends if sooner. A
+//! request that arrives before is served (with `Connection: close`): a
+//! client that connected just before the listener closed, or that reuses a
+//! connection whose response told it to keep it, gets its answer.
 
 use super::state::{ConnState, Phase};
 use crate::config::connections_section::ConnectionLimits;
@@ -17,12 +25,19 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// At the limit, at most this share of `max_connections` (and at least
 /// one) is asked to close in one go, so a burst of new clients does not
 /// scan the table for each of them.
 pub const EVICT_BATCH_SHARE: usize = 64;
+
+/// While draining, how long a connection without a request in progress
+/// may still send one (see the module docs).
+pub const DRAIN_IDLE_WAIT: Duration = Duration::from_secs(2);
+
+/// [`ConnTable::draining_since`] before the drain.
+const NOT_DRAINING: u64 = u64::MAX;
 
 /// Counters of one listener's connections (metrics, admin stats).
 #[derive(Debug, Default)]
@@ -38,6 +53,14 @@ pub struct ConnCounters {
     /// Connections closed because a request head took longer than
     /// `header_timeout`.
     pub header_timeouts: AtomicU64,
+    /// Connections closed by the drain before they sent a request (none
+    /// was ever read on them).
+    pub drained_unused: AtomicU64,
+    /// Connections closed by the drain while idle after serving requests.
+    pub drained_idle: AtomicU64,
+    /// Connections closed during the drain because a request head took
+    /// longer than `header_timeout` (part of `header_timeouts`).
+    pub drained_incomplete_heads: AtomicU64,
 }
 
 /// A copy of the counters and the open count, for reporting.
@@ -70,6 +93,8 @@ pub struct ConnTable {
     /// Live connections already asked to close (they leave shortly).
     closing: AtomicUsize,
     next_id: AtomicU64,
+    /// When the drain began (ms on the table's clock), or [`NOT_DRAINING`].
+    drain_since_ms: AtomicU64,
     /// The counters.
     pub counters: ConnCounters,
 }
@@ -102,6 +127,7 @@ impl ConnTable {
             live: Mutex::new(HashMap::new()),
             closing: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
+            drain_since_ms: AtomicU64::new(NOT_DRAINING),
             counters: ConnCounters::default(),
         })
     }
@@ -132,6 +158,32 @@ impl ConnTable {
     /// The instant `ms` on the table's clock stands for.
     pub fn instant_at(&self, ms: u64) -> Instant {
         self.epoch + std::time::Duration::from_millis(ms)
+    }
+
+    /// Starts the drain (the listener closed; see the module docs) and
+    /// wakes every connection waiting for a request, so that each one
+    /// looks at its shortened deadline.
+    pub fn start_draining(&self) {
+        let now = self.now_ms().min(NOT_DRAINING - 1);
+        if self
+            .drain_since_ms
+            .compare_exchange(NOT_DRAINING, now, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        let live: Vec<Arc<ConnState>> = self.live.lock().values().cloned().collect();
+        for state in live {
+            state.wake();
+        }
+    }
+
+    /// When the drain began (ms on the table's clock), if it did.
+    pub fn draining_since(&self) -> Option<u64> {
+        match self.drain_since_ms.load(Ordering::SeqCst) {
+            NOT_DRAINING => None,
+            since => Some(since),
+        }
     }
 
     /// Admits a new connection (making room as the module docs say), or
@@ -214,6 +266,27 @@ mod tests {
         assert_eq!(t.snapshot().refused, 1);
         drop(a);
         assert!(t.admit().is_some(), "a place was freed");
+    }
+
+    #[test]
+    fn draining_starts_once_and_wakes_waiting_connections() {
+        struct Flag(std::sync::atomic::AtomicBool);
+        impl futures::task::ArcWake for Flag {
+            fn wake_by_ref(flag: &Arc<Self>) {
+                flag.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let t = table(4);
+        let waiting = t.admit().unwrap();
+        let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+        waiting.state.park(&futures::task::waker(flag.clone()));
+        assert_eq!(t.draining_since(), None);
+        t.start_draining();
+        let since = t.draining_since().unwrap();
+        assert!(flag.0.load(Ordering::SeqCst), "the parked reader looks at its deadline again");
+        assert!(!waiting.state.is_evicted(), "draining is not eviction");
+        t.start_draining();
+        assert_eq!(t.draining_since(), Some(since), "the drain began once");
     }
 
     #[test]

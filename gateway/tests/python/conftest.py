@@ -1,11 +1,23 @@
-"""Harness: starts the real `switchyard` binary on a free loopback port,
-waits until it is ready, and stops it by PID after the tests."""
+"""Harness: starts the real `switchyard` binary on loopback, waits until it
+is ready, and stops it by PID after the tests.
 
+Ports: nothing here picks a port and hands it to a server that binds it
+later (another process could take it in between). The gateway binds port
+0 and reports what it got (`serve --ports-file`); servers that cannot
+report their port (redis-server, test apps given a fixed port) get a
+*reserved* port (`reserve_port`): a socket of this process holds it bound,
+never listening, until the session ends, so no other process can bind it
+or use it for a connection, while the server, which sets SO_REUSEADDR as
+every server started here does, can still bind and listen on it."""
+
+import itertools
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -14,11 +26,56 @@ import requests
 REPO = Path(__file__).resolve().parents[3]
 MODELS = REPO / "models"
 
+# Reserved ports (see the module docstring): port -> the socket holding it.
+_RESERVED: dict[int, socket.socket] = {}
+
+
+def reserve_port(port: int = 0, wait_s: float = 0.0) -> int:
+    """Reserves loopback `port` (0: a free one) for the rest of the session
+    and returns it; reserving a port twice is a no-op. A server that sets
+    SO_REUSEADDR binds and listens on it as usual; any other bind, and the
+    kernel's choice of ports for new connections, stay off it. `wait_s`:
+    how long to keep trying while another process holds `port` (a fixed
+    port just given up by a stopped server)."""
+    if port in _RESERVED:
+        return port
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", port))
+        except OSError:
+            holder.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        port = holder.getsockname()[1]
+        _RESERVED[port] = holder
+        return port
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, reserved for the session (`reserve_port`), so
+    a server started later still finds it free."""
+    return reserve_port()
+
+
+def port_in_use(log_text: str) -> bool:
+    """True when a server's log says it could not bind its port."""
+    return "Address already in use" in log_text or "address in use" in log_text.lower()
+
+
+@lru_cache(maxsize=None)
+def reports_ports(binary: str) -> bool:
+    """Whether `binary serve` has `--ports-file` (an older build, e.g. one
+    checked against a regression test, has not: it gets reserved ports)."""
+    out = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=60)
+    return "--ports-file" in out.stdout
+
+
+_LOG_NUMBERS = itertools.count()
 
 
 class Gateway:
@@ -26,23 +83,58 @@ class Gateway:
 
     def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None, preexec_fn=None):
         """`port`/`admin_port`: fixed ports (to restart a replica where its
-        peers expect it); free ones by default. `preexec_fn` runs in the
+        peers expect it; reserved for the session); by default the gateway
+        binds port 0 and the harness reads the ports it got. `grpc_port` is
+        the gRPC listener's port when one is on. `preexec_fn` runs in the
         child before the binary (e.g. to lower its open-file limit)."""
         binary = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
-        self.port = port or free_port()
-        self.admin_port = admin_port or free_port()
-        self.url = f"127.0.0.1:{self.port}"
-        self.base = f"http://{self.url}"
-        args = [binary, "serve", "--listen", self.url, "--admin-listen", f"127.0.0.1:{self.admin_port}"]
+        tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+        stem = f"switchyard-{os.getpid()}-{next(_LOG_NUMBERS)}"
+        self.log_path = tmp / f"{stem}.log"
+        ports_file = tmp / f"{stem}.ports.json"
+        ports_file.unlink(missing_ok=True)
+        reported = reports_ports(binary)
+
+        def listen(fixed):
+            if fixed:
+                return f"127.0.0.1:{reserve_port(fixed, wait_s=10)}"
+            return "127.0.0.1:0" if reported else f"127.0.0.1:{reserve_port()}"
+
+        args = [binary, "serve", "--listen", listen(port), "--admin-listen", listen(admin_port)]
+        self.port = int(args[3].rsplit(":", 1)[1])
+        self.admin_port = int(args[5].rsplit(":", 1)[1])
+        self.grpc_port = None
         if config:
             args += ["--config", str(config)]
         args += list(extra_args)
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"switchyard-{self.port}.log"
+        if reported:
+            args += ["--ports-file", str(ports_file)]
         self.log = open(self.log_path, "wb")
         full_env = {**os.environ, **(env or {})}
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env=full_env,
                                      preexec_fn=preexec_fn)
+        if reported:
+            self._read_ports(ports_file)
+        self.url = f"127.0.0.1:{self.port}"
+        self.base = f"http://{self.url}"
         self._wait_ready()
+
+    def _read_ports(self, path, timeout=60.0):
+        """Waits for the ports file the gateway writes once it is bound."""
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"switchyard exited with {self.proc.returncode}:\n{self.log_text()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"switchyard bound no port in {timeout}s:\n{self.log_text()}")
+            time.sleep(0.05)
+        bound = json.loads(path.read_text())
+        path.unlink()
+        self.port = int(bound["listen"].rsplit(":", 1)[1])
+        self.admin_port = int(bound["admin_listen"].rsplit(":", 1)[1])
+        if bound.get("grpc_listen"):
+            self.grpc_port = int(bound["grpc_listen"].rsplit(":", 1)[1])
 
     def _wait_ready(self, timeout=60.0):
         deadline = time.monotonic() + timeout
@@ -66,7 +158,8 @@ class Gateway:
         return self.proc.poll() is None
 
     def log_text(self) -> str:
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stop(self):
@@ -91,33 +184,51 @@ REDIS_SERVER = os.environ.get("REDIS_SERVER_BIN", "redis-server")
 REDIS_CLI = os.environ.get("REDIS_CLI_BIN", "redis-cli")
 
 
+class PortTaken(RuntimeError):
+    """A server could not bind the port it was given."""
+
+
 def free_cluster_port() -> int:
-    """A free port P <= 55535 whose cluster bus port P + 10000 is free too
-    (Redis Cluster needs both; ephemeral ports are too high)."""
+    """A reserved port P <= 55535 whose cluster bus port P + 10000 is
+    reserved too (Redis Cluster needs both; ephemeral ports are too high)."""
     import random
     for _ in range(200):
         port = random.randint(20000, 30000)
         try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 10000))
-            return port
+            reserve_port(port + 10000)
+        except OSError:
+            continue
+        try:
+            return reserve_port(port)
         except OSError:
             continue
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
 class RedisServer:
-    """A throw-away `redis-server` on a free loopback port (no persistence),
-    stopped by PID. `kill()` and `start()` simulate an outage on the same
-    port. With `cluster=True` it runs as a cluster node (see RedisCluster)."""
+    """A throw-away `redis-server` on a reserved loopback port (no
+    persistence), stopped by PID. `kill()` and `start()` simulate an outage
+    on the same port (the reservation keeps it ours meanwhile). With
+    `cluster=True` it runs as a cluster node (see RedisCluster)."""
 
     def __init__(self, workdir, port=None, cluster=False):
-        self.port = port or (free_cluster_port() if cluster else free_port())
         self.dir = Path(workdir)
         self.cluster = cluster
         self.proc = None
-        self.start()
+        if port:
+            self.port = reserve_port(port, wait_s=10)
+            self.start()
+            return
+        for attempt in range(5):
+            self.port = free_cluster_port() if cluster else reserve_port()
+            try:
+                self.start()
+                return
+            except PortTaken:
+                # Only a server that binds without SO_REUSEADDR can hold a
+                # reserved port; never seen, but a new port costs nothing.
+                continue
+        raise RuntimeError("redis-server found every port it was given in use")
 
     @property
     def url(self) -> str:
@@ -128,12 +239,17 @@ class RedisServer:
                 "--appendonly", "no", "--dir", str(self.dir)]
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{self.port}.conf"]
-        self.log = open(self.dir / f"redis-{self.port}.log", "ab")
+        log_path = self.dir / f"redis-{self.port}.log"
+        self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
+                self.log.close()
+                text = log_path.read_text(errors="replace")[-2000:]
+                if port_in_use(text):
+                    raise PortTaken(text)
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{text}")
             if self.ping():
                 return
             time.sleep(0.05)

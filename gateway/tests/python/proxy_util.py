@@ -1,8 +1,11 @@
 """Helpers for the upstream and prefix-route tests: real upstream processes
-on free loopback ports (the apps of `upstream_apps.py`, the FastAPI V2
-baseline, a second `switchyard`), each stopped by PID, and memory sampling."""
+on loopback (the apps of `upstream_apps.py`, which bind port 0 and say the
+port they got, unless given one; the FastAPI V2 baseline on a reserved
+port, see conftest), each stopped by PID, and memory sampling."""
 
+import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,23 +15,40 @@ from pathlib import Path
 
 import requests
 
-from conftest import REPO, free_port
+from conftest import REPO, free_port, reserve_port
 
 APPS = Path(__file__).resolve().parent / "upstream_apps.py"
 BASELINE = REPO / "benchmarks" / "baseline" / "fastapi_server.py"
 
 
+_LOG_NUMBERS = itertools.count()
+
+
 class Process:
-    """A child process on `port`, logged to a file, stopped by PID."""
+    """A child process on `port`, logged to a file, stopped by PID. With
+    port 0 the process binds a free port and its first line of output,
+    `ready PORT`, says which."""
 
     def __init__(self, args, port, log_name, ready):
-        self.port = port
-        self.addr = f"127.0.0.1:{port}"
-        self.base = f"http://{self.addr}"
-        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"{log_name}-{port}.log"
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"{log_name}-{os.getpid()}-{next(_LOG_NUMBERS)}.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = port or self._reported_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.base = f"http://{self.addr}"
         self._wait(ready)
+
+    def _reported_port(self, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(rb"^ready (\d+)$", self.log_path.read_bytes(), re.M)
+            if found:
+                return int(found.group(1))
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.log_path.name} exited with {self.proc.returncode}:\n{self.log_text()}")
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"{self.log_path.name} reported no port after {timeout}s:\n{self.log_text()}")
 
     def _wait(self, ready, timeout=60.0):
         deadline = time.monotonic() + timeout
@@ -73,8 +93,10 @@ def _tcp_ready(p):
 
 
 def upstream_app(kind, *args, port=None):
-    """One of `upstream_apps.py`'s servers (`app`, `v2-slow MS`, ...)."""
-    port = port or free_port()
+    """One of `upstream_apps.py`'s servers (`app`, `v2-slow MS`, ...), on a
+    port of its own choice, or on `port` (reserved for the session, e.g. an
+    address a gateway's config names before the app starts)."""
+    port = reserve_port(port, wait_s=10) if port else 0
     return Process([sys.executable, str(APPS), kind, str(port), *map(str, args)], port, f"upstream-{kind}", _tcp_ready)
 
 

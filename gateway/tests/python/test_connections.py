@@ -306,3 +306,45 @@ upstream = "app"
     finally:
         gw.stop()
         app.stop()
+
+
+def test_past_max_concurrent_requests_a_request_gets_429_and_keeps_its_connection(tmp_path):
+    """The two limits answer differently, as the README's connection table
+    says (issue 37, item 18): past `server.max_concurrent_requests` a
+    request gets 429 with `Retry-After` and its connection stays open for
+    the next one; only a new connection past `server.max_connections`
+    (test above) gets 503 and is closed."""
+    app = upstream_app("app")
+    config = write_config(tmp_path, f"""
+[server]
+max_concurrent_requests = 1
+
+[[upstreams]]
+name = "app"
+addrs = ["{app.addr}"]
+timeouts = {{ first_byte_ms = 10000, total_ms = 10000 }}
+
+[[prefix_routes]]
+name = "app"
+prefix = "/apps/app/"
+upstream = "app"
+""")
+    gw = Gateway(config=config)
+    try:
+        busy = connect(gw, timeout=30)
+        busy.sendall(b"GET /apps/app/slow?ms=3000 HTTP/1.1\r\nHost: t\r\n\r\n")
+        wait_for(lambda: requests.get(f"{gw.admin}/admin/stats", timeout=5).json()["in_flight"] >= 1,
+                 "the slow request to be in flight")
+        other = connect(gw, timeout=30)
+        other.sendall(b"GET /apps/app/slow?ms=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, headers, body, _ = read_response(other)
+        assert status == 429 and headers.get("retry-after") == "1", (status, headers, body)
+        assert headers.get("connection", "").lower() != "close"
+        assert read_response(busy)[0] == 200
+        other.sendall(b"GET /apps/app/slow?ms=0 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert read_response(other)[0] == 200, "the connection that got 429 still serves"
+        busy.close()
+        other.close()
+    finally:
+        gw.stop()
+        app.stop()

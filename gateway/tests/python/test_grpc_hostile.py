@@ -16,7 +16,7 @@ import pytest
 import requests
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from conftest import Gateway, free_port
+from conftest import Gateway
 from h2_raw import RawH2, frame
 from routing_util import write_config
 from test_metrics import parse, scrape, value
@@ -57,11 +57,9 @@ MiB = 1 << 20
 
 
 def start(tmp_path, config=CONFIG, preexec_fn=None):
-    grpc_port = free_port()
-    gw = Gateway(config=write_config(tmp_path, config), preexec_fn=preexec_fn,
-                 extra_args=["--grpc-listen", f"127.0.0.1:{grpc_port}"])
-    gw.grpc_port = grpc_port
-    return gw
+    """A gateway with its gRPC listener on a port it picks (`gw.grpc_port`)."""
+    return Gateway(config=write_config(tmp_path, config), preexec_fn=preexec_fn,
+                   extra_args=["--grpc-listen", "127.0.0.1:0"])
 
 
 @pytest.fixture(scope="module")

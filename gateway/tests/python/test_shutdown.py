@@ -3,7 +3,9 @@ request the gateway had accepted gets a full answer, the process exits as
 soon as they are answered (well inside the grace period), pending L2 writes
 reach a real redis-server, and readiness says 503 during the notice period."""
 
+import json
 import signal
+import socket
 import threading
 import time
 
@@ -202,3 +204,73 @@ upstream = "app"
     assert all(isinstance(v, str) for v in outcomes.values()), f"10 s requests answered in a 2 s grace? {outcomes}"
     assert "every accepted request was answered" not in log, log[-3000:]
     assert "requests were cut off" in log and "cut_off=2" in log, log[-3000:]
+
+
+def one_request_on_a_new_connection(port, body):
+    """Connects, sends one infer call (`Connection: close`) and reads the
+    answer. Returns ("refused", why) when the connection was never
+    established, ("answered", status line) for a complete response, and
+    ("lost", what came) when an established connection ended without one."""
+    head = (f"POST /v2/models/digits/infer HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    try:
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+    except OSError as e:
+        return ("refused", repr(e))
+    data, error = b"", None
+    try:
+        conn.sendall(head + body)
+        while chunk := conn.recv(65536):
+            data += chunk
+    except OSError as e:
+        error = e
+    finally:
+        conn.close()
+    header, _, rest = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in header.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), None)
+    if length is None or len(rest) < length:
+        return ("lost", f"{error!r} after {data[:60]!r}")
+    return ("answered", header.split(b"\r\n")[0].decode())
+
+
+def test_sigterm_under_connection_per_request_load_answers_every_accepted_connection():
+    """Issue 37 item 18: clients that open a new connection per request,
+    SIGTERM in the middle. A connection the server had accepted (its
+    handshake completed: connect() returned) gets a complete response;
+    the clients that come later are refused at connect. Before, 1-8 such
+    connections per run were reset: those waiting in the accept queue when
+    the listener closed, and accepted ones whose request had not been read
+    yet, while the log said every accepted request was answered."""
+    body = json.dumps(infer_body(np.ones((1, 64), np.float32))).encode()
+    for round_ in range(2):
+        gw = Gateway()
+        outcomes, lock = [], threading.Lock()
+
+        def client():
+            while True:
+                outcome = one_request_on_a_new_connection(gw.port, body)
+                with lock:
+                    outcomes.append(outcome)
+                if outcome[0] == "refused":
+                    return
+
+        clients = [threading.Thread(target=client) for _ in range(16)]
+        for c in clients:
+            c.start()
+        deadline = time.monotonic() + 60
+        while len(outcomes) < 200:
+            assert time.monotonic() < deadline, f"the load never got going: {outcomes[-5:]}"
+            time.sleep(0.01)
+        gw.proc.send_signal(signal.SIGTERM)
+        code = gw.proc.wait(timeout=30)
+        for c in clients:
+            c.join(timeout=120)
+        gw.log.close()
+        log = gw.log_path.read_text()
+        lost = [o for o in outcomes if o[0] == "lost"]
+        assert not lost, f"round {round_}: {len(lost)} accepted connections got no response: {lost[:5]}"
+        assert {o[1] for o in outcomes if o[0] == "answered"} == {"HTTP/1.1 200 OK"}
+        assert sum(o[0] == "refused" for o in outcomes) == len(clients), "each client ends refused"
+        assert code == 0, log[-3000:]
+        assert "every accepted request was answered" in log, log[-3000:]

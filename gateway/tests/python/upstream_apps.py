@@ -1,5 +1,5 @@
 """Small real upstream servers for the proxy tests, run as separate
-processes on loopback by the harness (`conftest.UpstreamApp`):
+processes on loopback by the harness (`proxy_util.upstream_app`):
 
     python upstream_apps.py app PORT           an HTTP app (echo, SSE, byte counter, streams, slow, status,
                                                a head trickled byte by byte, a truncated body, the paths seen)
@@ -11,7 +11,8 @@ processes on loopback by the harness (`conftest.UpstreamApp`):
                                                a label of rank 2, and `good` one correct row
     python upstream_apps.py raw-garbage PORT   answers every request with bytes that are not HTTP
 
-Each prints "ready" once listening. Nothing here buffers a request body
+Each prints "ready PORT" once listening; PORT 0 binds a free port (the
+line says which), so no port is chosen before the app binds it. Nothing here buffers a request body
 it does not need: the byte counter reads chunked bodies piece by piece.
 """
 
@@ -288,7 +289,8 @@ def main():
     else:
         raise SystemExit(f"unknown kind {kind}")
     server.daemon_threads = True
-    print("ready", flush=True)
+    # PORT 0 binds a free port: the first line says which.
+    print(f"ready {server.server_address[1]}", flush=True)
     server.serve_forever()
 
 
