@@ -16,10 +16,16 @@ pub struct DecodeLimits {
     pub max_elements: usize,
     /// Most elements over all inputs of a request.
     pub max_total_elements: usize,
-    /// Most inputs in one request.
+    /// Most inputs in one request; the reader stops at the first one past
+    /// it, so a long list costs nothing ([`super::bounded`]).
     pub max_inputs: usize,
-    /// Most requested outputs in one request.
+    /// Most requested outputs in one request (counted as `max_inputs`).
     pub max_outputs: usize,
+    /// Most JSON values in a request's fields besides tensor data (`id`,
+    /// `parameters`, inputs' and outputs' names, datatypes, shapes and
+    /// parameters), nested values included; the reader stops at the first
+    /// one past it ([`super::bounded`]).
+    pub max_json_values: usize,
     /// Most dimensions in one shape.
     pub max_rank: usize,
     /// Most rows (leading dimension) of any input; `None` = no such limit
@@ -39,13 +45,14 @@ pub struct RowLimit {
 
 impl Default for DecodeLimits {
     /// 16 Mi elements per input, 64 Mi per request, 64 inputs and outputs,
-    /// rank 16, rows unlimited.
+    /// 16 Ki JSON values besides tensor data, rank 16, rows unlimited.
     fn default() -> Self {
         DecodeLimits {
             max_elements: 16 << 20,
             max_total_elements: 64 << 20,
             max_inputs: 64,
             max_outputs: 64,
+            max_json_values: 16 << 10,
             max_rank: 16,
             max_rows: None,
         }

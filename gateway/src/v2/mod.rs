@@ -25,9 +25,11 @@
 //! * A `BYTES` output that is not UTF-8 is sent as binary even if JSON was
 //!   asked for.
 //! * Exceeding a [`DecodeLimits`] bound is 413; a shape whose element
-//!   count overflows is 400.
+//!   count overflows is 400. Lists are counted while they are read, so a
+//!   request past a limit costs no memory for the part past it.
 
 pub(crate) mod binary;
+mod bounded;
 pub mod classification;
 pub mod error;
 mod fields;
@@ -36,6 +38,7 @@ pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
 pub mod outputs;
+mod raw_output;
 pub(crate) mod raw_request;
 pub mod request;
 pub mod response;

@@ -1,0 +1,127 @@
+"""Hostile REST bodies on the real binary (issue 37, item 3): a body made
+of a long list of tiny entries (`{"inputs":[{},{},...]}`, 2.8 million of
+them in 8 MiB) is refused with its limit's 413 while it is read, before
+the list is built, so the gateway's memory does not grow with it and other
+clients are served meanwhile."""
+
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import Gateway
+
+BODY = 8 << 20
+ROW = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}
+
+
+def fill(prefix: bytes, item: bytes, suffix: bytes, size=BODY) -> bytes:
+    """`prefix item,item,... suffix`, `size` bytes at most."""
+    n = (size - len(prefix) - len(suffix)) // (len(item) + 1)
+    return prefix + b",".join([item] * n) + suffix
+
+
+# (case, body, words of the 413 message). Each list passes its limit
+# within its first few hundred bytes and goes on for 8 MiB.
+ATTACKS = [
+    ("inputs", fill(b'{"inputs":[', b"{}", b"]}"), "more than 64 inputs"),
+    ("outputs", fill(b'{"inputs":[],"outputs":[', b"{}", b"]}"), "more than 64 requested outputs"),
+    ("parameters", fill(b'{"parameters":{"a":[', b"0", b']},"inputs":[]}'), "JSON values"),
+    ("id", fill(b'{"id":[', b"[]", b'],"inputs":[]}'), "JSON values"),
+    ("shape", fill(b'{"inputs":[{"name":"X","datatype":"FP32","shape":[', b"1", b'],"data":[1]}]}'),
+     "JSON values"),
+    ("input-parameters",
+     fill(b'{"inputs":[{"name":"X","datatype":"FP32","shape":[1],"data":[1],"parameters":{"a":[', b"{}", b"]}}]}"),
+     "JSON values"),
+    ("output-parameters", fill(b'{"inputs":[],"outputs":[{"name":"p","parameters":{"a":[', b"0", b"]}}]}"),
+     "JSON values"),
+]
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+class RssPeak:
+    """The highest RSS of a process, sampled every 5 ms while in use."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self._stop = pid, rss_mb(pid), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def gw():
+    gw = Gateway()
+    yield gw
+    gw.stop()
+
+
+def one_row(session, gw):
+    return session.post(f"{gw.base}/v2/models/digits/infer", json=ROW, timeout=30)
+
+
+@pytest.mark.parametrize("case,body,words", ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_a_long_list_of_tiny_entries_is_refused_while_read_without_the_memory(gw, case, body, words):
+    session = requests.Session()
+    for _ in range(3):
+        assert one_row(session, gw).status_code == 200
+    idle = rss_mb(gw.proc.pid)
+    with RssPeak(gw.proc.pid) as rss:
+        answers = [session.post(f"{gw.base}/v2/models/digits/infer", data=body, timeout=120) for _ in range(3)]
+    # Before the fix the inputs case alone took a gigabyte; the 8 MiB body
+    # itself (and its copy) is all that may remain.
+    grown = rss.peak - idle
+    assert grown < 300, f"{case}: RSS grew by {grown:.0f} MB refusing an 8 MiB body"
+    for r in answers:
+        assert r.status_code == 413, (r.status_code, r.text[:300])
+        assert words in r.json()["error"], r.json()["error"]
+    assert gw.alive()
+
+
+def test_clients_are_served_while_the_attack_runs(gw):
+    body = ATTACKS[0][1]
+    stop = threading.Event()
+    statuses = []
+
+    def attack():
+        session = requests.Session()
+        while not stop.is_set():
+            statuses.append(session.post(f"{gw.base}/v2/models/digits/infer", data=body, timeout=120).status_code)
+
+    attackers = [threading.Thread(target=attack) for _ in range(2)]
+    idle = rss_mb(gw.proc.pid)
+    served = []
+    with RssPeak(gw.proc.pid) as rss:
+        for t in attackers:
+            t.start()
+        session = requests.Session()
+        try:
+            while len(statuses) < 6 or len(served) < 20:
+                served.append(one_row(session, gw).status_code)
+        finally:
+            stop.set()
+            for t in attackers:
+                t.join()
+    assert set(statuses) == {413}, statuses
+    assert set(served) == {200}, served
+    grown = rss.peak - idle
+    assert grown < 300, f"RSS grew by {grown:.0f} MB under two attacking clients"
