@@ -16,10 +16,20 @@
 //! Recording never delays a request: the request only clones its inputs
 //! (reference-counted buffers, no copy) when it is sampled and hands the
 //! record to a bounded queue; one writer thread per file encodes and
-//! writes. A full queue drops the record and counts it
-//! (`switchyard_record_dropped_total`). The file is rotated at
-//! `max_bytes` (`path.1`, `path.2`, ... up to `files`), so the sample never
-//! takes more than `max_bytes * files` of disk.
+//! writes. The queue is bounded by count (1,024 records per file) and by
+//! the bytes its records hold ([`held::QUEUE_BYTES`], all files
+//! together; a queued record holds a copy of its inputs, not the request
+//! body they came in); a record past either bound is dropped and counted
+//! (`switchyard_record_dropped_total`).
+//!
+//! A line is never larger than the route's `max_line_bytes` (at most
+//! `max_bytes`): a record whose inputs alone would pass it is dropped
+//! before it is queued, and one whose encoded line passes it is not
+//! written; both are counted (`oversized`,
+//! `switchyard_record_oversized_total`). So the file rotated at
+//! `max_bytes` (`path.1`, `path.2`, ... up to `files`) is never larger than
+//! `max_bytes`, and the sample never takes more than `max_bytes * files`
+//! of disk.
 //!
 //! Privacy: a recorded line holds the request's inputs as sent. Recording
 //! is off unless a route asks for it; keep the files where only operators
@@ -29,10 +39,12 @@
 //! Exact repeats answered from the REST replay cache are recorded as the
 //! cache hits they are: a sampled request skips that fast path.
 
+pub mod held;
 pub mod line;
 pub mod writer;
 
 use crate::config::record_section::RecordConfig;
+use held::QueueBytes;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -47,8 +59,12 @@ pub use line::TrafficRecord;
 pub struct RecordStats {
     /// Lines written.
     pub written: u64,
-    /// Records dropped because the writer was behind.
+    /// Records dropped because the writer was behind (its queue full by
+    /// count or by bytes).
     pub dropped: u64,
+    /// Records not written because their line would pass the route's
+    /// `max_line_bytes`.
+    pub oversized: u64,
     /// Records lost to a write error (disk full, permissions).
     pub failed: u64,
     /// Rotations of the file.
@@ -60,6 +76,7 @@ pub struct RecordStats {
 pub struct Recorders {
     writers: Mutex<HashMap<PathBuf, FileWriter>>,
     stats: Arc<Mutex<HashMap<String, RecordStats>>>,
+    queued: QueueBytes,
 }
 
 impl Recorders {
@@ -68,19 +85,38 @@ impl Recorders {
         record.is_some_and(|r| crate::draw::next_draw().value() < r.sample)
     }
 
-    /// Queues `record` for its route's file; never blocks.
+    /// Queues `record` for its route's file; never blocks. A record whose
+    /// line would pass `max_line_bytes` is dropped as oversized, one that
+    /// does not fit the queue (by count or bytes) as dropped.
     pub fn submit(&self, config: &RecordConfig, record: TrafficRecord) {
         let route = record.route.clone();
-        let submitted = {
-            let mut writers = self.writers.lock();
-            let writer = writers
-                .entry(config.path.clone())
-                .or_insert_with(|| FileWriter::start(config.path.clone(), self.stats.clone()));
-            writer.submit(config, record)
+        let line_floor = u64::try_from(record.line_floor()).unwrap_or(u64::MAX);
+        let submitted = if line_floor > config.max_line_bytes.min(config.max_bytes) {
+            None
+        } else {
+            match self.queued.take(record.held_bytes()) {
+                Some(held) => {
+                    // Copied only once it is sure to be queued.
+                    let record = record.detach();
+                    let mut writers = self.writers.lock();
+                    let writer = writers
+                        .entry(config.path.clone())
+                        .or_insert_with(|| FileWriter::start(config.path.clone(), self.stats.clone()));
+                    Some(writer.submit(config, record, held))
+                }
+                None => Some(Submitted::Dropped),
+            }
         };
-        if submitted == Submitted::Dropped {
-            self.stats.lock().entry(route).or_default().dropped += 1;
+        match submitted {
+            Some(Submitted::Queued) => {}
+            Some(Submitted::Dropped) => self.stats.lock().entry(route).or_default().dropped += 1,
+            None => self.stats.lock().entry(route).or_default().oversized += 1,
         }
+    }
+
+    /// Bytes the queued records hold now (all files).
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.held()
     }
 
     /// Counters by route, for `/admin/stats` and `/metrics`.

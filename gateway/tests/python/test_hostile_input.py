@@ -5,12 +5,12 @@ the list is built, so the gateway's memory does not grow with it and other
 clients are served meanwhile."""
 
 import threading
-import time
 
 import pytest
 import requests
 
 from conftest import Gateway
+from hostile_util import RssPeak
 
 BODY = 8 << 20
 ROW = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]}
@@ -39,35 +39,6 @@ ATTACKS = [
 ]
 
 
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-class RssPeak:
-    """The highest RSS of a process, sampled every 5 ms while in use."""
-
-    def __init__(self, pid):
-        self.pid, self.peak, self._stop = pid, rss_mb(pid), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, rss_mb(self.pid))
-            time.sleep(0.005)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 @pytest.fixture(scope="module")
 def gw():
     gw = Gateway()
@@ -84,12 +55,11 @@ def test_a_long_list_of_tiny_entries_is_refused_while_read_without_the_memory(gw
     session = requests.Session()
     for _ in range(3):
         assert one_row(session, gw).status_code == 200
-    idle = rss_mb(gw.proc.pid)
     with RssPeak(gw.proc.pid) as rss:
         answers = [session.post(f"{gw.base}/v2/models/digits/infer", data=body, timeout=120) for _ in range(3)]
     # Before the fix the inputs case alone took a gigabyte; the 8 MiB body
     # itself (and its copy) is all that may remain.
-    grown = rss.peak - idle
+    grown = rss.grown
     assert grown < 300, f"{case}: RSS grew by {grown:.0f} MB refusing an 8 MiB body"
     for r in answers:
         assert r.status_code == 413, (r.status_code, r.text[:300])
@@ -108,14 +78,14 @@ def test_clients_are_served_while_the_attack_runs(gw):
             statuses.append(session.post(f"{gw.base}/v2/models/digits/infer", data=body, timeout=120).status_code)
 
     attackers = [threading.Thread(target=attack) for _ in range(2)]
-    idle = rss_mb(gw.proc.pid)
     served = []
-    with RssPeak(gw.proc.pid) as rss:
+    # Stopped early past 600 MB: the unfixed gateway grew by gigabytes.
+    with RssPeak(gw.proc.pid, over=600) as rss:
         for t in attackers:
             t.start()
         session = requests.Session()
         try:
-            while len(statuses) < 6 or len(served) < 20:
+            while (len(statuses) < 6 or len(served) < 20) and not rss.tripped.is_set():
                 served.append(one_row(session, gw).status_code)
         finally:
             stop.set()
@@ -123,5 +93,5 @@ def test_clients_are_served_while_the_attack_runs(gw):
                 t.join()
     assert set(statuses) == {413}, statuses
     assert set(served) == {200}, served
-    grown = rss.peak - idle
+    grown = rss.grown
     assert grown < 300, f"RSS grew by {grown:.0f} MB under two attacking clients"
