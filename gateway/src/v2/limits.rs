@@ -1,7 +1,10 @@
 //! Limits applied while decoding a request, before anything is allocated
 //! for its tensors.
 
+use std::sync::Arc;
+
 use super::error::V2Error;
+use switchyard_runtime::signature::ModelSignature;
 use switchyard_runtime::tensor::element_count;
 
 /// Bounds on what one infer request may declare.
@@ -31,6 +34,22 @@ pub struct DecodeLimits {
     /// Most rows (leading dimension) of any input; `None` = no such limit
     /// (e.g. a model that does not batch).
     pub max_rows: Option<RowLimit>,
+    /// The model the request is for: each input's name, datatype and
+    /// shape are checked against its signature before the input's data is
+    /// decoded, so data the model would refuse costs nothing (a
+    /// `BYTES` element takes 32 bytes of memory for 3 of JSON text).
+    /// `None`: checked after decoding only ([`super::check_signature`]).
+    pub signature: Option<SignatureLimit>,
+}
+
+/// The signature a request's inputs must fit, and the name clients call
+/// the model by (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureLimit {
+    /// The model (route) name, as in [`super::check_signature`].
+    pub model: String,
+    /// Its signature.
+    pub signature: Arc<ModelSignature>,
 }
 
 /// A bound on the rows of one request, with what sets it (for the 413
@@ -55,6 +74,7 @@ impl Default for DecodeLimits {
             max_json_values: 16 << 10,
             max_rank: 16,
             max_rows: None,
+            signature: None,
         }
     }
 }
@@ -79,6 +99,20 @@ impl DecodeLimits {
             )));
         }
         Ok(count)
+    }
+
+    /// Checks input `input` of `dtype` and `shape` against
+    /// [`Self::signature`], when there is one.
+    pub fn check_signature(
+        &self,
+        input: &str,
+        dtype: switchyard_runtime::DataType,
+        shape: &[usize],
+    ) -> Result<(), V2Error> {
+        match &self.signature {
+            Some(limit) => super::validate::check_input(input, dtype, shape, &limit.model, &limit.signature),
+            None => Ok(()),
+        }
     }
 
     /// Checks the rows (leading dimension) a shape of input `input`

@@ -26,7 +26,9 @@
 //!   asked for.
 //! * Exceeding a [`DecodeLimits`] bound is 413; a shape whose element
 //!   count overflows is 400. Lists are counted while they are read, so a
-//!   request past a limit costs no memory for the part past it.
+//!   request past a limit costs no memory for the part past it. With
+//!   [`DecodeLimits::signature`] (REST) an input the model would refuse
+//!   (name, datatype, shape) is refused before its data is decoded.
 
 pub(crate) mod binary;
 mod bounded;
@@ -56,7 +58,7 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
-pub use limits::{DecodeLimits, RowLimit};
+pub use limits::{DecodeLimits, RowLimit, SignatureLimit};
 pub use metadata::{model_config, model_metadata, server_metadata, DynamicBatchingView, ServingView};
 pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
@@ -64,4 +66,4 @@ pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
-pub use validate::{check_signature, reshape_columns};
+pub use validate::{check_input, check_signature, reshape_columns};

@@ -286,7 +286,8 @@ impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
 impl InputSeed<'_> {
     /// How to decode `data` now, if the fields read so far say it fully
     /// and validation will accept them: name, datatype, shape (within the
-    /// limits), and no `parameters` that would make `data` an error.
+    /// limits and fitting the model's signature when the limits carry
+    /// it), and no `parameters` that would make `data` an error.
     fn plan<'r>(&self, input: &'r RawInput<'_>) -> Option<(&'r str, DataType, Vec<usize>, usize)> {
         let Some(Value::String(name)) = &input.name else { return None };
         let Some(Value::String(datatype)) = &input.datatype else { return None };
@@ -299,6 +300,7 @@ impl InputSeed<'_> {
         let shape = parse_shape(input.shape.as_ref(), "", self.limits).ok()?;
         let count = self.limits.check_shape(name, &shape).ok()?;
         self.limits.check_rows(name, &shape).ok()?;
+        self.limits.check_signature(name, dtype, &shape).ok()?;
         Some((name, dtype, shape, count))
     }
 }

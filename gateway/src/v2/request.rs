@@ -146,6 +146,8 @@ pub fn decode_infer_request(
         let shape = parse_shape(parsed.shape.as_ref(), &context, limits)?;
         let count = limits.check_shape(&name, &shape)?;
         limits.check_rows(&name, &shape)?;
+        // Before its data is decoded: data the model would refuse costs nothing.
+        limits.check_signature(&name, dtype, &shape)?;
         total = limits.add_total(total, count)?;
         let params = object(parsed.parameters, "parameters", &context)?;
         if params.contains_key("shared_memory_region") {

@@ -351,3 +351,39 @@ fn a_fault_in_an_output_is_still_named_after_the_counting_reader() {
     let err = decode_json(r#"{"inputs":[],"outputs":[{"name":null}]}"#).unwrap_err();
     assert!(matches!(err, V2Error::MissingField { field: "name", .. }), "{err:?}");
 }
+
+#[test]
+fn an_input_the_model_would_refuse_is_refused_before_its_data_is_decoded() {
+    use super::limits::SignatureLimit;
+    use switchyard_runtime::signature::{ModelSignature, TensorSpec};
+    use switchyard_runtime::DataType;
+    let spec =
+        |name: &str, dtype, shape: &[i64]| TensorSpec { name: name.into(), dtype, shape: shape.to_vec() };
+    let signature = ModelSignature {
+        inputs: vec![spec("X", DataType::F32, &[-1, 4])],
+        outputs: vec![spec("p", DataType::F32, &[-1, 2])],
+    };
+    let limits = DecodeLimits {
+        signature: Some(SignatureLimit { model: "m".into(), signature: signature.into() }),
+        ..DecodeLimits::default()
+    };
+    // The data is not valid for its own datatype either: without the
+    // signature that is what the decoder meets first.
+    for (json, expected) in [
+        (r#"{"inputs":[{"name":"X","datatype":"BYTES","shape":[1,3],"data":[1,2,3]}]}"#, "datatype BYTES"),
+        (r#"{"inputs":[{"data":[1,2,3],"name":"X","datatype":"BYTES","shape":[1,3]}]}"#, "datatype BYTES"),
+        (r#"{"inputs":[{"name":"X","datatype":"FP32","shape":[1,3],"data":["a","b","c"]}]}"#, "shape [1, 3]"),
+        (
+            r#"{"inputs":[{"name":"Y","datatype":"FP32","shape":[1,4],"data":["a","b","c","d"]}]}"#,
+            "unexpected input 'Y'",
+        ),
+    ] {
+        let bytes = Bytes::from_static(json.as_bytes());
+        let err = decode_infer_request(bytes.clone(), None, &limits).unwrap_err();
+        assert!(err.to_string().contains(expected), "{json}: {err}");
+        let unchecked = decode_infer_request(bytes, None, &DecodeLimits::default()).unwrap_err();
+        assert!(matches!(unchecked, V2Error::InvalidElement { .. }), "{json}: {unchecked}");
+    }
+    let fine = r#"{"inputs":[{"name":"X","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}]}"#;
+    assert!(decode_infer_request(Bytes::from_static(fine.as_bytes()), None, &limits).is_ok());
+}

@@ -95,3 +95,19 @@ def test_clients_are_served_while_the_attack_runs(gw):
     assert set(served) == {200}, served
     grown = rss.grown
     assert grown < 300, f"RSS grew by {grown:.0f} MB under two attacking clients"
+
+
+def test_data_the_model_would_refuse_is_not_decoded(gw):
+    # 40 MiB of empty strings for the digits model's FP32 input: 14 M
+    # `BYTES` elements (within the element limits) took 32 bytes each to
+    # decode before the datatype was compared with the model's.
+    n = (40 << 20) // 3
+    body = (b'{"inputs":[{"name":"X","datatype":"BYTES","shape":[1,%d],"data":[' % n
+            + b",".join([b'""'] * n) + b"]}]}")
+    session = requests.Session()
+    with RssPeak(gw.proc.pid) as rss:
+        answers = [session.post(f"{gw.base}/v2/models/digits/infer", data=body, timeout=300) for _ in range(2)]
+    assert rss.grown < 300, f"RSS grew by {rss.grown:.0f} MB refusing a 40 MiB body"
+    for r in answers:
+        assert r.status_code == 400, (r.status_code, r.text[:300])
+        assert "datatype BYTES" in r.json()["error"]
