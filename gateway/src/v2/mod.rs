@@ -33,6 +33,7 @@
 pub(crate) mod binary;
 mod bounded;
 pub mod classification;
+mod element;
 pub mod error;
 mod fields;
 mod float16;

@@ -1,15 +1,14 @@
 //! One element of a request's `outputs` as sent: its `name` and
-//! `parameters`, read under the request's value budget
+//! `parameters`, read in the first pass under the request's value budget
 //! ([`super::bounded`]) and validated by [`super::request`]. Other fields
 //! are ignored, as Triton ignores them.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess};
 use serde_json::Value;
 
 use super::bounded::{BoundedValue, ReadGuard};
-use super::raw_request::NullOr;
+use super::element::{ObjectReader, Seen, Slot};
+use super::raw_request::{Key, NullOr};
 
 /// An output object's fields as sent (`null` is absent).
 pub(crate) struct RawOutput {
@@ -19,41 +18,38 @@ pub(crate) struct RawOutput {
     pub parameters: Option<Value>,
 }
 
-/// Reads an output object (the caller has checked the text is an object).
-pub(crate) struct OutputSeed<'g>(pub &'g ReadGuard);
+/// Reads an output object.
+pub(crate) struct OutputReader<'g>(pub &'g ReadGuard);
 
-impl<'de> DeserializeSeed<'de> for OutputSeed<'_> {
-    type Value = RawOutput;
+impl<'de> ObjectReader<'de> for OutputReader<'_> {
+    type Object = RawOutput;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<RawOutput, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OutputSeed<'_> {
-    type Value = RawOutput;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an output object")
+    fn expecting(&self) -> &'static str {
+        "an output object"
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawOutput, A::Error> {
+    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<Slot<RawOutput>, A::Error> {
         let mut output = RawOutput { name: None, parameters: None };
-        let mut seen = [false; 2];
-        while let Some(key) = map.next_key::<String>()? {
-            let (slot, index, field) = match key.as_str() {
-                "name" => (&mut output.name, 0, "name"),
-                "parameters" => (&mut output.parameters, 1, "parameters"),
+        let mut seen = Seen::<2>::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let (index, field) = match key.0.as_ref() {
+                "name" => (0, "name"),
+                "parameters" => (1, "parameters"),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
                 }
             };
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(de::Error::duplicate_field(field));
+            if !seen.first(index, field) {
+                map.next_value::<IgnoredAny>()?;
+                continue;
             }
-            *slot = map.next_value_seed(NullOr(BoundedValue(self.0)))?;
+            let value = map.next_value_seed(NullOr(BoundedValue(self.0)))?;
+            match index {
+                0 => output.name = value,
+                _ => output.parameters = value,
+            }
         }
-        Ok(output)
+        Ok(seen.slot(output))
     }
 }

@@ -29,10 +29,12 @@ use serde_json::Value;
 use switchyard_runtime::tensor::{DataType, TensorData};
 
 use super::bounded::{BoundedValue, ReadGuard};
+use super::element::{Element, ObjectReader, Seen, Slot};
 use super::error::V2Error;
 use super::fields::parse_shape;
 use super::json_data::DataSeed;
 use super::limits::DecodeLimits;
+use super::raw_output::{OutputReader, RawOutput};
 
 /// The request object's fields as sent.
 pub(crate) struct RawRequest<'a> {
@@ -42,21 +44,13 @@ pub(crate) struct RawRequest<'a> {
     pub parameters: Option<Value>,
     /// `inputs`, each read as far as it could be.
     pub inputs: Option<Vec<InputSlot<'a>>>,
-    /// `outputs`, read later.
-    pub outputs: Option<Vec<&'a RawValue>>,
+    /// `outputs`, each read as far as it could be.
+    pub outputs: Option<Vec<Slot<RawOutput>>>,
 }
 
 /// One element of `inputs`: an object's fields as sent, or why it is not
 /// one validation can read.
-pub(crate) type InputSlot<'a> = Result<RawInput<'a>, InputFault>;
-
-/// Why an element of `inputs` cannot be read as an input.
-pub(crate) enum InputFault {
-    /// An object with a field given twice.
-    Duplicate(&'static str),
-    /// Not an object.
-    NotObject,
-}
+pub(crate) type InputSlot<'a> = Slot<RawInput<'a>>;
 
 /// An input object's fields as sent.
 #[derive(Default)]
@@ -98,7 +92,7 @@ pub(crate) fn read_request<'a>(
 }
 
 /// An object key, borrowed from the text when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
+pub(crate) struct Key<'de>(pub Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -230,8 +224,8 @@ impl<'de> Visitor<'de> for InputList<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut inputs = Vec::new();
         while inputs.len() < self.limits.max_inputs {
-            let seed = InputSeed { limits: self.limits, guard: self.guard, text_len: self.text_len };
-            match seq.next_element_seed(seed)? {
+            let seed = InputReader { limits: self.limits, guard: self.guard, text_len: self.text_len };
+            match seq.next_element_seed(Element(seed))? {
                 Some(slot) => inputs.push(slot),
                 None => return Ok(inputs),
             }
@@ -241,15 +235,14 @@ impl<'de> Visitor<'de> for InputList<'_> {
     }
 }
 
-/// The array of `outputs`, read up to the output limit; each output is
-/// read later ([`super::request`]).
+/// The array of `outputs`, read up to the output limit.
 struct OutputList<'l> {
     max: usize,
     guard: &'l ReadGuard,
 }
 
 impl<'de> Visitor<'de> for OutputList<'_> {
-    type Value = Vec<&'de RawValue>;
+    type Value = Vec<Slot<RawOutput>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a sequence")
@@ -258,7 +251,7 @@ impl<'de> Visitor<'de> for OutputList<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut outputs = Vec::new();
         while outputs.len() < self.max {
-            match seq.next_element::<&'de RawValue>()? {
+            match seq.next_element_seed(Element(OutputReader(self.guard)))? {
                 Some(output) => outputs.push(output),
                 None => return Ok(outputs),
             }
@@ -268,22 +261,14 @@ impl<'de> Visitor<'de> for OutputList<'_> {
     }
 }
 
-/// One element of `inputs`.
-struct InputSeed<'l> {
+/// Reads an input object.
+struct InputReader<'l> {
     limits: &'l DecodeLimits,
     guard: &'l ReadGuard,
     text_len: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
-    type Value = InputSlot<'de>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl InputSeed<'_> {
+impl InputReader<'_> {
     /// How to decode `data` now, if the fields read so far say it fully
     /// and validation will accept them: name, datatype, shape (within the
     /// limits and fitting the model's signature when the limits carry
@@ -305,23 +290,16 @@ impl InputSeed<'_> {
     }
 }
 
-/// Drains the rest of a sequence.
-fn drain<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
-}
+impl<'de> ObjectReader<'de> for InputReader<'_> {
+    type Object = RawInput<'de>;
 
-impl<'de> Visitor<'de> for InputSeed<'_> {
-    type Value = InputSlot<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an input object")
+    fn expecting(&self) -> &'static str {
+        "an input object"
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<InputSlot<'de>, A::Error> {
         let mut input = RawInput::default();
-        let mut seen = [false; 5];
-        let mut duplicate = None;
+        let mut seen = Seen::<5>::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let (index, field) = match key.0.as_ref() {
                 "name" => (0, "name"),
@@ -334,8 +312,7 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
                     continue;
                 }
             };
-            if std::mem::replace(&mut seen[index], true) || duplicate.is_some() {
-                duplicate = duplicate.or(Some(field));
+            if !seen.first(index, field) {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
@@ -363,39 +340,7 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
                 }
             }
         }
-        Ok(match duplicate {
-            Some(field) => Err(InputFault::Duplicate(field)),
-            None => Ok(input),
-        })
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain(seq)?;
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
+        Ok(seen.slot(input))
     }
 }
 

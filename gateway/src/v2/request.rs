@@ -2,19 +2,18 @@
 //! and, with the binary tensor data extension, the tensor bytes after it.
 
 use bytes::Bytes;
-use serde::de::DeserializeSeed;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use switchyard_runtime::tensor::{DataType, Tensor};
 
 use super::binary::decode_binary;
 use super::bounded::ReadGuard;
+use super::element::{ElementFault, Slot};
 use super::error::V2Error;
 use super::fields::{parse_shape, whole_number};
 use super::json_data::parse_json_data;
 use super::limits::DecodeLimits;
-use super::raw_output::OutputSeed;
-use super::raw_request::{read_request, DataField, InputFault};
+use super::raw_output::RawOutput;
+use super::raw_request::{read_request, DataField};
 
 /// JSON object type used for `parameters`.
 pub type Parameters = Map<String, Value>;
@@ -113,20 +112,7 @@ pub fn decode_infer_request(
     for (index, slot) in raw_inputs.into_iter().enumerate() {
         let parsed = match slot {
             Ok(parsed) => parsed,
-            Err(InputFault::Duplicate(field)) => {
-                return Err(invalid_owned(
-                    "inputs",
-                    format!("inputs[{index}]"),
-                    format!("duplicate field `{field}`"),
-                ))
-            }
-            Err(InputFault::NotObject) => {
-                return Err(invalid_owned(
-                    "inputs",
-                    format!("inputs[{index}]"),
-                    "must be an object".to_owned(),
-                ))
-            }
+            Err(fault) => return Err(element_fault("inputs", index, fault)),
         };
         let name = match parsed.name {
             Some(Value::String(s)) => s,
@@ -191,21 +177,20 @@ pub fn decode_infer_request(
         return Err(V2Error::TrailingBytes { extra: binary.len() - offset });
     }
 
-    let outputs = parse_outputs(raw.outputs, binary_data_output, &guard)?;
+    let outputs = parse_outputs(raw.outputs, binary_data_output)?;
     Ok(DecodedRequest { id, inputs, input_parameters, outputs, binary_data_output, parameters })
 }
 
 /// Parses the requested outputs (at most `limits.max_outputs`: the reader
-/// stopped past it), their fields under `guard`'s value budget.
+/// stopped past it).
 fn parse_outputs(
-    raw: Option<Vec<&RawValue>>,
+    raw: Option<Vec<Slot<RawOutput>>>,
     binary_data_output: bool,
-    guard: &ReadGuard,
 ) -> Result<Vec<RequestedOutput>, V2Error> {
     let raw = raw.unwrap_or_default();
     let mut outputs: Vec<RequestedOutput> = Vec::with_capacity(raw.len());
-    for (index, raw_output) in raw.into_iter().enumerate() {
-        let parsed = parse_output(raw_output, index, guard)?;
+    for (index, slot) in raw.into_iter().enumerate() {
+        let parsed = slot.map_err(|fault| element_fault("outputs", index, fault))?;
         let name = match parsed.name {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("name", &format!("outputs[{index}]"), "must be a string")),
@@ -239,21 +224,14 @@ fn is_object(text: &[u8]) -> bool {
     text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// Reads element `index` of `outputs` as an output object.
-fn parse_output(
-    raw: &RawValue,
-    index: usize,
-    guard: &ReadGuard,
-) -> Result<super::raw_output::RawOutput, V2Error> {
-    let context = || format!("outputs[{index}]");
-    if !is_object(raw.get().as_bytes()) {
-        return Err(invalid_owned("outputs", context(), "must be an object".to_owned()));
-    }
-    let mut de = serde_json::Deserializer::from_str(raw.get());
-    OutputSeed(guard)
-        .deserialize(&mut de)
-        .and_then(|output| de.end().map(|()| output))
-        .map_err(|e| guard.error(e, |e| invalid_owned("outputs", context(), e.to_string())))
+/// The error of element `index` of the `field` list that is not an
+/// object validation can read.
+fn element_fault(field: &'static str, index: usize, fault: ElementFault) -> V2Error {
+    let reason = match fault {
+        ElementFault::Duplicate(name) => format!("duplicate field `{name}`"),
+        ElementFault::NotObject => "must be an object".to_owned(),
+    };
+    invalid_owned(field, format!("{field}[{index}]"), reason)
 }
 
 /// A `parameters`-like field: absent or null is empty, else an object.
