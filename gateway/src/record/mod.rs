@@ -126,3 +126,54 @@ impl Recorders {
         all
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::line::Ending;
+    use super::*;
+    use bytes::Bytes;
+    use switchyard_runtime::tensor::{DataType, TensorData};
+    use switchyard_runtime::Tensor;
+
+    fn record(bytes: usize) -> TrafficRecord {
+        let x =
+            Tensor::new(DataType::U8, vec![bytes], TensorData::Fixed(Bytes::from(vec![1u8; bytes]))).unwrap();
+        TrafficRecord {
+            route: "r".into(),
+            arrived_ms: 1,
+            protocol: "rest",
+            id: None,
+            tenant: None,
+            inputs: vec![("x".into(), x)],
+            outputs: Vec::new(),
+            parameters: serde_json::Map::new(),
+            budget_ms: 1,
+            latency_us: 1,
+            ending: Ending::Failed { status: 400, label: "bad_request" },
+        }
+    }
+
+    #[test]
+    fn a_record_over_its_line_or_the_queue_bytes_is_counted_not_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = RecordConfig {
+            sample: 1.0,
+            path: dir.path().join("t.jsonl"),
+            max_bytes: 1 << 20,
+            files: 1,
+            max_line_bytes: 4 << 10,
+        };
+        let recorders = Recorders { queued: QueueBytes::new(2 << 10), ..Recorders::default() };
+        // 3 KiB of data is 4 KiB of base64: over the line.
+        recorders.submit(&config, record(3 << 10));
+        // 2.5 KiB fits a line but not the 2 KiB the queue may hold.
+        recorders.submit(&config, record(5 << 9));
+        let stats = recorders.stats();
+        assert_eq!(
+            stats,
+            [("r".to_string(), RecordStats { oversized: 1, dropped: 1, ..RecordStats::default() })]
+        );
+        assert_eq!(recorders.queued_bytes(), 0);
+        assert!(!config.path.exists(), "nothing was queued, so no writer started");
+    }
+}
