@@ -180,6 +180,7 @@ fn route_json(route: &RouteConfig) -> Value {
             "path": r.path.display().to_string(),
             "max_bytes": r.max_bytes,
             "files": r.files,
+            "max_line_bytes": r.max_line_bytes,
         })),
     })
 }

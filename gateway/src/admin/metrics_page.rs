@@ -21,7 +21,7 @@ pub fn gather(state: &AppState) -> Vec<prometheus::proto::MetricFamily> {
     families.extend(scrape::cache_families(&state.cache.snapshot()));
     families.extend(scrape::decision_families(&state.decisions.snapshot()));
     families.extend(scrape::budget_families(&state.budget_misses.snapshot()));
-    families.extend(scrape::record_families(&state.recorders.stats()));
+    families.extend(scrape::record_families(&state.recorders.stats(), state.recorders.queued_bytes()));
     families.extend(scrape::calibration_families(&state.calibration.views()));
     // The admission semaphore is sized once (a restart-only setting).
     let limit = snap.config.server.limits.max_concurrent_requests;

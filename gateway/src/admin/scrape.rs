@@ -344,21 +344,28 @@ pub fn calibration_families(views: &[(String, CalibrationView)]) -> Vec<MetricFa
 type RecordFamily = (&'static str, &'static str, fn(&RecordStats) -> u64);
 
 /// The routes' traffic samples ([`crate::record`]): lines written, records
-/// dropped because the writer was behind, lost to write errors, rotations.
-pub fn record_families(stats: &[(String, RecordStats)]) -> Vec<MetricFamily> {
-    let families: [RecordFamily; 4] = [
+/// dropped because the writer was behind, not written because their line
+/// passed `max_line_bytes`, lost to write errors, rotations; and the bytes
+/// the queued records hold now (`queued_bytes`, once a route records).
+pub fn record_families(stats: &[(String, RecordStats)], queued_bytes: usize) -> Vec<MetricFamily> {
+    let families: [RecordFamily; 5] = [
         ("switchyard_record_lines_total", "Traffic-sample lines written, by route.", |s| s.written),
         (
             "switchyard_record_dropped_total",
             "Traffic-sample records dropped because the writer was behind, by route.",
             |s| s.dropped,
         ),
+        (
+            "switchyard_record_oversized_total",
+            "Traffic-sample records not written because their line passed record.max_line_bytes, by route.",
+            |s| s.oversized,
+        ),
         ("switchyard_record_failed_total", "Traffic-sample records lost to write errors, by route.", |s| {
             s.failed
         }),
         ("switchyard_record_rotations_total", "Traffic-sample file rotations, by route.", |s| s.rotations),
     ];
-    families
+    let mut families: Vec<MetricFamily> = families
         .into_iter()
         .filter_map(|(name, help, read)| {
             let mut f = Family::counter(name, help, &["route"]);
@@ -367,7 +374,17 @@ pub fn record_families(stats: &[(String, RecordStats)]) -> Vec<MetricFamily> {
             }
             f.finish()
         })
-        .collect()
+        .collect();
+    if !stats.is_empty() {
+        let mut queued = Family::gauge(
+            "switchyard_record_queued_bytes",
+            "Bytes the traffic-sample records waiting for their writer hold, all routes.",
+            &[],
+        );
+        queued.sample(&[], queued_bytes as f64);
+        families.extend(queued.finish());
+    }
+    families
 }
 
 /// Requests holding an admission permit now, and the limit.

@@ -20,6 +20,7 @@ pub mod issue;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;
+pub mod record_files;
 pub mod record_section;
 pub mod redact;
 pub mod resolver;
@@ -61,7 +62,18 @@ pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigIssue>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]
     })?;
-    parse(&text, base_dir(path))
+    parse_file(&text, path)
+}
+
+/// Checks `text`, the contents of the config file at `path`: [`parse`]
+/// with relative paths starting at its folder, and no route recording
+/// into the file itself ([`record_files`]).
+pub fn parse_file(text: &str, path: &Path) -> Result<Config, Vec<ConfigIssue>> {
+    let config = parse(text, base_dir(path))?;
+    match record_files::check_config_file(&config.routes, path) {
+        issues if issues.is_empty() => Ok(config),
+        issues => Err(issues),
+    }
 }
 
 /// The folder a config file's relative paths start from: its own.

@@ -6,8 +6,12 @@
 //! ```toml
 //! [[routes]]
 //! name = "digits"
-//! record = { sample = 0.01, path = "traffic/digits.jsonl", max_bytes = "64MiB", files = 4 }
+//! record = { sample = 0.01, path = "traffic/digits.jsonl", max_bytes = "64MiB", files = 4, max_line_bytes = "4MiB" }
 //! ```
+//!
+//! A call whose line would pass `max_line_bytes` is not recorded (it is
+//! counted, `oversized`): no line is larger than a file may be, so the
+//! files never take more than `max_bytes * files`.
 
 use super::issue::ConfigIssue;
 use super::size::ByteSize;
@@ -22,6 +26,13 @@ pub const DEFAULT_FILES: usize = 4;
 pub const MIN_MAX_BYTES: u64 = 4 << 10;
 /// Most files a route may keep.
 pub const MAX_FILES: usize = 100;
+/// Default largest line: 4 MiB, or `max_bytes` when smaller.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 4 << 20;
+/// Smallest `max_line_bytes`.
+pub const MIN_MAX_LINE_BYTES: u64 = 1 << 10;
+/// Largest `max_line_bytes`: a record must fit the writers' queue
+/// ([`crate::record::held::QUEUE_BYTES`]) with room for others.
+pub const MAX_MAX_LINE_BYTES: u64 = 16 << 20;
 
 /// `record = { ... }` as written.
 #[derive(Debug, Deserialize, Clone)]
@@ -35,6 +46,8 @@ pub struct RawRecord {
     pub max_bytes: Option<ByteSize>,
     /// Files kept, the current one included; default 4.
     pub files: Option<usize>,
+    /// Largest line recorded; default 4 MiB (at most `max_bytes`).
+    pub max_line_bytes: Option<ByteSize>,
 }
 
 /// A route's recording settings, checked.
@@ -48,6 +61,8 @@ pub struct RecordConfig {
     pub max_bytes: u64,
     /// Files kept.
     pub files: usize,
+    /// Largest line: a call whose line would be larger is not recorded.
+    pub max_line_bytes: u64,
 }
 
 /// Checks a route's `record` (`path` is the route's, e.g. `routes[0]`).
@@ -74,7 +89,33 @@ pub fn record_config(
     if !(1..=MAX_FILES).contains(&files) {
         issue("files", format!("must be between 1 and {MAX_FILES}, got {files}"));
     }
-    Some(RecordConfig { sample: raw.sample, path: PathBuf::from(&raw.path), max_bytes, files })
+    // The default follows `max_bytes`; only a written value can be wrong.
+    let max_line_bytes = match raw.max_line_bytes {
+        None => DEFAULT_MAX_LINE_BYTES.min(max_bytes),
+        Some(ByteSize(line)) => {
+            if !(MIN_MAX_LINE_BYTES..=MAX_MAX_LINE_BYTES).contains(&line) {
+                issue(
+                    "max_line_bytes",
+                    format!(
+                        "must be between {MIN_MAX_LINE_BYTES} and {MAX_MAX_LINE_BYTES} bytes, got {line}"
+                    ),
+                );
+            } else if line > max_bytes {
+                issue(
+                    "max_line_bytes",
+                    format!("must be at most max_bytes ({max_bytes}), got {line}: a line must fit in a file"),
+                );
+            }
+            line
+        }
+    };
+    Some(RecordConfig {
+        sample: raw.sample,
+        path: PathBuf::from(&raw.path),
+        max_bytes,
+        files,
+        max_line_bytes,
+    })
 }
 
 #[cfg(test)]
@@ -88,7 +129,7 @@ mod tests {
     }
 
     fn raw(sample: f64, path: &str) -> RawRecord {
-        RawRecord { sample, path: path.into(), max_bytes: None, files: None }
+        RawRecord { sample, path: path.into(), max_bytes: None, files: None, max_line_bytes: None }
     }
 
     #[test]
@@ -97,6 +138,7 @@ mod tests {
         let cfg = record_config(Some(&raw(0.25, "t.jsonl")), "routes[0]", &mut issues).unwrap();
         assert!(issues.is_empty());
         assert_eq!((cfg.max_bytes, cfg.files), (DEFAULT_MAX_BYTES, DEFAULT_FILES));
+        assert_eq!(cfg.max_line_bytes, DEFAULT_MAX_LINE_BYTES);
         assert!(record_config(None, "routes[0]", &mut issues).is_none());
         for bad in [0.0, -0.1, 1.5, f64::NAN] {
             let issues = check(raw(bad, "t.jsonl"));
@@ -107,5 +149,23 @@ mod tests {
         let small = RawRecord { max_bytes: Some(ByteSize(100)), files: Some(0), ..raw(1.0, "t") };
         let paths: Vec<_> = check(small).into_iter().map(|i| i.path).collect();
         assert_eq!(paths, ["routes[2].record.max_bytes", "routes[2].record.files"]);
+    }
+
+    #[test]
+    fn a_line_fits_in_a_file() {
+        let mut issues = Vec::new();
+        let small = RawRecord { max_bytes: Some(ByteSize(1 << 20)), ..raw(1.0, "t") };
+        let cfg = record_config(Some(&small), "routes[0]", &mut issues).unwrap();
+        assert_eq!(cfg.max_line_bytes, 1 << 20, "the default follows a smaller max_bytes");
+        for (max_bytes, line) in [(1 << 20, 2 << 20), (64 << 20, 32 << 20), (64 << 20, 100)] {
+            let raw = RawRecord {
+                max_bytes: Some(ByteSize(max_bytes)),
+                max_line_bytes: Some(ByteSize(line)),
+                ..raw(1.0, "t")
+            };
+            let issues = check(raw);
+            assert_eq!(issues.len(), 1, "{max_bytes} {line}");
+            assert_eq!(issues[0].path, "routes[2].record.max_line_bytes");
+        }
     }
 }

@@ -48,6 +48,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
         &mut issues.0,
     );
     let mut routes = Vec::new();
+    let mut recorded = Vec::new();
     for (i, route) in raw.routes.iter().enumerate() {
         let path = format!("routes[{i}]");
         super::cache_section::check_fleet_coalescing(
@@ -63,6 +64,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
             if routes.iter().any(|o: &RouteConfig| o.name == r.name) {
                 issues.push(format!("{path}.name"), format!("duplicate route name {:?}", r.name));
             }
+            recorded.extend(r.record.clone().map(|record| (path.clone(), record)));
             routes.push(r);
         }
     }
@@ -72,6 +74,11 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
     let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
     let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues.0);
     let store = super::store_section::store_config(&raw.repository, base_dir, &mut issues.0);
+    let protected =
+        super::record_files::Protected::of(&models, onnxruntime_library.as_deref(), store.as_ref());
+    for (path, record) in &recorded {
+        super::record_files::check(record, &protected, true, path, &mut issues.0);
+    }
     match (server, issues.0.is_empty()) {
         (Some(server), true) => {
             let routes = routes

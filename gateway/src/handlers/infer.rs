@@ -73,6 +73,11 @@ pub async fn infer<'a>(
         return Ok(entry.reply.clone().into());
     }
     let (limits, signature) = inference::decode_limits(state, snap, &target)?;
+    // REST decodes straight from the body's text: check each input against
+    // the model before its data is decoded.
+    let signature_limit =
+        v2::SignatureLimit { model: target.public_name.clone(), signature: signature.clone() };
+    let limits = v2::DecodeLimits { signature: Some(signature_limit), ..limits };
     let decoded = telemetry::spans::parse().in_scope(|| -> Result<_, GatewayError> {
         let mut decoded = v2::decode_infer_request(body, header_len, &limits)?;
         inference::check_decoded(snap, &target, &signature, &mut decoded)?;

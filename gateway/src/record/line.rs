@@ -19,7 +19,7 @@ pub enum Ending {
     /// Answered, from `cache` (`hit-l1`, `miss`, ...).
     Answered {
         /// How the answer was reached.
-        answer: std::sync::Arc<Answer>,
+        answer: Decision,
         /// The cache outcome.
         cache: &'static str,
     },
@@ -32,11 +32,48 @@ pub enum Ending {
     },
 }
 
+/// What a record keeps of an answer: how it was reached, not its outputs
+/// (a queued record holds no more memory than its inputs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The model that answered.
+    pub model: String,
+    /// Its version.
+    pub version: u64,
+    /// The pool that ran it.
+    pub pool: String,
+    /// The pool's device.
+    pub device: String,
+    /// Why this model and pool.
+    pub reason: String,
+    /// Rows of the batch that ran it.
+    pub batch_size: usize,
+    /// Whether the answer was degraded.
+    pub degraded: bool,
+    /// The cheap model's confidence when a cascade judged it.
+    pub confidence: Option<f32>,
+}
+
+impl From<&Answer> for Decision {
+    fn from(answer: &Answer) -> Decision {
+        Decision {
+            model: answer.model.clone(),
+            version: answer.version,
+            pool: answer.pool.clone(),
+            device: answer.device.clone(),
+            reason: answer.reason.clone(),
+            batch_size: answer.batch_size,
+            degraded: answer.degraded,
+            confidence: answer.confidence,
+        }
+    }
+}
+
 impl Ending {
     /// The ending of a call that produced `result`.
     pub fn of(result: &Result<(std::sync::Arc<Answer>, &'static str), &GatewayError>) -> Ending {
         match result {
-            Ok((answer, cache)) => Ending::Answered { answer: answer.clone(), cache },
+            Ok((answer, cache)) => Ending::Answered { answer: Decision::from(&**answer), cache },
             Err(e) => Ending::Failed { status: e.status(), label: e.label() },
         }
     }
@@ -75,6 +112,33 @@ pub fn hash_tenant(tenant: &str) -> String {
     blake3::hash(tenant.as_bytes()).to_hex()[..16].to_string()
 }
 
+/// Bytes of a tensor's data in Triton's binary layout.
+fn binary_len(tensor: &Tensor) -> usize {
+    match tensor.data() {
+        TensorData::Fixed(bytes) => bytes.len(),
+        TensorData::Strings(items) => {
+            items.iter().map(|s| s.len().saturating_add(4)).fold(0, usize::saturating_add)
+        }
+    }
+}
+
+/// Bytes of the strings and keys in a JSON value, at any depth (at least
+/// what its text takes, at most a fraction of what it holds in memory).
+fn json_text_len(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(json_text_len).fold(0, usize::saturating_add),
+        Value::Object(map) => {
+            map.iter().map(|(k, v)| k.len().saturating_add(json_text_len(v))).fold(0, usize::saturating_add)
+        }
+        _ => 1,
+    }
+}
+
+/// Memory of one small value besides its text (a `Value` and its share
+/// of the map or array that holds it), for [`TrafficRecord::held_bytes`].
+const VALUE_OVERHEAD: usize = 64;
+
 /// A tensor's data in Triton's binary layout, base64.
 fn data_b64(tensor: &Tensor) -> String {
     let engine = base64::engine::general_purpose::STANDARD;
@@ -89,6 +153,55 @@ fn data_b64(tensor: &Tensor) -> String {
 }
 
 impl TrafficRecord {
+    /// A lower bound of the bytes of [`Self::to_line`]: the inputs' data in
+    /// base64 and the text of the id and parameters. A record whose bound
+    /// passes its route's `max_line_bytes` is dropped before it is queued
+    /// or encoded.
+    pub fn line_floor(&self) -> usize {
+        let inputs = self.inputs.iter().map(|(name, t)| {
+            // base64: 4 characters per 3 bytes, the last group padded.
+            binary_len(t).div_ceil(3).saturating_mul(4).saturating_add(name.len())
+        });
+        let parameters = self.parameters.iter().map(|(k, v)| k.len().saturating_add(json_text_len(v)));
+        inputs.chain(parameters).fold(self.id.as_ref().map_or(0, String::len), usize::saturating_add)
+    }
+
+    /// About the memory the record holds while queued (after
+    /// [`Self::detach`]): its inputs' data, each string's handle, the id
+    /// and the parameters. What bounds the writer's queue.
+    pub fn held_bytes(&self) -> usize {
+        let inputs = self.inputs.iter().map(|(name, t)| {
+            let handles = match t.data() {
+                TensorData::Fixed(_) => 0,
+                TensorData::Strings(items) => items.len().saturating_mul(std::mem::size_of::<bytes::Bytes>()),
+            };
+            binary_len(t).saturating_add(handles).saturating_add(name.len())
+        });
+        let values = self.parameters.len().saturating_add(1).saturating_mul(VALUE_OVERHEAD);
+        let parameters = self.parameters.iter().map(|(k, v)| k.len().saturating_add(json_text_len(v)));
+        inputs.chain(parameters).fold(values, usize::saturating_add)
+    }
+
+    /// The record with its inputs' data in buffers of its own: an input
+    /// decoded from binary data is a slice of the whole request body, which
+    /// a queued record would otherwise keep alive (and [`Self::held_bytes`]
+    /// would not see).
+    pub fn detach(mut self) -> TrafficRecord {
+        for (_, tensor) in &mut self.inputs {
+            let data = match tensor.data() {
+                TensorData::Fixed(bytes) => TensorData::Fixed(bytes::Bytes::copy_from_slice(bytes)),
+                TensorData::Strings(items) => {
+                    TensorData::Strings(items.iter().map(|s| bytes::Bytes::copy_from_slice(s)).collect())
+                }
+            };
+            // The same datatype, shape and element count: this cannot fail.
+            if let Ok(copy) = Tensor::new(tensor.dtype(), tensor.shape().to_vec(), data) {
+                *tensor = copy;
+            }
+        }
+        self
+    }
+
     /// The record as one JSON line, newline included.
     pub fn to_line(&self) -> Vec<u8> {
         let inputs: Vec<Value> = self
@@ -157,6 +270,10 @@ mod tests {
         }
     }
 
+    fn decision() -> Decision {
+        Decision::from(&answer())
+    }
+
     fn record(ending: Ending) -> TrafficRecord {
         let x = Tensor::new(
             DataType::F32,
@@ -184,8 +301,7 @@ mod tests {
 
     #[test]
     fn an_answered_line_holds_the_inputs_and_the_decision() {
-        let line =
-            record(Ending::Answered { answer: std::sync::Arc::new(answer()), cache: "miss" }).to_line();
+        let line = record(Ending::Answered { answer: decision(), cache: "miss" }).to_line();
         assert_eq!(line.last(), Some(&b'\n'));
         assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1, "one line");
         let v: Value = serde_json::from_slice(&line).unwrap();
@@ -210,5 +326,71 @@ mod tests {
             serde_json::from_slice(&record(Ending::Failed { status: 429, label: "shed" }).to_line()).unwrap();
         assert_eq!(v["answer"], Value::Null);
         assert_eq!(v["error"], json!({ "status": 429, "error": "shed" }));
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use bytes::Bytes;
+    use switchyard_runtime::tensor::DataType;
+
+    fn with_inputs(
+        inputs: Vec<(String, Tensor)>,
+        parameters: serde_json::Map<String, Value>,
+    ) -> TrafficRecord {
+        TrafficRecord {
+            route: "r".into(),
+            arrived_ms: 1,
+            protocol: "rest",
+            id: Some("an-id".into()),
+            tenant: None,
+            inputs,
+            outputs: Vec::new(),
+            parameters,
+            budget_ms: 1,
+            latency_us: 1,
+            ending: Ending::Failed { status: 400, label: "bad_request" },
+        }
+    }
+
+    #[test]
+    fn the_line_floor_never_passes_the_line() {
+        let fixed =
+            Tensor::new(DataType::U8, vec![1000], TensorData::Fixed(Bytes::from(vec![7u8; 1000]))).unwrap();
+        let strings = Tensor::new(
+            DataType::Bytes,
+            vec![3],
+            TensorData::Strings(vec![
+                Bytes::from_static(b"\"\n"),
+                Bytes::new(),
+                Bytes::from(vec![b'x'; 500]),
+            ]),
+        )
+        .unwrap();
+        let mut parameters = serde_json::Map::new();
+        parameters.insert("k\u{1}".into(), json!({"nested": ["\u{0}\u{0}", 1, 2.5, null]}));
+        for inputs in
+            [vec![], vec![("a".to_string(), fixed.clone())], vec![("a".into(), fixed), ("s".into(), strings)]]
+        {
+            let record = with_inputs(inputs, parameters.clone());
+            let line = record.to_line().len();
+            let floor = record.line_floor();
+            assert!(floor <= line, "{floor} > {line}");
+            assert!(floor * 2 > line || line < 1024, "a useful bound: {floor} for {line}");
+        }
+    }
+
+    #[test]
+    fn a_detached_record_holds_its_own_copy_and_weighs_it() {
+        let body = Bytes::from(vec![1u8; 1 << 20]);
+        let slice = body.slice(100..164);
+        let x = Tensor::new(DataType::F32, vec![1, 16], TensorData::Fixed(slice)).unwrap();
+        let record = with_inputs(vec![("X".into(), x.clone())], serde_json::Map::new()).detach();
+        let TensorData::Fixed(copy) = record.inputs[0].1.data() else { panic!("fixed") };
+        assert_ne!(copy.as_ptr(), body.as_ptr().wrapping_add(100), "a copy, not a slice of the body");
+        assert_eq!(record.inputs[0].1, x);
+        let held = record.held_bytes();
+        assert!((64..1024).contains(&held), "{held}");
     }
 }

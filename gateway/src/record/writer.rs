@@ -1,7 +1,10 @@
 //! One traffic file's writer: a thread that takes records from a bounded
 //! queue, encodes them and appends them, rotating the file at its size
-//! bound. A request only ever `try_send`s to it.
+//! bound. A request only ever `try_send`s to it. A line larger than its
+//! route's `max_line_bytes` (never more than `max_bytes`) is not written
+//! but counted (`oversized`), so every file stays within `max_bytes`.
 
+use super::held::Held;
 use super::line::TrafficRecord;
 use super::RecordStats;
 use crate::config::record_section::RecordConfig;
@@ -31,6 +34,10 @@ struct Job {
     record: TrafficRecord,
     max_bytes: u64,
     files: usize,
+    max_line_bytes: u64,
+    /// The record's share of the queue's byte bound, given back when the
+    /// job is dropped (written, failed, or refused by a full queue).
+    _held: Held,
 }
 
 /// The sending side of one file's writer thread.
@@ -52,9 +59,16 @@ impl FileWriter {
         FileWriter { jobs }
     }
 
-    /// Queues `record` under `config`'s rotation settings; never blocks.
-    pub fn submit(&self, config: &RecordConfig, record: TrafficRecord) -> Submitted {
-        let job = Job { record, max_bytes: config.max_bytes, files: config.files };
+    /// Queues `record` (holding `held` of the queue's bytes) under
+    /// `config`'s rotation settings; never blocks.
+    pub fn submit(&self, config: &RecordConfig, record: TrafficRecord, held: Held) -> Submitted {
+        let job = Job {
+            record,
+            max_bytes: config.max_bytes,
+            files: config.files,
+            max_line_bytes: config.max_line_bytes.min(config.max_bytes),
+            _held: held,
+        };
         match self.jobs.try_send(job) {
             Ok(()) => Submitted::Queued,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Submitted::Dropped,
@@ -106,13 +120,15 @@ fn run(path: &Path, queue: &Receiver<Job>, stats: &Stats) {
     while let Some(job) = next {
         let route = job.record.route.clone();
         let result = write(path, &mut output, &job);
+        drop(job);
         let mut all = stats.lock();
         let counters = all.entry(route).or_default();
         match result {
-            Ok(rotated) => {
+            Ok(Wrote::Line { rotated }) => {
                 counters.written += 1;
                 counters.rotations += u64::from(rotated);
             }
+            Ok(Wrote::Oversized) => counters.oversized += 1,
             Err(e) => {
                 counters.failed += 1;
                 output = None;
@@ -138,11 +154,21 @@ fn run(path: &Path, queue: &Receiver<Job>, stats: &Stats) {
     }
 }
 
-/// Appends one record, rotating first when it would pass `max_bytes`;
-/// returns whether it rotated.
-fn write(path: &Path, output: &mut Option<Output>, job: &Job) -> std::io::Result<bool> {
+/// What [`write`] did with a record.
+enum Wrote {
+    /// Appended its line, after rotating the file or not.
+    Line { rotated: bool },
+    /// Nothing: its line is larger than `max_line_bytes`.
+    Oversized,
+}
+
+/// Appends one record, rotating first when it would pass `max_bytes`.
+fn write(path: &Path, output: &mut Option<Output>, job: &Job) -> std::io::Result<Wrote> {
     let line = job.record.to_line();
     let len = line.len() as u64;
+    if len > job.max_line_bytes {
+        return Ok(Wrote::Oversized);
+    }
     if output.is_none() {
         *output = Some(open(path)?);
     }
@@ -159,7 +185,7 @@ fn write(path: &Path, output: &mut Option<Output>, job: &Job) -> std::io::Result
         Some(out) => {
             out.file.write_all(&line)?;
             out.size += len;
-            Ok(rotated_now)
+            Ok(Wrote::Line { rotated: rotated_now })
         }
         None => Err(std::io::Error::other("no traffic file open")),
     }
@@ -167,6 +193,7 @@ fn write(path: &Path, output: &mut Option<Output>, job: &Job) -> std::io::Result
 
 #[cfg(test)]
 mod tests {
+    use super::super::held::QueueBytes;
     use super::super::line::Ending;
     use super::*;
 
@@ -203,14 +230,22 @@ mod tests {
         let stats = Stats::default();
         let writer = FileWriter::start(path.clone(), stats.clone());
         let line_len = record(0).to_line().len() as u64;
-        let config = RecordConfig { sample: 1.0, path: path.clone(), max_bytes: line_len * 10, files: 3 };
+        let config = RecordConfig {
+            sample: 1.0,
+            path: path.clone(),
+            max_bytes: line_len * 10,
+            files: 3,
+            max_line_bytes: line_len * 10,
+        };
+        let queue = QueueBytes::default();
         for i in 0..100 {
-            assert_eq!(writer.submit(&config, record(i)), Submitted::Queued);
+            assert_eq!(writer.submit(&config, record(i), queue.take(1).unwrap()), Submitted::Queued);
         }
         wait_for_written(&stats, 100);
         drop(writer);
         let s = stats.lock()["r"];
         assert_eq!((s.written, s.failed, s.dropped), (100, 0, 0));
+        assert_eq!(queue.held(), 0, "written records give their bytes back");
         assert_eq!(s.rotations, 9, "100 lines of 10 per file");
         let kept = [path.clone(), rotated(&path, 1), rotated(&path, 2)];
         for file in &kept {
@@ -235,12 +270,48 @@ mod tests {
     fn a_full_queue_drops_instead_of_blocking() {
         let (jobs, queue) = sync_channel(2);
         let writer = FileWriter { jobs };
-        let config =
-            RecordConfig { sample: 1.0, path: PathBuf::from("unused"), max_bytes: 1 << 20, files: 1 };
-        assert_eq!(writer.submit(&config, record(0)), Submitted::Queued);
-        assert_eq!(writer.submit(&config, record(1)), Submitted::Queued);
-        assert_eq!(writer.submit(&config, record(2)), Submitted::Dropped);
+        let config = RecordConfig {
+            sample: 1.0,
+            path: PathBuf::from("unused"),
+            max_bytes: 1 << 20,
+            files: 1,
+            max_line_bytes: 1 << 20,
+        };
+        let bytes = QueueBytes::default();
+        let take = || bytes.take(10).unwrap();
+        assert_eq!(writer.submit(&config, record(0), take()), Submitted::Queued);
+        assert_eq!(writer.submit(&config, record(1), take()), Submitted::Queued);
+        assert_eq!(writer.submit(&config, record(2), take()), Submitted::Dropped);
+        assert_eq!(bytes.held(), 20, "a dropped record gives its bytes back");
         drop(queue);
-        assert_eq!(writer.submit(&config, record(3)), Submitted::Dropped);
+        assert_eq!(writer.submit(&config, record(3), take()), Submitted::Dropped);
+    }
+
+    #[test]
+    fn a_line_over_max_line_bytes_is_counted_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let stats = Stats::default();
+        let writer = FileWriter::start(path.clone(), stats.clone());
+        let line_len = record(0).to_line().len() as u64;
+        let mut big = record(1);
+        big.id = Some("x".repeat(3 * line_len as usize));
+        let config = RecordConfig {
+            sample: 1.0,
+            path: path.clone(),
+            max_bytes: 2 * line_len,
+            files: 2,
+            max_line_bytes: 2 * line_len,
+        };
+        let queue = QueueBytes::default();
+        for r in [record(0), big, record(2)] {
+            assert_eq!(writer.submit(&config, r, queue.take(1).unwrap()), Submitted::Queued);
+        }
+        wait_for_written(&stats, 2);
+        drop(writer);
+        let s = stats.lock()["r"];
+        assert_eq!((s.written, s.oversized, s.failed), (2, 1, 0));
+        assert!(std::fs::metadata(&path).unwrap().len() <= config.max_bytes);
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("xxx"));
     }
 }

@@ -114,7 +114,7 @@ pub fn read_config_file(path: &Path) -> (Option<blake3::Hash>, Result<Config, Ve
                 message: "the file is empty (still being written?): nothing to serve".into(),
             }]),
         ),
-        Ok(text) => (Some(blake3::hash(text.as_bytes())), config::parse(&text, config::base_dir(path))),
+        Ok(text) => (Some(blake3::hash(text.as_bytes())), config::parse_file(&text, path)),
         Err(e) => (
             None,
             Err(vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]),

@@ -36,6 +36,7 @@
 
 pub mod cache_sim;
 pub mod latency;
+pub mod pacing;
 pub mod report;
 pub mod traffic;
 
@@ -106,7 +107,8 @@ pub enum Pace {
     /// first call, divided by `speed`), so calls overlap, queue and batch as
     /// they did live; latency is measured, from each call's scheduled
     /// start to its answer ([`latency::measured`]). The heaviest model's
-    /// reference runs happen afterwards, so they add no load.
+    /// reference runs happen afterwards, so they add no load. A replay
+    /// that would take longer than [`pacing::MAX_PACED`] is refused.
     Recorded {
         /// Time compression: 2.0 replays an hour in half an hour.
         speed: f64,
@@ -120,6 +122,18 @@ async fn replay_config(
     calls: &[RecordedCall],
     pace: Pace,
 ) -> Result<ConfigReport, String> {
+    // The pace is checked before the models are prepared.
+    let offsets = match pace {
+        Pace::Fast => None,
+        Pace::Recorded { speed } => {
+            let arrivals: Vec<pacing::Arrival> = calls
+                .iter()
+                .filter(|call| config.route(&call.route).is_some())
+                .map(|call| pacing::Arrival { line: call.line, arrived_ms: call.arrived_ms })
+                .collect();
+            Some(pacing::offsets(&arrivals, speed).map_err(|e| format!("{label}: {e}"))?)
+        }
+    };
     let upstreams = Arc::new(Upstreams::new(&config.proxy));
     let repo = crate::prepare::prepare(&mut config, &upstreams).map_err(|e| format!("{label}: {e:#}"))?;
     let state = AppState::with_upstreams(config, repo, upstreams);
@@ -129,11 +143,9 @@ async fn replay_config(
     let routed: Vec<(&RecordedCall, &RouteConfig)> =
         calls.iter().filter_map(|call| snap.config.route(&call.route).map(|route| (call, route))).collect();
     report.skipped = calls.len() - routed.len();
-    let mut paced = match pace {
-        Pace::Fast => None,
-        Pace::Recorded { speed } => {
-            Some(answer_at_recorded_times(&state, &snap, &routed, speed).await.into_iter())
-        }
+    let mut paced = match offsets {
+        None => None,
+        Some(offsets) => Some(answer_at_recorded_times(&state, &snap, &routed, &offsets).await.into_iter()),
     };
     let mut runs = Vec::new();
     let mut measured_ms = Vec::new();
@@ -188,25 +200,24 @@ async fn replay_config(
     Ok(report)
 }
 
-/// Answers every call, each started at its recorded offset from the first
-/// (divided by `speed`) and overlapping the others; gives back, in the
-/// calls' order, each answer and the time from its scheduled start.
+/// Answers every call, each started at its offset ([`pacing::offsets`],
+/// one per call) and overlapping the others; gives back, in the calls'
+/// order, each answer and the time from its scheduled start.
 async fn answer_at_recorded_times(
     state: &AppState,
     snap: &Snapshot,
     routed: &[(&RecordedCall, &RouteConfig)],
-    speed: f64,
+    offsets: &[std::time::Duration],
 ) -> Vec<(Result<AnsweredCall, GatewayError>, std::time::Duration)> {
     use futures::stream::{FuturesUnordered, StreamExt};
-    let first = routed.iter().map(|(c, _)| c.arrived_ms).min().unwrap_or(0);
     let start = tokio::time::Instant::now();
-    let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
     let mut pending: FuturesUnordered<_> = routed
         .iter()
+        .zip(offsets)
         .enumerate()
-        .map(|(i, &(call, _))| {
-            let offset = (call.arrived_ms.saturating_sub(first)) as f64 / 1e3 / speed;
-            let at = start + std::time::Duration::from_secs_f64(offset);
+        .map(|(i, (&(call, _), &offset))| {
+            // At most `pacing::MAX_PACED` from now: this cannot overflow.
+            let at = start.checked_add(offset).unwrap_or(start);
             async move {
                 tokio::time::sleep_until(at).await;
                 let answered = answer_call(state, snap, call).await;

@@ -1,7 +1,10 @@
 //! Limits applied while decoding a request, before anything is allocated
 //! for its tensors.
 
+use std::sync::Arc;
+
 use super::error::V2Error;
+use switchyard_runtime::signature::ModelSignature;
 use switchyard_runtime::tensor::element_count;
 
 /// Bounds on what one infer request may declare.
@@ -16,15 +19,37 @@ pub struct DecodeLimits {
     pub max_elements: usize,
     /// Most elements over all inputs of a request.
     pub max_total_elements: usize,
-    /// Most inputs in one request.
+    /// Most inputs in one request; the reader stops at the first one past
+    /// it, so a long list costs nothing ([`super::bounded`]).
     pub max_inputs: usize,
-    /// Most requested outputs in one request.
+    /// Most requested outputs in one request (counted as `max_inputs`).
     pub max_outputs: usize,
+    /// Most JSON values in a request's fields besides tensor data (`id`,
+    /// `parameters`, inputs' and outputs' names, datatypes, shapes and
+    /// parameters), nested values included; the reader stops at the first
+    /// one past it ([`super::bounded`]).
+    pub max_json_values: usize,
     /// Most dimensions in one shape.
     pub max_rank: usize,
     /// Most rows (leading dimension) of any input; `None` = no such limit
     /// (e.g. a model that does not batch).
     pub max_rows: Option<RowLimit>,
+    /// The model the request is for: each input's name, datatype and
+    /// shape are checked against its signature before the input's data is
+    /// decoded, so data the model would refuse costs nothing (a
+    /// `BYTES` element takes 32 bytes of memory for 3 of JSON text).
+    /// `None`: checked after decoding only ([`super::check_signature`]).
+    pub signature: Option<SignatureLimit>,
+}
+
+/// The signature a request's inputs must fit, and the name clients call
+/// the model by (for messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureLimit {
+    /// The model (route) name, as in [`super::check_signature`].
+    pub model: String,
+    /// Its signature.
+    pub signature: Arc<ModelSignature>,
 }
 
 /// A bound on the rows of one request, with what sets it (for the 413
@@ -39,15 +64,17 @@ pub struct RowLimit {
 
 impl Default for DecodeLimits {
     /// 16 Mi elements per input, 64 Mi per request, 64 inputs and outputs,
-    /// rank 16, rows unlimited.
+    /// 16 Ki JSON values besides tensor data, rank 16, rows unlimited.
     fn default() -> Self {
         DecodeLimits {
             max_elements: 16 << 20,
             max_total_elements: 64 << 20,
             max_inputs: 64,
             max_outputs: 64,
+            max_json_values: 16 << 10,
             max_rank: 16,
             max_rows: None,
+            signature: None,
         }
     }
 }
@@ -72,6 +99,20 @@ impl DecodeLimits {
             )));
         }
         Ok(count)
+    }
+
+    /// Checks input `input` of `dtype` and `shape` against
+    /// [`Self::signature`], when there is one.
+    pub fn check_signature(
+        &self,
+        input: &str,
+        dtype: switchyard_runtime::DataType,
+        shape: &[usize],
+    ) -> Result<(), V2Error> {
+        match &self.signature {
+            Some(limit) => super::validate::check_input(input, dtype, shape, &limit.model, &limit.signature),
+            None => Ok(()),
+        }
     }
 
     /// Checks the rows (leading dimension) a shape of input `input`

@@ -25,10 +25,15 @@
 //! * A `BYTES` output that is not UTF-8 is sent as binary even if JSON was
 //!   asked for.
 //! * Exceeding a [`DecodeLimits`] bound is 413; a shape whose element
-//!   count overflows is 400.
+//!   count overflows is 400. Lists are counted while they are read, so a
+//!   request past a limit costs no memory for the part past it. With
+//!   [`DecodeLimits::signature`] (REST) an input the model would refuse
+//!   (name, datatype, shape) is refused before its data is decoded.
 
 pub(crate) mod binary;
+mod bounded;
 pub mod classification;
+mod element;
 pub mod error;
 mod fields;
 mod float16;
@@ -36,6 +41,7 @@ pub(crate) mod json_data;
 pub mod limits;
 pub mod metadata;
 pub mod outputs;
+mod raw_output;
 pub(crate) mod raw_request;
 pub mod request;
 pub mod response;
@@ -53,7 +59,7 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
-pub use limits::{DecodeLimits, RowLimit};
+pub use limits::{DecodeLimits, RowLimit, SignatureLimit};
 pub use metadata::{model_config, model_metadata, server_metadata, DynamicBatchingView, ServingView};
 pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
@@ -61,4 +67,4 @@ pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
-pub use validate::{check_signature, reshape_columns};
+pub use validate::{check_input, check_signature, reshape_columns};

@@ -12,6 +12,12 @@
 //! reported where validation reaches it, not when the reader passes it.
 //! The earlier reader skipped over every `data` twice (once to find the
 //! request's fields, once the input's) before the typed pass.
+//!
+//! Nothing is built past a limit: the `inputs` and `outputs` lists stop at
+//! the first element past their limit, and every other field is read
+//! under the request's value budget ([`super::bounded`]). A request that
+//! passes a limit is therefore answered with that limit's 413 whatever
+//! else is wrong with it.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -22,10 +28,13 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use switchyard_runtime::tensor::{DataType, TensorData};
 
+use super::bounded::{BoundedValue, ReadGuard};
+use super::element::{Element, ObjectReader, Seen, Slot};
 use super::error::V2Error;
 use super::fields::parse_shape;
 use super::json_data::DataSeed;
 use super::limits::DecodeLimits;
+use super::raw_output::{OutputReader, RawOutput};
 
 /// The request object's fields as sent.
 pub(crate) struct RawRequest<'a> {
@@ -35,21 +44,13 @@ pub(crate) struct RawRequest<'a> {
     pub parameters: Option<Value>,
     /// `inputs`, each read as far as it could be.
     pub inputs: Option<Vec<InputSlot<'a>>>,
-    /// `outputs`, read later.
-    pub outputs: Option<Vec<&'a RawValue>>,
+    /// `outputs`, each read as far as it could be.
+    pub outputs: Option<Vec<Slot<RawOutput>>>,
 }
 
 /// One element of `inputs`: an object's fields as sent, or why it is not
 /// one validation can read.
-pub(crate) type InputSlot<'a> = Result<RawInput<'a>, InputFault>;
-
-/// Why an element of `inputs` cannot be read as an input.
-pub(crate) enum InputFault {
-    /// An object with a field given twice.
-    Duplicate(&'static str),
-    /// Not an object.
-    NotObject,
-}
+pub(crate) type InputSlot<'a> = Slot<RawInput<'a>>;
 
 /// An input object's fields as sent.
 #[derive(Default)]
@@ -76,17 +77,22 @@ pub(crate) enum DataField<'a> {
     Raw(&'a RawValue),
 }
 
-/// Reads a request object (the caller has checked the text is an object).
-pub(crate) fn read_request<'a>(header: &'a [u8], limits: &DecodeLimits) -> Result<RawRequest<'a>, V2Error> {
+/// Reads a request object (the caller has checked the text is an object)
+/// under `guard`'s limits.
+pub(crate) fn read_request<'a>(
+    header: &'a [u8],
+    limits: &DecodeLimits,
+    guard: &ReadGuard,
+) -> Result<RawRequest<'a>, V2Error> {
     let mut de = serde_json::Deserializer::from_slice(header);
-    let seed = RequestSeed { limits, text_len: header.len() };
+    let seed = RequestSeed { limits, guard, text_len: header.len() };
     seed.deserialize(&mut de)
         .and_then(|raw| de.end().map(|()| raw))
-        .map_err(|e| V2Error::InvalidJson(e.to_string()))
+        .map_err(|e| guard.error(e, |e| V2Error::InvalidJson(e.to_string())))
 }
 
 /// An object key, borrowed from the text when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
+pub(crate) struct Key<'de>(pub Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -107,23 +113,26 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-/// Sets `slot` from the map's next value, or fails as serde's derived
-/// readers do when the field was given before.
-fn once<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
-    slot: &mut Option<T>,
+/// Sets `slot` from the map's next value (`null` is absent), read under
+/// `guard`'s value budget, or fails as serde's derived readers do when the
+/// field was given before.
+fn once<'de, A: MapAccess<'de>>(
+    slot: &mut Option<Value>,
     seen: &mut bool,
     map: &mut A,
     field: &'static str,
+    guard: &ReadGuard,
 ) -> Result<(), A::Error> {
     if std::mem::replace(seen, true) {
         return Err(de::Error::duplicate_field(field));
     }
-    *slot = map.next_value()?;
+    *slot = map.next_value_seed(NullOr(BoundedValue(guard)))?;
     Ok(())
 }
 
 struct RequestSeed<'l> {
     limits: &'l DecodeLimits,
+    guard: &'l ReadGuard,
     text_len: usize,
 }
 
@@ -146,17 +155,24 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut raw = RawRequest { id: None, parameters: None, inputs: None, outputs: None };
         let mut seen = [false; 4];
         while let Some(key) = map.next_key::<Key<'de>>()? {
+            let guard = self.guard;
             match key.0.as_ref() {
-                "id" => once(&mut raw.id, &mut seen[0], &mut map, "id")?,
-                "parameters" => once(&mut raw.parameters, &mut seen[1], &mut map, "parameters")?,
+                "id" => once(&mut raw.id, &mut seen[0], &mut map, "id", guard)?,
+                "parameters" => once(&mut raw.parameters, &mut seen[1], &mut map, "parameters", guard)?,
                 "inputs" => {
                     if std::mem::replace(&mut seen[2], true) {
                         return Err(de::Error::duplicate_field("inputs"));
                     }
-                    raw.inputs =
-                        map.next_value_seed(InputsSeed { limits: self.limits, text_len: self.text_len })?;
+                    let list = InputList { limits: self.limits, guard, text_len: self.text_len };
+                    raw.inputs = map.next_value_seed(NullOr(Seq(list)))?;
                 }
-                "outputs" => once(&mut raw.outputs, &mut seen[3], &mut map, "outputs")?,
+                "outputs" => {
+                    if std::mem::replace(&mut seen[3], true) {
+                        return Err(de::Error::duplicate_field("outputs"));
+                    }
+                    let list = OutputList { max: self.limits.max_outputs, guard };
+                    raw.outputs = map.next_value_seed(NullOr(Seq(list)))?;
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -166,43 +182,35 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
     }
 }
 
-/// `inputs`: null or an array of input slots.
-struct InputsSeed<'l> {
-    limits: &'l DecodeLimits,
-    text_len: usize,
-}
+/// A seed for an array read by the visitor it holds.
+struct Seq<V>(V);
 
-impl<'de> DeserializeSeed<'de> for InputsSeed<'_> {
-    type Value = Option<Vec<InputSlot<'de>>>;
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Seq<V> {
+    type Value = V::Value;
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_option(self)
+        deserializer.deserialize_seq(self.0)
     }
 }
 
-impl<'de> Visitor<'de> for InputsSeed<'_> {
-    type Value = Option<Vec<InputSlot<'de>>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of inputs")
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_seq(InputList { limits: self.limits, text_len: self.text_len }).map(Some)
+/// Whether `seq` has an element after the `max` already read; if so,
+/// stops the reading with a 413 naming the `what` limit.
+fn past_limit<'de, A: SeqAccess<'de>>(
+    seq: &mut A,
+    guard: &ReadGuard,
+    max: usize,
+    what: &str,
+) -> Result<(), A::Error> {
+    match seq.next_element::<IgnoredAny>()? {
+        Some(_) => Err(guard.stop(V2Error::TooLarge(format!("more than {max} {what}, the limit is {max}")))),
+        None => Ok(()),
     }
 }
 
-/// The array of `inputs`.
+/// The array of `inputs`, read up to the input limit.
 struct InputList<'l> {
     limits: &'l DecodeLimits,
+    guard: &'l ReadGuard,
     text_len: usize,
 }
 
@@ -215,46 +223,57 @@ impl<'de> Visitor<'de> for InputList<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut inputs = Vec::new();
-        loop {
-            let index = inputs.len();
-            let seed = InputSeed {
-                limits: self.limits,
-                text_len: self.text_len,
-                eager: index < self.limits.max_inputs,
-            };
-            match seq.next_element_seed(seed)? {
+        while inputs.len() < self.limits.max_inputs {
+            let seed = InputReader { limits: self.limits, guard: self.guard, text_len: self.text_len };
+            match seq.next_element_seed(Element(seed))? {
                 Some(slot) => inputs.push(slot),
                 None => return Ok(inputs),
             }
         }
+        past_limit(&mut seq, self.guard, self.limits.max_inputs, "inputs")?;
+        Ok(inputs)
     }
 }
 
-/// One element of `inputs`.
-struct InputSeed<'l> {
+/// The array of `outputs`, read up to the output limit.
+struct OutputList<'l> {
+    max: usize,
+    guard: &'l ReadGuard,
+}
+
+impl<'de> Visitor<'de> for OutputList<'_> {
+    type Value = Vec<Slot<RawOutput>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut outputs = Vec::new();
+        while outputs.len() < self.max {
+            match seq.next_element_seed(Element(OutputReader(self.guard)))? {
+                Some(output) => outputs.push(output),
+                None => return Ok(outputs),
+            }
+        }
+        past_limit(&mut seq, self.guard, self.max, "requested outputs")?;
+        Ok(outputs)
+    }
+}
+
+/// Reads an input object.
+struct InputReader<'l> {
     limits: &'l DecodeLimits,
+    guard: &'l ReadGuard,
     text_len: usize,
-    /// Whether `data` may be decoded in this pass (not past the input
-    /// limit: validation refuses the request there anyway).
-    eager: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for InputSeed<'_> {
-    type Value = InputSlot<'de>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl InputSeed<'_> {
+impl InputReader<'_> {
     /// How to decode `data` now, if the fields read so far say it fully
     /// and validation will accept them: name, datatype, shape (within the
-    /// limits), and no `parameters` that would make `data` an error.
+    /// limits and fitting the model's signature when the limits carry
+    /// it), and no `parameters` that would make `data` an error.
     fn plan<'r>(&self, input: &'r RawInput<'_>) -> Option<(&'r str, DataType, Vec<usize>, usize)> {
-        if !self.eager {
-            return None;
-        }
         let Some(Value::String(name)) = &input.name else { return None };
         let Some(Value::String(datatype)) = &input.datatype else { return None };
         let dtype = DataType::from_v2_name(datatype)?;
@@ -266,27 +285,21 @@ impl InputSeed<'_> {
         let shape = parse_shape(input.shape.as_ref(), "", self.limits).ok()?;
         let count = self.limits.check_shape(name, &shape).ok()?;
         self.limits.check_rows(name, &shape).ok()?;
+        self.limits.check_signature(name, dtype, &shape).ok()?;
         Some((name, dtype, shape, count))
     }
 }
 
-/// Drains the rest of a sequence.
-fn drain<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
-    while seq.next_element::<IgnoredAny>()?.is_some() {}
-    Ok(())
-}
+impl<'de> ObjectReader<'de> for InputReader<'_> {
+    type Object = RawInput<'de>;
 
-impl<'de> Visitor<'de> for InputSeed<'_> {
-    type Value = InputSlot<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an input object")
+    fn expecting(&self) -> &'static str {
+        "an input object"
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<InputSlot<'de>, A::Error> {
         let mut input = RawInput::default();
-        let mut seen = [false; 5];
-        let mut duplicate = None;
+        let mut seen = Seen::<5>::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             let (index, field) = match key.0.as_ref() {
                 "name" => (0, "name"),
@@ -299,16 +312,16 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
                     continue;
                 }
             };
-            if std::mem::replace(&mut seen[index], true) || duplicate.is_some() {
-                duplicate = duplicate.or(Some(field));
+            if !seen.first(index, field) {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
+            let value = NullOr(BoundedValue(self.guard));
             match index {
-                0 => input.name = map.next_value()?,
-                1 => input.shape = map.next_value()?,
-                2 => input.datatype = map.next_value()?,
-                3 => input.parameters = map.next_value()?,
+                0 => input.name = map.next_value_seed(value)?,
+                1 => input.shape = map.next_value_seed(value)?,
+                2 => input.datatype = map.next_value_seed(value)?,
+                3 => input.parameters = map.next_value_seed(value)?,
                 _ => {
                     let data = match self.plan(&input) {
                         Some((name, dtype, shape, count)) => {
@@ -327,45 +340,14 @@ impl<'de> Visitor<'de> for InputSeed<'_> {
                 }
             }
         }
-        Ok(match duplicate {
-            Some(field) => Err(InputFault::Duplicate(field)),
-            None => Ok(input),
-        })
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        drain(seq)?;
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Err(InputFault::NotObject))
+        Ok(seen.slot(input))
     }
 }
 
 /// A seed for a value that may be `null` (then absent, as serde reads an
 /// `Option`).
-struct NullOr<S>(S);
+#[derive(Clone, Copy)]
+pub(crate) struct NullOr<S>(pub S);
 
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for NullOr<S> {
     type Value = Option<S::Value>;

@@ -2,17 +2,18 @@
 //! and, with the binary tensor data extension, the tensor bytes after it.
 
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use switchyard_runtime::tensor::{DataType, Tensor};
 
 use super::binary::decode_binary;
+use super::bounded::ReadGuard;
+use super::element::{ElementFault, Slot};
 use super::error::V2Error;
 use super::fields::{parse_shape, whole_number};
 use super::json_data::parse_json_data;
 use super::limits::DecodeLimits;
-use super::raw_request::{read_request, DataField, InputFault};
+use super::raw_output::RawOutput;
+use super::raw_request::{read_request, DataField};
 
 /// JSON object type used for `parameters`.
 pub type Parameters = Map<String, Value>;
@@ -63,21 +64,16 @@ impl DecodedRequest {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(expecting = "an output object")]
-struct RawOutput {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default)]
-    parameters: Option<Value>,
-}
-
 /// Decodes an infer request body.
 ///
 /// `header_len` is the `Inference-Header-Content-Length` header: the JSON
 /// header is `body[..header_len]` and the binary data of inputs that carry
 /// `binary_data_size` follows, in input order. Without it the whole body
 /// is JSON. Fixed-width binary inputs are zero-copy slices of `body`.
+///
+/// Lists are counted as they are read: a request past `limits.max_inputs`,
+/// `limits.max_outputs` or `limits.max_json_values` gets its 413 without
+/// the rest of the list being built ([`super::bounded`]).
 pub fn decode_infer_request(
     body: Bytes,
     header_len: Option<usize>,
@@ -91,7 +87,8 @@ pub fn decode_infer_request(
     if !is_object(header) {
         return Err(V2Error::InvalidJson("the request must be a JSON object".to_owned()));
     }
-    let raw = read_request(header, limits)?;
+    let guard = ReadGuard::new(limits);
+    let raw = read_request(header, limits, &guard)?;
     let binary = body.slice(header_len..);
 
     let id = match raw.id {
@@ -106,14 +103,8 @@ pub fn decode_infer_request(
         Some(_) => return Err(invalid("binary_data_output", "the request parameters", "must be a boolean")),
     };
 
+    // At most `limits.max_inputs`: the reader stopped past it.
     let raw_inputs = raw.inputs.ok_or_else(|| missing("inputs", "the request"))?;
-    if raw_inputs.len() > limits.max_inputs {
-        return Err(V2Error::TooLarge(format!(
-            "{} inputs, the limit is {}",
-            raw_inputs.len(),
-            limits.max_inputs
-        )));
-    }
     let mut inputs: Vec<(String, Tensor)> = Vec::with_capacity(raw_inputs.len());
     let mut input_parameters = Vec::with_capacity(raw_inputs.len());
     let mut offset = 0usize;
@@ -121,20 +112,7 @@ pub fn decode_infer_request(
     for (index, slot) in raw_inputs.into_iter().enumerate() {
         let parsed = match slot {
             Ok(parsed) => parsed,
-            Err(InputFault::Duplicate(field)) => {
-                return Err(invalid_owned(
-                    "inputs",
-                    format!("inputs[{index}]"),
-                    format!("duplicate field `{field}`"),
-                ))
-            }
-            Err(InputFault::NotObject) => {
-                return Err(invalid_owned(
-                    "inputs",
-                    format!("inputs[{index}]"),
-                    "must be an object".to_owned(),
-                ))
-            }
+            Err(fault) => return Err(element_fault("inputs", index, fault)),
         };
         let name = match parsed.name {
             Some(Value::String(s)) => s,
@@ -154,6 +132,8 @@ pub fn decode_infer_request(
         let shape = parse_shape(parsed.shape.as_ref(), &context, limits)?;
         let count = limits.check_shape(&name, &shape)?;
         limits.check_rows(&name, &shape)?;
+        // Before its data is decoded: data the model would refuse costs nothing.
+        limits.check_signature(&name, dtype, &shape)?;
         total = limits.add_total(total, count)?;
         let params = object(parsed.parameters, "parameters", &context)?;
         if params.contains_key("shared_memory_region") {
@@ -197,27 +177,20 @@ pub fn decode_infer_request(
         return Err(V2Error::TrailingBytes { extra: binary.len() - offset });
     }
 
-    let outputs = parse_outputs(raw.outputs, binary_data_output, limits)?;
+    let outputs = parse_outputs(raw.outputs, binary_data_output)?;
     Ok(DecodedRequest { id, inputs, input_parameters, outputs, binary_data_output, parameters })
 }
 
-/// Parses the requested outputs.
+/// Parses the requested outputs (at most `limits.max_outputs`: the reader
+/// stopped past it).
 fn parse_outputs(
-    raw: Option<Vec<&RawValue>>,
+    raw: Option<Vec<Slot<RawOutput>>>,
     binary_data_output: bool,
-    limits: &DecodeLimits,
 ) -> Result<Vec<RequestedOutput>, V2Error> {
     let raw = raw.unwrap_or_default();
-    if raw.len() > limits.max_outputs {
-        return Err(V2Error::TooLarge(format!(
-            "{} requested outputs, the limit is {}",
-            raw.len(),
-            limits.max_outputs
-        )));
-    }
     let mut outputs: Vec<RequestedOutput> = Vec::with_capacity(raw.len());
-    for (index, raw_output) in raw.into_iter().enumerate() {
-        let parsed: RawOutput = parse_object(raw_output, "outputs", index)?;
+    for (index, slot) in raw.into_iter().enumerate() {
+        let parsed = slot.map_err(|fault| element_fault("outputs", index, fault))?;
         let name = match parsed.name {
             Some(Value::String(s)) => s,
             Some(_) => return Err(invalid("name", &format!("outputs[{index}]"), "must be a string")),
@@ -251,17 +224,14 @@ fn is_object(text: &[u8]) -> bool {
     text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
-/// Parses element `index` of the `field` array as an object.
-fn parse_object<'a, T: Deserialize<'a>>(
-    raw: &'a RawValue,
-    field: &'static str,
-    index: usize,
-) -> Result<T, V2Error> {
-    let context = || format!("{field}[{index}]");
-    if !is_object(raw.get().as_bytes()) {
-        return Err(invalid_owned(field, context(), "must be an object".to_owned()));
-    }
-    serde_json::from_str(raw.get()).map_err(|e| invalid_owned(field, context(), e.to_string()))
+/// The error of element `index` of the `field` list that is not an
+/// object validation can read.
+fn element_fault(field: &'static str, index: usize, fault: ElementFault) -> V2Error {
+    let reason = match fault {
+        ElementFault::Duplicate(name) => format!("duplicate field `{name}`"),
+        ElementFault::NotObject => "must be an object".to_owned(),
+    };
+    invalid_owned(field, format!("{field}[{index}]"), reason)
 }
 
 /// A `parameters`-like field: absent or null is empty, else an object.

@@ -307,3 +307,83 @@ fn input_and_total_limits() {
     let err = decode_infer_request(Bytes::from_static(four.as_bytes()), None, &limits).unwrap_err();
     assert!(matches!(err, V2Error::TooLarge(_)));
 }
+
+#[test]
+fn lists_past_their_limit_stop_the_reading_with_a_413() {
+    let limits =
+        DecodeLimits { max_inputs: 2, max_outputs: 2, max_json_values: 40, ..DecodeLimits::default() };
+    let decode = |json: String| decode_infer_request(Bytes::from(json), None, &limits);
+    let many = |item: &str, n: usize| vec![item; n].join(",");
+    // Past the limit the rest is not read: not even the syntax error after it.
+    for (json, words) in [
+        (format!(r#"{{"inputs":[{}],"id":}}"#, many("{}", 3)), "more than 2 inputs, the limit is 2"),
+        (format!(r#"{{"inputs":[],"outputs":[{}"#, many("{}", 3)), "more than 2 requested outputs"),
+        (format!(r#"{{"id":[{}],"inputs":[]}}"#, many("0", 40)), "more than 40 JSON values"),
+        (format!(r#"{{"parameters":{{"a":[{}]}},"inputs":[]}}"#, many("[]", 40)), "more than 40 JSON values"),
+        (
+            format!(
+                r#"{{"inputs":[{{"name":"x","datatype":"FP32","shape":[{}],"data":[1]}}]}}"#,
+                many("1", 40)
+            ),
+            "more than 40 JSON values",
+        ),
+        (
+            format!(r#"{{"inputs":[],"outputs":[{{"name":"y","parameters":{{"k":[{}]}}}}]}}"#, many("0", 40)),
+            "more than 40 JSON values",
+        ),
+    ] {
+        let err = decode(json.clone()).unwrap_err();
+        assert_eq!(err.status(), 413, "{json}: {err}");
+        assert!(err.to_string().contains(words), "{json}: {err}");
+    }
+    // At the limits, nothing is refused.
+    let two = r#"{"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]},{"name":"b","shape":[1],"datatype":"FP32","data":[1]}],"outputs":[{"name":"p","parameters":{"k":"v"}},{"name":"q"}]}"#;
+    let req = decode(two.to_owned()).unwrap();
+    assert_eq!(req.outputs[0].parameters["k"], "v");
+}
+
+#[test]
+fn a_fault_in_an_output_is_still_named_after_the_counting_reader() {
+    let err = decode_json(r#"{"inputs":[],"outputs":[{"name":"p","name":"q"}]}"#).unwrap_err();
+    let V2Error::InvalidField { field: "outputs", context, reason } = &err else { panic!("{err:?}") };
+    assert_eq!(context, "outputs[0]");
+    assert!(reason.contains("duplicate field `name`"), "{reason}");
+    let err = decode_json(r#"{"inputs":[],"outputs":[{"name":null}]}"#).unwrap_err();
+    assert!(matches!(err, V2Error::MissingField { field: "name", .. }), "{err:?}");
+}
+
+#[test]
+fn an_input_the_model_would_refuse_is_refused_before_its_data_is_decoded() {
+    use super::limits::SignatureLimit;
+    use switchyard_runtime::signature::{ModelSignature, TensorSpec};
+    use switchyard_runtime::DataType;
+    let spec =
+        |name: &str, dtype, shape: &[i64]| TensorSpec { name: name.into(), dtype, shape: shape.to_vec() };
+    let signature = ModelSignature {
+        inputs: vec![spec("X", DataType::F32, &[-1, 4])],
+        outputs: vec![spec("p", DataType::F32, &[-1, 2])],
+    };
+    let limits = DecodeLimits {
+        signature: Some(SignatureLimit { model: "m".into(), signature: signature.into() }),
+        ..DecodeLimits::default()
+    };
+    // The data is not valid for its own datatype either: without the
+    // signature that is what the decoder meets first.
+    for (json, expected) in [
+        (r#"{"inputs":[{"name":"X","datatype":"BYTES","shape":[1,3],"data":[1,2,3]}]}"#, "datatype BYTES"),
+        (r#"{"inputs":[{"data":[1,2,3],"name":"X","datatype":"BYTES","shape":[1,3]}]}"#, "datatype BYTES"),
+        (r#"{"inputs":[{"name":"X","datatype":"FP32","shape":[1,3],"data":["a","b","c"]}]}"#, "shape [1, 3]"),
+        (
+            r#"{"inputs":[{"name":"Y","datatype":"FP32","shape":[1,4],"data":["a","b","c","d"]}]}"#,
+            "unexpected input 'Y'",
+        ),
+    ] {
+        let bytes = Bytes::from_static(json.as_bytes());
+        let err = decode_infer_request(bytes.clone(), None, &limits).unwrap_err();
+        assert!(err.to_string().contains(expected), "{json}: {err}");
+        let unchecked = decode_infer_request(bytes, None, &DecodeLimits::default()).unwrap_err();
+        assert!(matches!(unchecked, V2Error::InvalidElement { .. }), "{json}: {unchecked}");
+    }
+    let fine = r#"{"inputs":[{"name":"X","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}]}"#;
+    assert!(decode_infer_request(Bytes::from_static(fine.as_bytes()), None, &limits).is_ok());
+}

@@ -2,6 +2,7 @@
 //! will run it.
 
 use switchyard_runtime::signature::ModelSignature;
+use switchyard_runtime::DataType;
 
 use super::error::V2Error;
 use super::request::DecodedRequest;
@@ -18,38 +19,49 @@ use super::request::DecodedRequest;
 /// [`reshape_columns`] then gives it the declared shape.
 pub fn check_signature(req: &DecodedRequest, model: &str, signature: &ModelSignature) -> Result<(), V2Error> {
     for (name, tensor) in &req.inputs {
-        let Some(spec) = signature.input(name) else {
-            return Err(V2Error::UnknownInput { input: name.clone(), model: model.to_owned() });
-        };
-        if spec.dtype != tensor.dtype() {
-            return Err(V2Error::DatatypeMismatch {
-                input: name.clone(),
-                model: model.to_owned(),
-                expected: spec.dtype.v2_name(),
-                actual: tensor.dtype().v2_name(),
-            });
-        }
-        let fits = column_reshape(&spec.shape, tensor.shape()).is_some()
-            || spec.shape.len() == tensor.shape().len()
-                && spec
-                    .shape
-                    .iter()
-                    .zip(tensor.shape())
-                    .all(|(&want, &got)| want < 0 || i64::try_from(got) == Ok(want));
-        if !fits {
-            return Err(V2Error::InputShape {
-                input: name.clone(),
-                model: model.to_owned(),
-                expected: spec.shape.clone(),
-                actual: tensor.shape().to_vec(),
-            });
-        }
+        check_input(name, tensor.dtype(), tensor.shape(), model, signature)?;
     }
     if let Some(spec) = signature.inputs.iter().find(|spec| req.input(&spec.name).is_none()) {
         return Err(V2Error::MissingInput { input: spec.name.clone(), model: model.to_owned() });
     }
     if let Some(out) = req.outputs.iter().find(|o| signature.output(&o.name).is_none()) {
         return Err(V2Error::UnknownOutput { output: out.name.clone(), model: model.to_owned() });
+    }
+    Ok(())
+}
+
+/// Checks one input, `name` of `dtype` and `shape`, against `signature`
+/// of model (route) `model`, as [`check_signature`] does for each input;
+/// the decoder calls it before it decodes the input's data
+/// ([`super::DecodeLimits::signature`]).
+pub fn check_input(
+    name: &str,
+    dtype: DataType,
+    shape: &[usize],
+    model: &str,
+    signature: &ModelSignature,
+) -> Result<(), V2Error> {
+    let Some(spec) = signature.input(name) else {
+        return Err(V2Error::UnknownInput { input: name.to_owned(), model: model.to_owned() });
+    };
+    if spec.dtype != dtype {
+        return Err(V2Error::DatatypeMismatch {
+            input: name.to_owned(),
+            model: model.to_owned(),
+            expected: spec.dtype.v2_name(),
+            actual: dtype.v2_name(),
+        });
+    }
+    let fits = column_reshape(&spec.shape, shape).is_some()
+        || spec.shape.len() == shape.len()
+            && spec.shape.iter().zip(shape).all(|(&want, &got)| want < 0 || i64::try_from(got) == Ok(want));
+    if !fits {
+        return Err(V2Error::InputShape {
+            input: name.to_owned(),
+            model: model.to_owned(),
+            expected: spec.shape.clone(),
+            actual: shape.to_vec(),
+        });
     }
     Ok(())
 }

@@ -167,7 +167,7 @@ def test_routes_without_record_write_nothing_and_config_shows_the_settings(gw):
     routes = {r["name"]: r for r in admin(gw, "/admin/config")["config"]["routes"]}
     assert routes["unrecorded"]["record"] is None
     assert routes["tiny"]["record"] == {"sample": 1.0, "path": str(gw.traffic / "tiny.jsonl"),
-                                        "max_bytes": 4096, "files": 2}
+                                        "max_bytes": 4096, "files": 2, "max_line_bytes": 4096}
 
 
 def test_invalid_record_settings_are_refused_with_their_field_paths(tmp_path):
