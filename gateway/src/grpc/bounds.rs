@@ -9,7 +9,9 @@
 //! refuses, before anything is allocated:
 //! 1. more `inputs`, `outputs` or `raw_input_contents` entries than
 //!    [`DecodeLimits`] allows (413, as the decoded check would);
-//! 2. more entries in one parameters map than [`MAX_PARAMETERS`] (413);
+//! 2. more parameter entries (of the request, its inputs and outputs
+//!    together) than REST's JSON values (`DecodeLimits::max_json_values`)
+//!    (413);
 //! 3. an input with more dimensions than the rank limit (413);
 //! 4. an input whose typed contents hold more elements than its shape
 //!    declares, or than one input may hold (`server.max_request_elements`,
@@ -23,10 +25,6 @@ use super::proto::*;
 use super::wire::{fields, packed_varints, varint, WireValue};
 use crate::v2::{DecodeLimits, V2Error};
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Most entries in one `parameters` map of a request, an input or an
-/// output (413 beyond). Triton's clients send a handful.
-pub const MAX_PARAMETERS: usize = 64;
 
 /// Most elements of one input (`server.max_request_elements`); the codec
 /// is built by the generated service without the config, so the listener
@@ -66,14 +64,12 @@ impl WireBounds for ModelInferRequest {
                 (5, WireValue::Bytes(input)) => {
                     inputs += 1;
                     if inputs <= limits.max_inputs {
-                        check_input(input, &limits)?;
+                        parameters += check_input(input, &limits)?;
                     }
                 }
                 (6, WireValue::Bytes(output)) => {
                     outputs += 1;
-                    if outputs <= limits.max_outputs {
-                        check_parameters(output, 2, "an output")?;
-                    }
+                    parameters += fields(output).map_while(Result::ok).filter(|(n, _)| *n == 2).count();
                 }
                 (7, _) => raw += 1,
                 _ => {}
@@ -82,18 +78,18 @@ impl WireBounds for ModelInferRequest {
         at_most(inputs, limits.max_inputs, "inputs")?;
         at_most(outputs, limits.max_outputs, "requested outputs")?;
         at_most(raw, limits.max_inputs, "raw_input_contents entries")?;
-        at_most(parameters, MAX_PARAMETERS, "request parameters")
+        at_most(parameters, limits.max_json_values, "parameters")
     }
 }
 
-/// One `InferInputTensor`: rank, parameters, and typed contents against
-/// the shape.
-fn check_input(input: &[u8], limits: &DecodeLimits) -> Result<(), V2Error> {
+/// One `InferInputTensor`: rank and typed contents against the shape;
+/// returns its parameter count.
+fn check_input(input: &[u8], limits: &DecodeLimits) -> Result<usize, V2Error> {
     let mut name: &[u8] = b"";
     let mut dims = Dims::default();
     let (mut parameters, mut elements) = (0usize, 0usize);
     for field in fields(input) {
-        let Ok((number, value)) = field else { return Ok(()) };
+        let Ok((number, value)) = field else { return Ok(parameters) };
         match (number, value) {
             (1, WireValue::Bytes(text)) => name = text,
             (3, WireValue::Varint(d)) => dims.push(d),
@@ -115,7 +111,6 @@ fn check_input(input: &[u8], limits: &DecodeLimits) -> Result<(), V2Error> {
             dims.rank, limits.max_rank
         )));
     }
-    at_most(parameters, MAX_PARAMETERS, "parameters of one input")?;
     let max = MAX_ELEMENTS.load(Ordering::Relaxed);
     if elements > max {
         return Err(V2Error::TooLarge(format!(
@@ -130,7 +125,7 @@ fn check_input(input: &[u8], limits: &DecodeLimits) -> Result<(), V2Error> {
             reason: format!("holds {elements} elements, more than its shape allows ({allowed})"),
         });
     }
-    Ok(())
+    Ok(parameters)
 }
 
 /// A shape read off the wire: its rank and, when every dimension is a
@@ -171,12 +166,6 @@ fn content_elements(contents: &[u8]) -> usize {
         elements = elements.saturating_add(n);
     }
     elements
-}
-
-/// Counts the parameter entries (field `number`) of a sub-message.
-fn check_parameters(message: &[u8], number: u32, whose: &str) -> Result<(), V2Error> {
-    let count = fields(message).map_while(Result::ok).filter(|(n, _)| *n == number).count();
-    at_most(count, MAX_PARAMETERS, &format!("parameters of {whose}"))
 }
 
 fn at_most(count: usize, limit: usize, what: &str) -> Result<(), V2Error> {
@@ -230,13 +219,18 @@ mod tests {
         let many_raw =
             ModelInferRequest { raw_input_contents: vec![Default::default(); 65], ..Default::default() };
         assert!(matches!(check(&many_raw), Err(V2Error::TooLarge(_))));
-        let many_parameters = ModelInferRequest {
-            parameters: (0..65).map(|i| (i.to_string(), Default::default())).collect(),
+        let limit = DecodeLimits::default().max_json_values;
+        let output = InferRequestedOutputTensor {
+            parameters: (0..limit).map(|i| (i.to_string(), Default::default())).collect(),
             ..Default::default()
         };
-        assert!(
-            matches!(check(&many_parameters), Err(V2Error::TooLarge(m)) if m.contains("request parameters"))
-        );
+        let many_parameters = ModelInferRequest {
+            parameters: [("one".to_string(), Default::default())].into(),
+            outputs: vec![output],
+            ..Default::default()
+        };
+        let err = check(&many_parameters).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} parameters, the limit is {limit}", limit + 1)), "{err}");
     }
 
     #[test]
