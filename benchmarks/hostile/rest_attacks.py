@@ -31,20 +31,14 @@ A run stops an attack early when the RSS grows past `--max-growth-mb`
 
 import argparse
 import json
-import os
-import signal
-import socket
-import subprocess
+import struct
 import sys
-import tempfile
 import threading
-import time
-from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
-MODELS = REPO / "models"
+from harness import Server, measure, print_table
+
 BODY = 8 << 20
 RECORD_ROWS = 30_000
 
@@ -66,9 +60,6 @@ name = "recorded"
 models = ["digits-cheap"]
 record = {{ sample = 1.0, path = "{dir}/traffic/recorded.jsonl" }}
 """
-
-ROW = json.dumps({"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": [0.5] * 64}]})
-
 
 def fill(prefix: bytes, item: bytes, suffix: bytes) -> bytes:
     n = (BODY - len(prefix) - len(suffix)) // (len(item) + 1)
@@ -93,8 +84,6 @@ def attack_request(name):
         body = b'{"inputs":[{"name":"X","datatype":"BYTES","shape":[1,%d],"data":[' % n
         return "digits", body + b",".join([b'""'] * n) + b"]}]}", json_headers
     if name == "record":
-        import struct
-
         header = json.dumps({
             "inputs": [{"name": "X", "shape": [RECORD_ROWS, 64], "datatype": "FP32",
                         "parameters": {"binary_data_size": RECORD_ROWS * 64 * 4}}],
@@ -110,93 +99,14 @@ ATTACKS = ["inputs", "outputs", "id", "parameters", "shape", "output-parameters"
 DEFAULT = [a for a in ATTACKS if a != "bytes"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-class Server:
-    """A gateway on free loopback ports, stopped by PID."""
-
-    def __init__(self, binary):
-        self.dir = Path(tempfile.mkdtemp(prefix="hostile-"))
-        path = self.dir / "switchyard.toml"
-        path.write_text(CONFIG.format(models=MODELS, dir=self.dir))
-        self.log = open(self.dir / "switchyard.log", "wb")
-        for _ in range(5):  # a port taken between the probe and the bind: retry
-            self.port, admin = free_port(), free_port()
-            self.base = f"http://127.0.0.1:{self.port}"
-            self.proc = subprocess.Popen(
-                [binary, "serve", "--config", str(path), "--listen", f"127.0.0.1:{self.port}",
-                 "--admin-listen", f"127.0.0.1:{admin}"],
-                cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, "RUST_LOG": "warn"})
-            if self.wait_ready():
-                return
-        raise SystemExit(f"switchyard did not start; see {self.dir / 'switchyard.log'}")
-
-    def wait_ready(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                if requests.get(f"{self.base}/v2/health/ready", timeout=1).status_code == 200:
-                    return True
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        return False
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def percentile(values, q):
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))]
-
-
 def run_attack(binary, name, args):
-    server = Server(binary)
+    server = Server(binary, CONFIG)
     try:
         route, body, headers = attack_request(name)
-        probe = requests.Session()
-        for _ in range(20):
-            probe.post(f"{server.base}/v2/models/digits/infer", data=ROW, timeout=30)
-        time.sleep(1.0)
-        idle = rss_mb(server.proc.pid)
-        stop, tripped = threading.Event(), threading.Event()
-        samples, statuses, latencies, probe_errors = [], {}, [], []
+        statuses = {}
         lock = threading.Lock()
 
-        def sample():
-            while not stop.is_set():
-                now = rss_mb(server.proc.pid)
-                samples.append(now)
-                if now - idle > args.max_growth_mb:
-                    tripped.set()
-                    stop.set()
-                time.sleep(0.1)
-
-        def attack():
+        def attack(stop):
             session = requests.Session()
             while not stop.is_set():
                 try:
@@ -207,41 +117,9 @@ def run_attack(binary, name, args):
                 with lock:
                     statuses[status] = statuses.get(status, 0) + 1
 
-        def one_rows():
-            while not stop.is_set():
-                started = time.perf_counter()
-                try:
-                    r = probe.post(f"{server.base}/v2/models/digits/infer", data=ROW, timeout=30,
-                                   headers={"Content-Type": "application/json"})
-                    if r.status_code != 200:
-                        probe_errors.append(r.status_code)
-                except requests.RequestException as e:
-                    probe_errors.append(type(e).__name__)
-                latencies.append((time.perf_counter() - started) * 1e3)
-
-        threads = [threading.Thread(target=sample), threading.Thread(target=one_rows)]
-        threads += [threading.Thread(target=attack) for _ in range(args.attackers)]
-        for t in threads:
-            t.start()
-        stop.wait(args.duration)
-        stop.set()
-        for t in threads:
-            t.join()
-        peak = max(samples, default=idle)
-        return {
-            "attack": name,
-            "requests": sum(statuses.values()),
-            "statuses": {str(k): v for k, v in sorted(statuses.items(), key=str)},
-            "idle_rss_mb": round(idle, 1),
-            "peak_rss_mb": round(peak, 1),
-            "growth_mb": round(peak - idle, 1),
-            "stopped_early": tripped.is_set(),
-            "one_row_calls": len(latencies),
-            "one_row_errors": len(probe_errors),
-            "one_row_p50_ms": round(percentile(latencies, 0.50) or 0, 2),
-            "one_row_p99_ms": round(percentile(latencies, 0.99) or 0, 2),
-            "alive": server.proc.poll() is None,
-        }
+        figures = measure(server, [attack] * args.attackers, args.duration, args.max_growth_mb)
+        return {"attack": name, "requests": sum(statuses.values()),
+                "statuses": {str(k): v for k, v in sorted(statuses.items(), key=str)}, **figures}
     finally:
         server.stop()
 
@@ -265,13 +143,7 @@ def main():
         print(json.dumps({"bin": args.bin, "attackers": args.attackers, "duration_s": args.duration,
                           "results": results}, indent=2))
         return
-    columns = ["attack", "requests", "statuses", "idle_rss_mb", "peak_rss_mb", "growth_mb", "stopped_early",
-               "one_row_calls", "one_row_errors", "one_row_p50_ms", "one_row_p99_ms"]
-    print(f"{args.bin}: {args.attackers} attackers, {args.duration:g} s per attack")
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for r in results:
-        print("| " + " | ".join(json.dumps(r[c]) if c == "statuses" else str(r[c]) for c in columns) + " |")
+    print_table(f"{args.bin}: {args.attackers} attackers, {args.duration:g} s per attack", results)
 
 
 if __name__ == "__main__":
