@@ -210,6 +210,61 @@ impl ReadGuard {
     }
 }
 
+/// Implements `AsyncRead` (through the type's `guard: ReadGuard`) and
+/// `AsyncWrite` (straight to its `inner` transport) for a guarded client
+/// connection.
+macro_rules! guarded_transport {
+    ($ty:ty) => {
+        impl tokio::io::AsyncRead for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let this = self.get_mut();
+                this.guard.poll_read(&mut this.inner, cx, buf)
+            }
+        }
+
+        impl tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+            }
+
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+            }
+
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                self.inner.is_write_vectored()
+            }
+        }
+    };
+}
+pub(crate) use guarded_transport;
+
 /// `d` in whole milliseconds (saturating).
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
