@@ -69,7 +69,7 @@ pub fn settle_failed_batch(
         counters.in_flight.fetch_sub(1, Ordering::Relaxed);
         add(&counters.errors, 1);
         for entry in batch {
-            let _ = entry.reply.send(Err(failure(ctx, reason.clone())));
+            let _ = entry.reply.send(Err(logged_failure(ctx, reason.clone())));
         }
         return;
     }
@@ -78,7 +78,8 @@ pub fn settle_failed_batch(
     counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
     let failed = outcomes.iter().filter(|o| matches!(o, Alone::Failed(_))).count();
     tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, requests = batch.len(), failed,
-        "batch failed; its requests were run one by one, and only those that fail alone get the error");
+        served = ctx.served.load(Ordering::Relaxed),
+        "batch failed; its requests ran again one by one, and only those that failed alone got the error");
     for (entry, outcome) in batch.into_iter().zip(outcomes) {
         match outcome {
             Alone::Ran(mut outputs, exec_time) => {
@@ -112,13 +113,26 @@ fn run_alone_again(session: &Mutex<Session>, ctx: &PoolContext, entry: &QueueEnt
 
 /// The error of a request that failed when run alone with `reason` (step
 /// 4).
-pub fn failure(ctx: &PoolContext, reason: String) -> RuntimeError {
+fn failure(ctx: &PoolContext, reason: String) -> RuntimeError {
     let model = ctx.model.clone();
     if ctx.served.load(Ordering::Relaxed) {
-        tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "request rejected by the model");
         RuntimeError::InputRejected { model, reason }
     } else {
-        tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "batch failed");
         RuntimeError::Execution { model, reason }
     }
+}
+
+/// [`failure`] for a request that ran alone from the start (a batch of
+/// one, or inline), logged: a warning when the model runs nothing, at
+/// debug level when it rejected the request's data (a client's error,
+/// which a client could repeat at will).
+pub fn logged_failure(ctx: &PoolContext, reason: String) -> RuntimeError {
+    let error = failure(ctx, reason);
+    match &error {
+        RuntimeError::InputRejected { .. } => {
+            tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, %error, "request rejected")
+        }
+        _ => tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %error, "batch failed"),
+    }
+    error
 }

@@ -17,7 +17,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::batch::{concat, concat_padded, split};
 use crate::convert::{from_ort_value, to_ort_input, to_ort_value};
 use crate::error::RuntimeError;
-use crate::isolate::{failure, settle_failed_batch};
+use crate::isolate::{logged_failure, settle_failed_batch};
 use crate::queue::{Collector, PoolShared, QueueEntry};
 use crate::request::InferenceResponse;
 use crate::signature::ModelSignature;
@@ -149,7 +149,7 @@ pub fn run_alone(
     counters.in_flight.fetch_sub(1, Ordering::Relaxed);
     let mut outputs = result.map_err(|reason| {
         add(&counters.errors, 1);
-        failure(ctx, reason)
+        logged_failure(ctx, reason)
     })?;
     let tensors = named_outputs(ctx, &request.outputs, &mut outputs);
     Ok(response(ctx, tensors, Duration::ZERO, request.rows, exec_time))
