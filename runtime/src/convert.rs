@@ -3,9 +3,10 @@
 //! Fixed-width tensors are copied as raw little-endian bytes into a tensor
 //! ONNX Runtime allocates (so every fixed-width type, FP16 and BF16
 //! included, takes one code path); `BYTES` become ONNX string tensors and
-//! must be UTF-8. A request's own tensor of a common numeric type, aligned
-//! for its element type, is lent to ONNX Runtime as a view instead
-//! ([`to_ort_input`]): no allocation by ONNX Runtime and no copy.
+//! must be UTF-8 (NUL bytes are kept: see [`string_value`]). A request's
+//! own tensor of a common numeric type, aligned for its element type, is
+//! lent to ONNX Runtime as a view instead ([`to_ort_input`]): no
+//! allocation by ONNX Runtime and no copy.
 
 use bytes::Bytes;
 use ort::memory::Allocator;
@@ -14,6 +15,7 @@ use ort::value::{
     DynTensor, DynTensorValueType, DynValue, PrimitiveTensorElementType, TensorElementType, TensorRef,
     ValueType,
 };
+use ort::AsPointer;
 
 use crate::tensor::{DataType, Tensor, TensorData};
 
@@ -109,17 +111,7 @@ fn view<'a, T: PrimitiveTensorElementType + Clone + std::fmt::Debug + 'static>(
 pub fn to_ort_value(tensor: &Tensor) -> Result<DynValue, String> {
     let shape: Vec<i64> = tensor.shape().iter().map(|&d| d as i64).collect();
     match tensor.data() {
-        TensorData::Strings(items) => {
-            let strings = items
-                .iter()
-                .map(|b| {
-                    String::from_utf8(b.to_vec()).map_err(|_| "a BYTES element is not UTF-8".to_string())
-                })
-                .collect::<Result<Vec<String>, String>>()?;
-            let value = ort::value::Tensor::from_string_array((shape, strings.as_slice()))
-                .map_err(|e| e.to_string())?;
-            Ok(value.into_dyn())
-        }
+        TensorData::Strings(items) => string_value(shape, items),
         TensorData::Fixed(bytes) => {
             let mut value = DynTensor::new(&Allocator::default(), to_ort_type(tensor.dtype()), shape)
                 .map_err(|e| e.to_string())?;
@@ -136,6 +128,43 @@ pub fn to_ort_value(tensor: &Tensor) -> Result<DynValue, String> {
             Ok(value.into_dyn())
         }
     }
+}
+
+/// An ONNX string tensor of `shape` holding `items`. Each element is
+/// copied into the buffer ONNX Runtime sizes for it by length
+/// (`GetResizedStringTensorElementBuffer`), not passed as a C string, so
+/// an element may hold NUL bytes as the protocol allows (Triton takes them
+/// too); elements must be UTF-8, which ONNX string tensors require.
+fn string_value(shape: Vec<i64>, items: &[Bytes]) -> Result<DynValue, String> {
+    let mut value =
+        DynTensor::new(&Allocator::default(), TensorElementType::String, shape).map_err(|e| e.to_string())?;
+    let api = ort::api();
+    for (index, item) in items.iter().enumerate() {
+        if std::str::from_utf8(item).is_err() {
+            return Err("a BYTES element is not UTF-8".into());
+        }
+        let mut buffer: *mut std::ffi::c_char = std::ptr::null_mut();
+        // SAFETY: `value` is a live string tensor of `items.len()` elements
+        // (`Tensor::new` checked the count against the shape), so `index`
+        // is in range; ONNX Runtime resizes that element's string to
+        // `item.len()` bytes and returns its buffer, or an error status,
+        // which `result_from_status` takes ownership of.
+        let status = unsafe {
+            (api.GetResizedStringTensorElementBuffer)(value.ptr_mut(), index, item.len(), &mut buffer)
+        };
+        // SAFETY: `status` was just returned by an ONNX Runtime API call.
+        unsafe { ort::Error::result_from_status(status) }.map_err(|e| e.to_string())?;
+        if item.is_empty() {
+            continue;
+        }
+        if buffer.is_null() {
+            return Err("ONNX Runtime returned no buffer for a string element".into());
+        }
+        // SAFETY: the buffer holds exactly `item.len()` writable bytes
+        // (resized above) and belongs to ONNX Runtime, not to `item`.
+        unsafe { std::ptr::copy_nonoverlapping(item.as_ptr(), buffer.cast::<u8>(), item.len()) };
+    }
+    Ok(value.into_dyn())
 }
 
 /// Copies an ONNX Runtime output value into a [`Tensor`].
@@ -220,5 +249,21 @@ mod tests {
         assert!(matches!(to_ort_input(&half).unwrap(), SessionInputValue::Owned(_)));
         let empty = Tensor::from_f32(vec![0, 2], &[]).unwrap();
         assert!(matches!(to_ort_input(&empty).unwrap(), SessionInputValue::Owned(_)));
+    }
+
+    #[test]
+    fn string_elements_keep_nul_bytes_and_empty_strings() {
+        crate::ort_env::init_onnxruntime(None).unwrap();
+        let items: Vec<Bytes> =
+            ["a\0b", "", "\0", "plain"].iter().map(|s| Bytes::from(s.as_bytes())).collect();
+        let tensor = Tensor::new(DataType::Bytes, vec![2, 2], TensorData::Strings(items.clone())).unwrap();
+        let value = to_ort_value(&tensor).unwrap();
+        let back = from_ort_value(value).unwrap();
+        assert_eq!(back.shape(), &[2, 2]);
+        assert_eq!(back.data(), &TensorData::Strings(items));
+        let not_utf8 =
+            Tensor::new(DataType::Bytes, vec![1], TensorData::Strings(vec![Bytes::from_static(b"\xff")]))
+                .unwrap();
+        assert!(to_ort_value(&not_utf8).unwrap_err().contains("UTF-8"));
     }
 }

@@ -192,6 +192,17 @@ pub enum RuntimeError {
         /// The paused pool.
         pool: String,
     },
+    /// ONNX Runtime failed on this request's data, run alone, while the
+    /// model runs other requests (a batch-mate, or any earlier request of
+    /// the loaded model): the data is what the model cannot take, e.g. a
+    /// string a `Cast` cannot parse (400). See `crate::isolate`.
+    #[error("model '{model}' cannot run this request's data (it runs other requests): {reason}")]
+    InputRejected {
+        /// The model.
+        model: String,
+        /// ONNX Runtime's explanation.
+        reason: String,
+    },
     /// ONNX Runtime failed while running a batch, or a worker stopped.
     #[error("model '{model}' failed to execute: {reason}")]
     Execution {
@@ -248,7 +259,8 @@ impl RuntimeError {
             | E::MissingInput { .. }
             | E::WrongDtype { .. }
             | E::WrongShape { .. }
-            | E::InvalidData { .. } => ErrorClass::InvalidInput,
+            | E::InvalidData { .. }
+            | E::InputRejected { .. } => ErrorClass::InvalidInput,
             E::TooLarge { .. } => ErrorClass::TooLarge,
             E::UnknownModel { .. } | E::UnknownPool { .. } | E::UnknownOutput { .. } => ErrorClass::NotFound,
             E::Overloaded { .. } => ErrorClass::Overloaded,
@@ -282,6 +294,7 @@ impl RuntimeError {
             E::Overloaded { .. } => "overloaded",
             E::DeviceUnavailable { .. } => "device_unavailable",
             E::Paused { .. } => "paused",
+            E::InputRejected { .. } => "input_rejected",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
             E::Upstream { label, .. } | E::StoreUnavailable { label, .. } => label,

@@ -17,8 +17,10 @@
 //! request into batch-sized chunks) -> `inline` (a request into an idle
 //! pool of a microsecond model runs on the caller's thread) or `dispatch`
 //! (pick a pool) -> `queue` (collect a batch) -> `worker` (`batch` concat,
-//! run, split); `wait` awaits each answer within the caller's deadline on
-//! a paused pool.
+//! run, split; a batch that fails goes to `isolate`, which reruns its
+//! requests alone so that only those that fail alone get the error);
+//! `wait` awaits each answer within the caller's deadline on a paused
+//! pool.
 
 #![warn(missing_docs)]
 
@@ -30,6 +32,7 @@ pub mod error;
 pub mod histogram;
 pub mod identity;
 mod inline;
+mod isolate;
 mod last_use;
 pub mod limits;
 mod model;

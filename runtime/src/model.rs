@@ -344,6 +344,7 @@ impl Model {
                 signature: signature.clone(),
                 shared: Arc::clone(shared),
                 pad: self.text_encoder().map(|e| e.pad_values()),
+                served: AtomicBool::new(false),
             });
             let outcome = PoolRuntime::start(&self.spec, ctx, batch);
             *shared.unavailable.lock() = outcome.as_ref().err().cloned();

@@ -29,12 +29,17 @@ pub struct PoolCounters {
     /// Rows in executed batches.
     pub executed_rows: AtomicU64,
     /// Requests dropped before execution because their caller went away
-    /// (or gave up at its deadline while the pool was paused).
+    /// (or gave up at its deadline while the pool was paused), or before
+    /// a failed batch of theirs was rerun request by request.
     pub cancelled: AtomicU64,
     /// Requests refused because the queue was full.
     pub rejected: AtomicU64,
     /// Requests that failed during execution.
     pub errors: AtomicU64,
+    /// Batches of several requests that failed and were rerun one request
+    /// at a time, so that only the requests that fail alone got the error
+    /// (see `crate::isolate`).
+    pub isolated_batches: AtomicU64,
     /// Requests run on the caller's thread rather than a worker's (see
     /// `crate::inline`); they count in `requests` and `executions` too.
     pub inline_runs: AtomicU64,
@@ -147,6 +152,9 @@ pub struct PoolStats {
     pub rejected: u64,
     /// Requests that failed in execution.
     pub errors: u64,
+    /// Failed batches rerun request by request to find the requests that
+    /// caused the failure.
+    pub isolated_batches: u64,
     /// Requests run on the caller's thread rather than a worker's.
     pub inline_runs: u64,
     /// Execution time by batch-size bucket.
@@ -284,6 +292,7 @@ mod tests {
             cancelled: 0,
             rejected: 0,
             errors: 0,
+            isolated_batches: 0,
             inline_runs: 0,
             latency: buckets,
             histograms: PoolHistogramSnapshot::default(),

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::batch::{concat, concat_padded, split};
 use crate::convert::{from_ort_value, to_ort_input, to_ort_value};
 use crate::error::RuntimeError;
+use crate::isolate::{logged_failure, settle_failed_batch};
 use crate::queue::{Collector, PoolShared, QueueEntry};
 use crate::request::InferenceResponse;
 use crate::signature::ModelSignature;
@@ -38,6 +39,10 @@ pub struct PoolContext {
     /// For a text model, the pad value of each graph input (graph order):
     /// its requests differ in sequence length and are padded when merged.
     pub pad: Option<Vec<i64>>,
+    /// Set once a request has run successfully on this load of the pool:
+    /// the evidence [`crate::isolate`] weighs a request's own failure
+    /// against (the model runs, so the request's data is what fails).
+    pub served: AtomicBool,
 }
 
 /// The worker loop: runs batches until the queue closes and drains.
@@ -52,7 +57,7 @@ pub fn run_worker(session: Arc<Mutex<Session>>, ctx: Arc<PoolContext>, mut colle
 type SplitOutputs = Vec<Option<Vec<Tensor>>>;
 
 /// Per output index, the whole batch's tensor (or `None` if nobody asked).
-type BatchOutputs = Vec<Option<Tensor>>;
+pub(crate) type BatchOutputs = Vec<Option<Tensor>>;
 
 /// What [`execute`] needs of each request of a batch: a queued entry, or
 /// a validated request that runs alone on the caller's thread.
@@ -88,7 +93,8 @@ batch_part_from_fields!(QueueEntry, Validated);
 /// Runs `batch` (its entries counted in the queue depth) on the locked
 /// `session`, releases it, records the batch in the pool's statistics and
 /// replies to every entry (so a caller that has its answer finds the
-/// session free).
+/// session free). A batch that fails is handed to
+/// [`settle_failed_batch`], which finds the requests that caused it.
 pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec<QueueEntry>) {
     let counters = &ctx.shared.counters;
     let started = Instant::now();
@@ -114,14 +120,14 @@ pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec
         }
         Ok(split_outputs)
     };
+    let mutex = MutexGuard::mutex(&session);
     let (result, exec_time) = run_and_record(session, ctx, &batch, started, split_per_entry);
     match result {
-        Ok(outputs) => reply_all(ctx, batch, outputs, started, exec_time),
-        Err(err) => {
-            for entry in batch {
-                let _ = entry.reply.send(Err(err.clone()));
-            }
+        Ok(outputs) => {
+            counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
+            reply_all(ctx, batch, outputs, started, exec_time);
         }
+        Err(reason) => settle_failed_batch(mutex, ctx, batch, reason, started),
     }
 }
 
@@ -139,23 +145,29 @@ pub fn run_alone(
     ctx.shared.histograms.queue_wait_us.record_duration(Duration::ZERO);
     let (result, exec_time) =
         run_and_record(session, ctx, std::slice::from_ref(&request), started, Ok::<BatchOutputs, String>);
-    let mut outputs = result?;
+    let counters = &ctx.shared.counters;
+    counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+    let mut outputs = result.map_err(|reason| {
+        add(&counters.errors, 1);
+        logged_failure(ctx, reason)
+    })?;
     let tensors = named_outputs(ctx, &request.outputs, &mut outputs);
     Ok(response(ctx, tensors, Duration::ZERO, request.rows, exec_time))
 }
 
 /// Runs `parts` on the locked `session` and hands the outputs to `finish`
 /// (both under `catch_unwind`), releases the session and records the
-/// execution: counters, histograms, and the latency table when it
-/// succeeded. The parts must be counted in flight: they leave it here,
+/// execution: counters, histograms, and when it succeeded the latency
+/// table and [`PoolContext::served`]. The parts stay counted in flight
+/// and a failure is not yet counted as an error: the caller settles both
 /// before anyone hears the answer.
-fn run_and_record<P: BatchPart, T>(
+pub(crate) fn run_and_record<P: BatchPart, T>(
     mut session: MutexGuard<'_, Session>,
     ctx: &PoolContext,
     parts: &[P],
     started: Instant,
     finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
-) -> (Result<T, RuntimeError>, Duration) {
+) -> (Result<T, String>, Duration) {
     let counters = &ctx.shared.counters;
     let rows: usize = parts.iter().map(BatchPart::rows).sum();
     let result = catch_unwind(AssertUnwindSafe(|| execute(&mut session, ctx, parts).and_then(finish)))
@@ -167,21 +179,16 @@ fn run_and_record<P: BatchPart, T>(
     add(&counters.executed_rows, rows as u64);
     histograms.batch_rows.record(rows as u64);
     histograms.execution_us.record_duration(exec_time);
-    counters.in_flight.fetch_sub(parts.len(), Ordering::Relaxed);
-    let result = match result {
-        Ok(outputs) => {
-            ctx.shared.latency.record(rows, exec_time);
-            Ok(outputs)
+    if result.is_ok() {
+        ctx.shared.latency.record(rows, exec_time);
+        if !ctx.served.load(Ordering::Relaxed) {
+            ctx.served.store(true, Ordering::Relaxed);
         }
-        Err(reason) => {
-            add(&counters.errors, parts.len() as u64);
-            tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, "batch failed");
-            Err(RuntimeError::Execution { model: ctx.model.clone(), reason })
-        }
-    };
+    }
     (result, exec_time)
 }
 
+/// Replies to each entry of a batch that ran with its rows of `outputs`.
 fn reply_all(
     ctx: &PoolContext,
     batch: Vec<QueueEntry>,
@@ -203,7 +210,7 @@ fn reply_all(
 /// The outputs a request asked for (`wanted`, indices into the
 /// signature's outputs, in its order), taken out of `tensors` (one per
 /// output index) with their names.
-fn named_outputs(
+pub(crate) fn named_outputs(
     ctx: &PoolContext,
     wanted: &[usize],
     tensors: &mut [Option<Tensor>],
@@ -215,7 +222,7 @@ fn named_outputs(
 }
 
 /// One request's answer from its `outputs` and the batch's timing.
-fn response(
+pub(crate) fn response(
     ctx: &PoolContext,
     outputs: Vec<(String, Tensor)>,
     queue_time: Duration,

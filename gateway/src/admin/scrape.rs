@@ -94,6 +94,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
         (Family::counter("switchyard_pool_errors_total", "Requests that failed in execution.", POOL), |p| {
             p.errors as f64
         }),
+        (
+            Family::counter(
+                "switchyard_pool_isolated_batches_total",
+                "Failed batches rerun request by request, so that only the requests that fail alone get the error.",
+                POOL,
+            ),
+            |p| p.isolated_batches as f64,
+        ),
     ]
 }
 

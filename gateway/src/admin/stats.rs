@@ -77,6 +77,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "rejected": pool.rejected,
         "errors": pool.errors,
         "inline_runs": pool.inline_runs,
+        "isolated_batches": pool.isolated_batches,
         "latency": pool.latency.iter().map(|b| json!({
             "max_batch": b.max_batch,
             "ewma_us": b.ewma.as_micros() as u64,

@@ -42,6 +42,7 @@ fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) 
         rejected: 0,
         errors: 0,
         inline_runs: 0,
+        isolated_batches: 0,
         latency: vec![
             RuntimeBucket { max_batch: 1, ewma: Duration::from_millis(4), samples: 10 },
             RuntimeBucket { max_batch: 2, ewma: Duration::ZERO, samples: 0 },

@@ -9,8 +9,8 @@
 //! | `preferred_batch_size: [a, b]` | batches are capped at the largest (`b`), where Triton sends them once full; smaller sizes are not targeted (warned when several) |
 //! | `max_queue_delay_microseconds` | `batching.max_queue_delay` |
 //! | `default_queue_policy { max_queue_size }` | `batching.queue_capacity` (0: the default) |
-//! | `instance_group { kind: KIND_CPU count: c }` | a `cpu` pool of `c` workers |
-//! | `instance_group { kind: KIND_GPU count: c }` | a `cuda` pool of `c` workers (device 0; `gpus` other than `[0]` warned) |
+//! | `instance_group { kind: KIND_CPU count: c }` | a `cpu` pool of `c` workers, at most [`SpecDefaults::max_workers`] (the cores, at least 4; more is clamped and warned) |
+//! | `instance_group { kind: KIND_GPU count: c }` | a `cuda` pool of `c` workers, likewise at most `max_workers` (device 0; `gpus` other than `[0]` warned) |
 //! | `KIND_AUTO` | a `cpu` pool, warned (no GPU probing at configuration time) |
 //! | `KIND_MODEL` | warned and skipped |
 //! | no `instance_group` | one `cpu` pool of one worker |
@@ -38,12 +38,32 @@ pub struct SpecDefaults {
     pub idle_unload: Option<Duration>,
     /// Load at registration instead of on first use.
     pub warmup: bool,
+    /// Most workers one `instance_group` becomes (default
+    /// [`default_max_workers`]). Each worker is a thread and a whole ONNX
+    /// Runtime session (its own copy of the model's weights); past one per
+    /// core they only take memory and contend, and a `count: 1000` copied
+    /// from elsewhere would start a thousand sessions. A larger count is
+    /// clamped to this with a warning, so a configuration Triton serves is
+    /// still served.
+    pub max_workers: usize,
 }
 
 impl Default for SpecDefaults {
     fn default() -> Self {
-        SpecDefaults { queue_capacity: 1024, intra_op_threads: 1, idle_unload: None, warmup: false }
+        SpecDefaults {
+            queue_capacity: 1024,
+            intra_op_threads: 1,
+            idle_unload: None,
+            warmup: false,
+            max_workers: default_max_workers(),
+        }
     }
+}
+
+/// The machine's cores, but at least 4, so that the small counts common in
+/// Triton configurations are honoured as written on small machines too.
+pub fn default_max_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).max(4)
 }
 
 /// A model's Switchyard settings, ready to become a [`ModelSpec`] per version.
@@ -76,7 +96,7 @@ pub fn map_config(config: &TritonConfig, defaults: &SpecDefaults) -> Result<Mapp
         warnings.push(format!("parameters.{key}: not supported by Switchyard; ignored"));
     }
     let batching = batching(config, defaults, &mut warnings);
-    let pools = pools(config, intra_op_threads, &mut warnings);
+    let pools = pools(config, intra_op_threads, defaults.max_workers.max(1), &mut warnings);
     Ok(MappedModel { pools, batching, warnings })
 }
 
@@ -132,7 +152,12 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
     }
 }
 
-fn pools(config: &TritonConfig, intra_op_threads: usize, warnings: &mut Vec<String>) -> Vec<PoolSpec> {
+fn pools(
+    config: &TritonConfig,
+    intra_op_threads: usize,
+    max_workers: usize,
+    warnings: &mut Vec<String>,
+) -> Vec<PoolSpec> {
     let mut pools: Vec<PoolSpec> = Vec::new();
     for (i, group) in config.instance_groups.iter().enumerate() {
         let device = match group.kind {
@@ -157,13 +182,15 @@ fn pools(config: &TritonConfig, intra_op_threads: usize, warnings: &mut Vec<Stri
         }
         let base = if group.name.is_empty() { device.to_string() } else { group.name.clone() };
         let name = unique_name(&pools, &base);
-        pools.push(PoolSpec {
-            name,
-            device,
-            workers: group.count as usize,
-            intra_op_threads,
-            batching: None,
-        });
+        let mut workers = group.count as usize;
+        if workers > max_workers {
+            warnings.push(format!(
+                "instance_group[{i}].count {workers}: capped at {max_workers} workers (one per core of this \
+                 machine, at least 4); each worker is a thread and a whole ONNX Runtime session"
+            ));
+            workers = max_workers;
+        }
+        pools.push(PoolSpec { name, device, workers, intra_op_threads, batching: None });
     }
     if pools.is_empty() {
         pools.push(PoolSpec {

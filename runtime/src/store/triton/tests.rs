@@ -122,6 +122,18 @@ fn models_switchyard_cannot_serve_are_refused() {
 }
 
 #[test]
+fn an_instance_count_past_the_cap_is_clamped_with_a_warning() {
+    let text = "instance_group [ { kind: KIND_CPU count: 1000 }, { kind: KIND_GPU count: 3 } ]";
+    let config = TritonConfig::parse(text).unwrap();
+    let mapped = map_config(&config, &SpecDefaults { max_workers: 3, ..SpecDefaults::default() }).unwrap();
+    let workers: Vec<_> = mapped.pools.iter().map(|p| (p.device, p.workers)).collect();
+    assert_eq!(workers, [(DeviceKind::Cpu, 3), (DeviceKind::Cuda, 3)], "at the cap: as written");
+    assert_eq!(mapped.warnings.len(), 1, "{:?}", mapped.warnings);
+    assert!(mapped.warnings[0].starts_with("instance_group[0].count 1000: capped at 3 workers"));
+    assert!(super::mapping::default_max_workers() >= 4, "small counts are honoured on any machine");
+}
+
+#[test]
 fn defaults_batching_off_and_kinds() {
     let no_batching = TritonConfig::parse("max_batch_size: 16").unwrap();
     let mapped = map_config(&no_batching, &SpecDefaults::default()).unwrap();
