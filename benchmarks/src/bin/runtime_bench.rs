@@ -9,6 +9,10 @@
 //!
 //! With `--section overhead` it measures only 2 (`--cases model:batch,...`).
 //!
+//! With `--section isolation` it measures what batch-failure isolation
+//! costs when no batch fails and what it buys when some do (see
+//! [`isolation`]); run it from two builds, alternately, for an A/B.
+//!
 //! With `--section raw-limit` it measures only the raw runtime limit:
 //! `Session::run` called in a loop at several batch sizes per model (one
 //! thread, no queue, no HTTP), the ceiling a gateway serving that model on
@@ -18,6 +22,7 @@
 //!
 //! `runtime-bench --models-dir models --mode quick --json-out out.json`
 //! `runtime-bench --section raw-limit --models digits-cheap,synth-heavy --json-out raw.json`
+//! `runtime-bench --section isolation --json-out isolation.json`
 
 use anyhow::Result;
 use clap::Parser;
@@ -25,6 +30,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_benchmarks::isolation_loops::{mixed_loop, threads_cpu_seconds};
 use switchyard_benchmarks::pin::PinnedHere;
 use switchyard_benchmarks::runtime_loops::{
     direct_loop, model_spec, one_caller_here, parse_list, pool, runtime_loop,
@@ -50,10 +56,13 @@ struct Args {
     json_out: Option<PathBuf>,
     /// What to measure: `all` (batching gain, overhead, cold start),
     /// `overhead` (only the runtime path vs `Session::run`, for A/Bs of the
-    /// runtime's own cost) or `raw-limit` (direct `Session::run` at several
-    /// batch sizes).
+    /// runtime's own cost), `raw-limit` (direct `Session::run` at several
+    /// batch sizes) or `isolation` (batches with and without bad requests).
     #[arg(long, default_value = "all")]
     section: String,
+    /// The string-to-integer model of the isolation section.
+    #[arg(long, default_value = "runtime/tests/fixtures/str-to-int.onnx")]
+    isolation_model: PathBuf,
     /// Models of the raw-limit section, comma-separated.
     #[arg(long, default_value = "digits-cheap,synth-heavy")]
     models: String,
@@ -152,6 +161,73 @@ async fn overhead(args: &Args, duration: Duration) -> Result<Vec<serde_json::Val
     Ok(overhead)
 }
 
+/// Batch-failure isolation, in `ISOLATION_ROUNDS` rounds of four loops of
+/// `duration / 2` each (a change in the machine's load hits all four):
+/// 1. `direct`: `Session::run` of digits-cheap at batch 1 on this thread,
+///    the machine's pace, to which two builds' runs are compared;
+/// 2. `digits_16`: digits-cheap, 16 one-row callers, batches of up to 16
+///    gathered for 200 µs: float batches that never fail;
+/// 3. `text_10`: the string-to-integer model (`--isolation-model`), 10
+///    callers sending numbers: string batches that never fail;
+/// 4. `text_8_2`: the same, 8 callers sending numbers beside 2 sending
+///    text that is no number, sharing batches.
+///
+/// 1-3 are the path isolation must leave as it was (compare two builds'
+/// ratios to `direct`); 4 shows what it buys (valid requests failed) and
+/// what it costs (valid requests answered per second). Each figure is the
+/// median over the rounds. At the end, digits-cheap's worker thread's CPU
+/// time per executed row (warm-ups included): the worker path's own cost,
+/// which waiting for a core on a busy machine does not blur.
+async fn isolation(args: &Args, duration: Duration) -> Result<serde_json::Value> {
+    let slice = duration / 2;
+    let batching = (16, Duration::from_micros(200));
+    let digits = ModelRepository::new(vec![spec(&args.models_dir, "digits-cheap", batching.0, batching.1)])?;
+    let dir = args.isolation_model.parent().unwrap_or(Path::new("."));
+    let name = args
+        .isolation_model
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| anyhow::anyhow!("--isolation-model has no file name"))?;
+    let text = ModelRepository::new(vec![spec(dir, name, batching.0, batching.1)])?;
+    let mut rounds = Vec::new();
+    for round in 0..ISOLATION_ROUNDS {
+        eprintln!("[runtime-bench] isolation round {}/{ISOLATION_ROUNDS}", round + 1);
+        let direct = {
+            let _pin = PinnedHere::new();
+            direct_rows_per_s(&args.models_dir.join("digits-cheap.onnx"), 1, slice)?
+        };
+        let digits_16 = runtime_rows_per_s(digits.clone(), "digits-cheap", 16, 1, slice).await?;
+        let text_10 = mixed_loop(text.clone(), name, 10, 0, slice).await?;
+        let text_8_2 = mixed_loop(text.clone(), name, 8, 2, slice).await?;
+        rounds.push((direct, digits_16, text_10, text_8_2));
+    }
+    let worker_cpu_s = threads_cpu_seconds("sy-digits-chea")?;
+    let pool = digits.stats().models.first().and_then(|m| m.pools.first().cloned());
+    let (executions, rows) = pool.map_or((0, 0), |p| (p.executions, p.executed_rows));
+    let med = |f: &dyn Fn(&(f64, f64, _, _)) -> f64| median(rounds.iter().map(f).collect());
+    let failed: u64 = rounds.iter().map(|r| r.3.valid_failed).sum();
+    let answered: f64 = rounds.iter().map(|r| r.3.valid_per_s * slice.as_secs_f64()).sum();
+    Ok(json!({
+        "direct_rows_per_s": med(&|r| r.0),
+        "digits_16": {"rows_per_s": med(&|r| r.1), "ratio": med(&|r| r.1 / r.0)},
+        "text_10": {"valid_per_s": med(&|r| r.2.valid_per_s), "ratio": med(&|r| r.2.valid_per_s / r.0)},
+        "text_8_2": {"valid_per_s": med(&|r| r.3.valid_per_s), "ratio": med(&|r| r.3.valid_per_s / r.0),
+                     "valid_failed": failed, "valid_answered": answered.round(),
+                     "bad_rejected_400": rounds.iter().map(|r| r.3.bad_rejected).sum::<u64>(),
+                     "bad_other": rounds.iter().map(|r| r.3.bad_other).sum::<u64>()},
+        "batching": {"max_batch_size": batching.0, "max_queue_delay_us": batching.1.as_micros() as u64},
+        "digits_worker": {"cpu_s": worker_cpu_s, "executions": executions, "executed_rows": rows,
+                          "cpu_us_per_row": worker_cpu_s * 1e6 / rows.max(1) as f64,
+                          "rows_per_batch": rows as f64 / executions.max(1) as f64},
+        "slice_s": slice.as_secs_f64(),
+        "rounds": rounds.iter().map(|r| json!({"direct": r.0, "digits_16": r.1, "text_10": r.2.json(),
+                                              "text_8_2": r.3.json()})).collect::<Vec<_>>(),
+    }))
+}
+
+/// Rounds of the isolation section (see [`isolation`]).
+const ISOLATION_ROUNDS: usize = 6;
+
 /// Rounds of the overhead section (see [`overhead`]). Many short rounds
 /// rather than a few long ones: this VM's speed drifts within seconds (the
 /// direct loop moved by up to 2x between 2 s rounds), and each ratio is
@@ -235,7 +311,12 @@ async fn main() -> Result<()> {
     match args.section.as_str() {
         "all" | "overhead" => {}
         "raw-limit" => return write_result(&args, &raw_limit(&args).await?),
-        other => anyhow::bail!("unknown --section {other:?}: use all, overhead or raw-limit"),
+        "isolation" => {
+            let secs = if args.mode == "full" { 10 } else { 2 };
+            let result = isolation(&args, Duration::from_secs(secs)).await?;
+            return write_result(&args, &json!({"isolation": result, "duration_s": secs}));
+        }
+        other => anyhow::bail!("unknown --section {other:?}: use all, overhead, raw-limit or isolation"),
     }
     let secs = if args.mode == "full" { 10 } else { 2 };
     let duration = Duration::from_secs(secs);
