@@ -15,12 +15,14 @@
 //! 3. A request that runs alone gets its answer, as if it had been
 //!    batched alone (the batch size it reports is its own rows).
 //! 4. A request that fails alone gets [`RuntimeError::InputRejected`]
-//!    (400) when the pool's current load has run any request
-//!    successfully ([`PoolContext::served`], which a batch-mate that ran
-//!    in step 3 sets too): the model runs, this request's data is what it
-//!    cannot take. Otherwise the model fails whatever it is given, and
-//!    the request gets [`RuntimeError::Execution`] (500), as every
-//!    request of a failing batch did before isolation.
+//!    (400) when there is evidence that the model runs right now, so that
+//!    this request's data is what it cannot take: a batch-mate ran alone
+//!    in step 3, or (a request that was alone from the start) the pool's
+//!    run just before this one succeeded ([`PoolContext::served`] and
+//!    [`PoolContext::failures_in_a_row`]). Otherwise the model fails
+//!    whatever it is given (every request of the batch failed alone, or
+//!    runs keep failing), and the request gets [`RuntimeError::Execution`]
+//!    (500), as every request of a failing batch did before isolation.
 //!
 //! Cost: a failed batch of `n` requests runs `n` more times, with as many
 //! rows in total as the batch (a client that keeps sending bad data at
@@ -29,9 +31,9 @@
 //! an answer ran exactly as a request alone would, padding included.
 //!
 //! Doubt it leaves: a device that breaks after serving (e.g. a lost GPU)
-//! fails every request alone too, and those get 400 rather than 500; the
-//! pool's `errors` and `isolated_batches` counters and the logged reasons
-//! show it.
+//! answers its first lone failure with 400; the batches and the lone
+//! requests after it fail with 500, as every run fails. Two clients
+//! whose bad requests fill a whole batch get 500 (no batch-mate ran).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -77,9 +79,9 @@ pub fn settle_failed_batch(
     let outcomes: Vec<Alone> = batch.iter().map(|entry| run_alone_again(session, ctx, entry)).collect();
     counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
     let failed = outcomes.iter().filter(|o| matches!(o, Alone::Failed(_))).count();
+    let model_runs = outcomes.iter().any(|o| matches!(o, Alone::Ran(..)));
     tracing::warn!(model = %ctx.model, pool = %ctx.shared.spec.name, %reason, requests = batch.len(), failed,
-        served = ctx.served.load(Ordering::Relaxed),
-        "batch failed; its requests ran again one by one, and only those that failed alone got the error");
+        model_runs, "batch failed; its requests ran again one by one, and only those that failed alone got the error");
     for (entry, outcome) in batch.into_iter().zip(outcomes) {
         match outcome {
             Alone::Ran(mut outputs, exec_time) => {
@@ -90,7 +92,7 @@ pub fn settle_failed_batch(
             }
             Alone::Failed(reason) => {
                 add(&counters.errors, 1);
-                let _ = entry.reply.send(Err(failure(ctx, reason)));
+                let _ = entry.reply.send(Err(failure(ctx, reason, model_runs)));
             }
             Alone::Gone => add(&counters.cancelled, 1),
         }
@@ -112,10 +114,10 @@ fn run_alone_again(session: &Mutex<Session>, ctx: &PoolContext, entry: &QueueEnt
 }
 
 /// The error of a request that failed when run alone with `reason` (step
-/// 4).
-fn failure(ctx: &PoolContext, reason: String) -> RuntimeError {
+/// 4), `model_runs` when the model was seen running meanwhile.
+fn failure(ctx: &PoolContext, reason: String, model_runs: bool) -> RuntimeError {
     let model = ctx.model.clone();
-    if ctx.served.load(Ordering::Relaxed) {
+    if model_runs {
         RuntimeError::InputRejected { model, reason }
     } else {
         RuntimeError::Execution { model, reason }
@@ -127,7 +129,9 @@ fn failure(ctx: &PoolContext, reason: String) -> RuntimeError {
 /// debug level when it rejected the request's data (a client's error,
 /// which a client could repeat at will).
 pub fn logged_failure(ctx: &PoolContext, reason: String) -> RuntimeError {
-    let error = failure(ctx, reason);
+    // This failure is counted already: one in a row means the run before it succeeded.
+    let ran_before = ctx.served.load(Ordering::Relaxed) && ctx.failures_in_a_row.load(Ordering::Relaxed) == 1;
+    let error = failure(ctx, reason, ran_before);
     match &error {
         RuntimeError::InputRejected { .. } => {
             tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, %error, "request rejected")

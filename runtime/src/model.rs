@@ -4,7 +4,7 @@
 //! sure only one load per model runs at a time.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -345,6 +345,7 @@ impl Model {
                 shared: Arc::clone(shared),
                 pad: self.text_encoder().map(|e| e.pad_values()),
                 served: AtomicBool::new(false),
+                failures_in_a_row: AtomicU32::new(0),
             });
             let outcome = PoolRuntime::start(&self.spec, ctx, batch);
             *shared.unavailable.lock() = outcome.as_ref().err().cloned();

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,10 +39,13 @@ pub struct PoolContext {
     /// For a text model, the pad value of each graph input (graph order):
     /// its requests differ in sequence length and are padded when merged.
     pub pad: Option<Vec<i64>>,
-    /// Set once a request has run successfully on this load of the pool:
-    /// the evidence [`crate::isolate`] weighs a request's own failure
-    /// against (the model runs, so the request's data is what fails).
+    /// Set once a request has run successfully on this load of the pool.
     pub served: AtomicBool,
+    /// Runs that failed since the last one that succeeded. With
+    /// [`PoolContext::served`], the evidence [`crate::isolate`] weighs a
+    /// lone request's failure against: the run just before it succeeded,
+    /// so the model runs and this request's data is what fails.
+    pub failures_in_a_row: AtomicU32,
 }
 
 /// The worker loop: runs batches until the queue closes and drains.
@@ -158,7 +161,7 @@ pub fn run_alone(
 /// Runs `parts` on the locked `session` and hands the outputs to `finish`
 /// (both under `catch_unwind`), releases the session and records the
 /// execution: counters, histograms, and when it succeeded the latency
-/// table and [`PoolContext::served`]. The parts stay counted in flight
+/// table, [`PoolContext::served`] and [`PoolContext::failures_in_a_row`]. The parts stay counted in flight
 /// and a failure is not yet counted as an error: the caller settles both
 /// before anyone hears the answer.
 pub(crate) fn run_and_record<P: BatchPart, T>(
@@ -184,6 +187,11 @@ pub(crate) fn run_and_record<P: BatchPart, T>(
         if !ctx.served.load(Ordering::Relaxed) {
             ctx.served.store(true, Ordering::Relaxed);
         }
+        if ctx.failures_in_a_row.load(Ordering::Relaxed) != 0 {
+            ctx.failures_in_a_row.store(0, Ordering::Relaxed);
+        }
+    } else {
+        ctx.failures_in_a_row.fetch_add(1, Ordering::Relaxed);
     }
     (result, exec_time)
 }

@@ -1,6 +1,6 @@
 //! A failed batch is rerun request by request: only the requests that fail
-//! alone get the error (400 when the model runs other requests, 500 when
-//! it runs nothing), the others their answers; counted in
+//! alone get the error (400 when the model is seen running other requests,
+//! 500 when it is not), the others their answers; counted in
 //! `isolated_batches`. And BYTES elements with NUL bytes reach the model.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -43,6 +43,20 @@ async fn only_the_request_that_fails_alone_gets_the_error() {
     assert!(results.iter().all(Result::is_ok));
     let stats = pool_stats(&repo, "cast", "cpu");
     assert_eq!((stats.executions, stats.errors, stats.isolated_batches), (7, 2, 1));
+
+    // No evidence the model runs: a batch whose every request fails alone,
+    // then a lone failure right after failures, are the model's (500).
+    let results = run_paused_results(&repo, "cast", vec![text("a"), text("b")]).await;
+    for r in &results {
+        let e = r.as_ref().unwrap_err();
+        assert!(matches!(e, RuntimeError::Execution { .. }), "every batch-mate failed: {e}");
+    }
+    let e = within(repo.infer("cast", None, text("c"))).await.unwrap_err();
+    assert!(matches!(e, RuntimeError::Execution { .. }), "runs keep failing: {e}");
+    // Once a run succeeds, a lone failure is the request's again.
+    within(repo.infer("cast", None, text("5"))).await.unwrap();
+    let e = within(repo.infer("cast", None, text("d"))).await.unwrap_err();
+    assert!(matches!(e, RuntimeError::InputRejected { .. }), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
