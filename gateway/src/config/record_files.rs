@@ -89,7 +89,7 @@ pub fn check(
     issues: &mut Vec<ConfigIssue>,
 ) {
     let names = std::iter::once(record.path.clone())
-        .chain((1..record.files).map(|n| crate::record::writer::rotated(&record.path, n)));
+        .chain((1..record.files).map(|n| super::record_section::rotated(&record.path, n)));
     for name in names {
         let problem = match protected.clash(&name) {
             Some(what) => Some(format!("is {what}; the traffic sample would be written into it")),

@@ -118,6 +118,14 @@ pub fn record_config(
     })
 }
 
+/// `path.N`: the Nth rotated file of a traffic sample (the writer rotates
+/// `path` -> `path.1` -> ...; the path checks cover every one).
+pub fn rotated(path: &std::path::Path, n: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 use super::held::Held;
 use super::line::TrafficRecord;
 use super::RecordStats;
-use crate::config::record_section::RecordConfig;
+use crate::config::record_section::{rotated, RecordConfig};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -89,13 +89,6 @@ fn open(path: &Path) -> std::io::Result<Output> {
     let file = OpenOptions::new().create(true).append(true).open(path)?;
     let size = file.metadata()?.len();
     Ok(Output { file: BufWriter::new(file), size })
-}
-
-/// `path.N`: the Nth rotated file.
-pub fn rotated(path: &Path, n: usize) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
 }
 
 /// Shifts `path` -> `path.1` -> ... keeping `files` files in all.

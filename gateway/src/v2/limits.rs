@@ -110,7 +110,9 @@ impl DecodeLimits {
         shape: &[usize],
     ) -> Result<(), V2Error> {
         match &self.signature {
-            Some(limit) => super::validate::check_input(input, dtype, shape, &limit.model, &limit.signature),
+            Some(limit) => {
+                super::input_check::check_input(input, dtype, shape, &limit.model, &limit.signature)
+            }
             None => Ok(()),
         }
     }

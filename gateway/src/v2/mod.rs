@@ -37,7 +37,9 @@ mod element;
 pub mod error;
 mod fields;
 mod float16;
+mod input_check;
 pub(crate) mod json_data;
+mod json_seeds;
 pub mod limits;
 pub mod metadata;
 pub mod outputs;
@@ -59,6 +61,7 @@ mod tests_malformed;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};
+pub use input_check::check_input;
 pub use limits::{DecodeLimits, RowLimit, SignatureLimit};
 pub use metadata::{model_config, model_metadata, server_metadata, DynamicBatchingView, ServingView};
 pub use outputs::shape_outputs;
@@ -67,4 +70,4 @@ pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
-pub use validate::{check_input, check_signature, reshape_columns};
+pub use validate::{check_signature, reshape_columns};

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::bounded::{BoundedValue, ReadGuard};
 use super::element::{ObjectReader, Seen, Slot};
-use super::raw_request::{Key, NullOr};
+use super::json_seeds::{Key, NullOr};
 
 /// An output object's fields as sent (`null` is absent).
 pub(crate) struct RawOutput {

@@ -19,11 +19,9 @@
 //! passes a limit is therefore answered with that limit's 413 whatever
 //! else is wrong with it.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use switchyard_runtime::tensor::{DataType, TensorData};
@@ -33,6 +31,7 @@ use super::element::{Element, ObjectReader, Seen, Slot};
 use super::error::V2Error;
 use super::fields::parse_shape;
 use super::json_data::DataSeed;
+use super::json_seeds::{Key, NullOr};
 use super::limits::DecodeLimits;
 use super::raw_output::{OutputReader, RawOutput};
 
@@ -89,28 +88,6 @@ pub(crate) fn read_request<'a>(
     seed.deserialize(&mut de)
         .and_then(|raw| de.end().map(|()| raw))
         .map_err(|e| guard.error(e, |e| V2Error::InvalidJson(e.to_string())))
-}
-
-/// An object key, borrowed from the text when it has no escapes.
-pub(crate) struct Key<'de>(pub Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
 }
 
 /// Sets `slot` from the map's next value (`null` is absent), read under
@@ -341,34 +318,5 @@ impl<'de> ObjectReader<'de> for InputReader<'_> {
             }
         }
         Ok(seen.slot(input))
-    }
-}
-
-/// A seed for a value that may be `null` (then absent, as serde reads an
-/// `Option`).
-#[derive(Clone, Copy)]
-pub(crate) struct NullOr<S>(pub S);
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for NullOr<S> {
-    type Value = Option<S::Value>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_option(self)
-    }
-}
-
-impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for NullOr<S> {
-    type Value = Option<S::Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a value or null")
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(deserializer).map(Some)
     }
 }
