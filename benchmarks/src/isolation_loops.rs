@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchyard_runtime::{DataType, ErrorClass, InferenceRequest, ModelRepository, Tensor, TensorData};
 
 /// What a mixed loop measured over its window.
@@ -90,16 +90,7 @@ pub async fn mixed_loop(
             anyhow::Ok(())
         }));
     }
-    tokio::time::sleep(duration / 5).await;
-    measuring.store(true, Ordering::Relaxed);
-    let start = Instant::now();
-    tokio::time::sleep(duration).await;
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = start.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.context("caller task")??;
-    }
+    let elapsed = crate::runtime_loops::measured_window(duration, &measuring, &stop, tasks).await?;
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     Ok(MixedResult {
         valid_per_s: get(&counts.valid_ok) as f64 / elapsed.as_secs_f64(),

@@ -100,6 +100,28 @@ impl LoopResult {
     }
 }
 
+/// Lets the callers warm up for a fifth of `duration`, raises `measuring`
+/// for `duration`, then raises `stop` and waits for every caller task;
+/// returns the measured time.
+pub async fn measured_window(
+    duration: Duration,
+    measuring: &AtomicBool,
+    stop: &AtomicBool,
+    tasks: Vec<tokio::task::JoinHandle<Result<()>>>,
+) -> Result<Duration> {
+    tokio::time::sleep(duration / 5).await;
+    measuring.store(true, Ordering::Relaxed);
+    let start = Instant::now();
+    tokio::time::sleep(duration).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.context("caller task")??;
+    }
+    Ok(elapsed)
+}
+
 /// Closed loop through the runtime: `callers` tasks each sending requests
 /// of `rows_per_request` rows; a fifth of `duration` warms up, then
 /// `duration` is measured.
@@ -134,16 +156,7 @@ pub async fn runtime_loop(
             anyhow::Ok(())
         }));
     }
-    tokio::time::sleep(duration / 5).await;
-    measuring.store(true, Ordering::Relaxed);
-    let start = Instant::now();
-    tokio::time::sleep(duration).await;
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = start.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.context("caller task")??;
-    }
+    let elapsed = measured_window(duration, &measuring, &stop, tasks).await?;
     let latency = merged.lock().map_err(|_| anyhow::anyhow!("histogram lock poisoned"))?;
     Ok(LoopResult::from_latency(&latency, rows_per_request, elapsed))
 }
