@@ -10,6 +10,7 @@ import time
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
 
 SERVICE = "/inference.GRPCInferenceService/"
@@ -51,23 +52,26 @@ class RawH2:
     def send(self, sid, data: bytes, end_stream=False, wait=10.0):
         """Sends `data` on stream `sid`, as flow control allows; returns
         the bytes sent (fewer when the server's window stays shut for
-        `wait` seconds)."""
+        `wait` seconds, or when the server ends the stream first)."""
         sent = 0
         deadline = time.monotonic() + wait
-        while sent < len(data):
-            room = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
-            if room <= 0:
-                if time.monotonic() > deadline or self.closed:
-                    return sent
-                self.pump(0.05)
-                continue
-            chunk = data[sent:sent + room]
-            self.conn.send_data(sid, chunk)
-            self.flush()
-            sent += len(chunk)
-        if end_stream:
-            self.conn.end_stream(sid)
-            self.flush()
+        try:
+            while sent < len(data):
+                room = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
+                if room <= 0:
+                    if time.monotonic() > deadline or self.closed:
+                        return sent
+                    self.pump(0.05)
+                    continue
+                chunk = data[sent:sent + room]
+                self.conn.send_data(sid, chunk)
+                self.flush()
+                sent += len(chunk)
+            if end_stream:
+                self.conn.end_stream(sid)
+                self.flush()
+        except h2.exceptions.StreamClosedError:
+            pass  # the server answered (or reset) the stream before all of it was sent
         return sent
 
     def pump(self, seconds):
