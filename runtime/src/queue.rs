@@ -340,7 +340,7 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DeviceKind;
+    use crate::device::DeviceKind;
 
     type Reply = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
 

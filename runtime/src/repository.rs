@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use crate::chunk;
 use crate::error::RuntimeError;
-use crate::limits::request_rows;
 use crate::model::{LoadedModel, Model, ModelState};
 use crate::ort_env::environment;
-use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
+use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
 use crate::spec::{BatchingSpec, ModelSpec};
 use crate::stats::{ModelStats, RuntimeSnapshot};
