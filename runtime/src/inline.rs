@@ -40,7 +40,7 @@ use crate::device::DeviceKind;
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::PoolRuntime;
-use crate::queue::PoolShared;
+use crate::pool_shared::PoolShared;
 use crate::request::InferenceResponse;
 use crate::spec::BatchingSpec;
 use crate::stats::add;

@@ -17,8 +17,9 @@
 //! request into batch-sized chunks) -> `inline` (a request into an idle
 //! pool of a microsecond model runs on the caller's thread) or `dispatch`
 //! (pick a pool) -> `queue` (collect a batch) -> `worker` (`batch` concat,
-//! run, split; a batch that fails goes to `isolate`, which reruns its
-//! requests alone so that only those that fail alone get the error);
+//! run and record in `execute`, split; a batch that fails goes to
+//! `isolate`, which reruns its requests alone so that only those that
+//! fail alone get the error);
 //! `wait` awaits each answer within the caller's deadline on a paused
 //! pool.
 
@@ -30,6 +31,7 @@ mod convert;
 pub mod device;
 mod dispatch;
 pub mod error;
+mod execute;
 pub mod histogram;
 pub mod identity;
 mod inline;
@@ -37,8 +39,11 @@ mod isolate;
 mod last_use;
 pub mod limits;
 mod model;
+mod model_state;
 pub mod ort_env;
+mod pause;
 mod pool;
+mod pool_shared;
 mod queue;
 mod reaper;
 mod rebuild;
@@ -63,7 +68,7 @@ pub use error::{ErrorClass, RuntimeError};
 pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 pub use identity::FileIdentity;
 pub use limits::RequestLimits;
-pub use model::ModelState;
+pub use model_state::ModelState;
 pub use ort_env::init_onnxruntime;
 pub use rebuild::{ModelChange, RebuildError, RebuildReport};
 pub use repository::ModelRepository;

@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use crate::chunk;
 use crate::error::RuntimeError;
-use crate::model::{LoadedModel, Model, ModelState};
+use crate::identity::FileIdentity;
+use crate::model::{LoadedModel, Model};
+use crate::model_state::ModelState;
 use crate::ort_env::environment;
 use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
@@ -95,7 +97,7 @@ impl ModelRepository {
 
     /// The identity of the model's file when it was registered (what its
     /// sessions are built from); `None` when the file could not be read.
-    pub fn file_identity(&self, model: &str) -> Result<Option<crate::FileIdentity>, RuntimeError> {
+    pub fn file_identity(&self, model: &str) -> Result<Option<FileIdentity>, RuntimeError> {
         Ok(self.model(model)?.identity)
     }
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::device::DeviceKind;
 use crate::histogram::{HistogramSnapshot, PoolHistogramSnapshot};
-use crate::model::ModelState;
+use crate::model_state::ModelState;
 
 /// Weight of the newest sample in the moving average.
 const EWMA_ALPHA: f64 = 0.2;
