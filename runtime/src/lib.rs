@@ -22,6 +22,11 @@
 //! fail alone get the error);
 //! `wait` awaits each answer within the caller's deadline on a paused
 //! pool.
+//!
+//! The modules sit in the layers of `runtime/ARCHITECTURE.md`, with leaf
+//! types ([`DeviceKind`], [`RequestLimits`], [`TextSpec`], [`ModelState`])
+//! at the bottom where every module may use them; `gateway/tests/layers.rs`
+//! fails on an import that runs up a layer or closes a circle.
 
 #![warn(missing_docs)]
 
