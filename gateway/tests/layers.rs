@@ -1,18 +1,50 @@
-//! The gateway's layers, checked from its own source: every module of
-//! `gateway/src` belongs to one layer of the table in
-//! `gateway/ARCHITECTURE.md`, a module may use only modules of its own or
-//! lower layers, and no two modules (nor two files inside one module) use
-//! each other in a circle. A new import that runs up, or closes a circle,
+//! The workspace's layers, checked from its own source. Every member of
+//! the workspace is in [`MEMBERS`]: a crate with a layers table in its
+//! `ARCHITECTURE.md` (`gateway`, `runtime`, `router-policies`), or a leaf
+//! consumer that nothing uses (`benchmarks`, `fuzz`). In a tabled crate,
+//! every module of `src` belongs to one layer of the table, a module may use
+//! only modules of its own or lower layers, and no two modules (nor two
+//! files inside one module) use each other in a circle. Between crates, a
+//! crate names (in any dependencies section of its `Cargo.toml`) only
+//! crates of a lower rank. A new import that runs up, or closes a circle,
 //! fails this test with the files and the names that tie them.
 //!
 //! What counts as a use: `use` declarations and paths written in code
-//! (`crate::cache::key::CacheKey`, `super::run::Routing`), not comments or
-//! doc links, and not test code (`tests*.rs` files, `#[cfg(test)]` items).
+//! (`crate::cache::key::CacheKey`, `super::run::Routing`, and
+//! `crate::ModelSpec` through the crate root's `pub use`), not comments or
+//! doc links, and not test code (`tests*.rs` and `*_tests.rs` files, files
+//! under a `tests` folder, `#[cfg(test)]` items).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// How this test covers a member of the workspace.
+enum Cover {
+    /// Its modules are checked against the layers table of this file
+    /// (relative to the workspace root).
+    Layers(&'static str),
+    /// A leaf consumer: it uses the crates below it and nothing uses it,
+    /// so it has no layers of its own to keep.
+    LeafConsumer,
+}
+
+/// Every member of the workspace (folder), its rank among the crates (a
+/// crate may depend only on crates of a lower rank) and how its modules
+/// are checked. A member missing here fails
+/// [`every_workspace_member_is_covered_and_depends_only_on_lower_crates`].
+const MEMBERS: &[(&str, u32, Cover)] = &[
+    ("router-policies", 1, Cover::Layers("router-policies/ARCHITECTURE.md")),
+    ("runtime", 1, Cover::Layers("runtime/ARCHITECTURE.md")),
+    ("gateway", 2, Cover::Layers("gateway/ARCHITECTURE.md")),
+    ("benchmarks", 3, Cover::LeafConsumer),
+    ("fuzz", 3, Cover::LeafConsumer),
+];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 /// One source file: its module path under the crate (`["cache", "key"]`),
 /// and its code with comments, strings and test items removed.
@@ -22,34 +54,58 @@ struct Source {
     code: String,
 }
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+impl Source {
+    /// The file at `rel` (relative to the crate's `src`, `/`-separated)
+    /// with contents `text`; `None` for test files and the crate root.
+    fn new(rel: &str, text: &str) -> Option<Source> {
+        let mut module: Vec<String> = rel.trim_end_matches(".rs").split('/').map(str::to_string).collect();
+        let is_test = |m: &String| m.starts_with("tests") || m.ends_with("_tests");
+        if module.iter().any(is_test) || rel == "main.rs" || rel == "lib.rs" {
+            return None;
+        }
+        if module.last().is_some_and(|m| m == "mod") {
+            module.pop();
+        }
+        Some(Source {
+            module,
+            rel: rel.to_string(),
+            code: without_test_items(&strip_comments_and_strings(text)),
+        })
+    }
 }
 
-fn read_sources() -> Vec<Source> {
+/// A crate's source files, and what its library root (`lib.rs`)
+/// re-exports: item name -> the module it comes from.
+struct CrateSource {
+    sources: Vec<Source>,
+    reexports: BTreeMap<String, Vec<String>>,
+}
+
+fn read_crate(src: &Path) -> CrateSource {
     let mut files = Vec::new();
-    collect(&src_dir(), &mut files);
-    files
-        .into_iter()
-        .filter_map(|path| {
-            let rel = path.strip_prefix(src_dir()).ok()?.to_string_lossy().replace('\\', "/");
-            let name = path.file_stem()?.to_string_lossy().to_string();
-            if name.starts_with("tests") || name.ends_with("_tests") || rel == "main.rs" || rel == "lib.rs" {
-                return None;
+    collect(src, &mut files);
+    let mut sources = Vec::new();
+    let mut reexports = BTreeMap::new();
+    for path in files {
+        let Ok(rel) = path.strip_prefix(src) else { continue };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if rel == "lib.rs" {
+            let code = without_test_items(&strip_comments_and_strings(&text));
+            for path in named_paths(&code) {
+                let Some((name, module)) = path.split_last() else { continue };
+                if !module.is_empty() && !["crate", "self", "super"].contains(&module[0].as_str()) {
+                    reexports.insert(name.clone(), module.to_vec());
+                }
             }
-            let mut module: Vec<String> =
-                rel.trim_end_matches(".rs").split('/').map(str::to_string).collect();
-            if module.last().is_some_and(|m| m == "mod") {
-                module.pop();
-            }
-            let text = std::fs::read_to_string(&path).ok()?;
-            Some(Source { module, rel, code: without_test_items(&strip_comments_and_strings(&text)) })
-        })
-        .collect()
+        }
+        sources.extend(Source::new(&rel, &text));
+    }
+    CrateSource { sources, reexports }
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -290,8 +346,15 @@ fn split_top_level(inner: &str) -> Vec<&str> {
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
 }
 
-/// The file a path names: the longest module prefix that is a file.
-fn resolve(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+/// The file a path names: the longest module prefix that is a file. A
+/// path through the crate root's re-export (`crate::ModelSpec`) names the
+/// module the item comes from.
+fn resolve(
+    from: &[String],
+    path: &[String],
+    modules: &BTreeSet<Vec<String>>,
+    reexports: &BTreeMap<String, Vec<String>>,
+) -> Option<Vec<String>> {
     let mut absolute: Vec<String> = match path.first().map(String::as_str) {
         Some("crate") => Vec::new(),
         Some("super") | Some("self") => from.to_vec(),
@@ -314,13 +377,17 @@ fn resolve(from: &[String], path: &[String], modules: &BTreeSet<Vec<String>>) ->
         }
     }
     absolute.extend(segments.cloned());
+    if let Some(origin) = absolute.first().and_then(|first| reexports.get(first)) {
+        if !modules.contains(&absolute[..1].to_vec()) {
+            absolute.splice(..0, origin.iter().cloned());
+        }
+    }
     (1..=absolute.len()).rev().map(|n| absolute[..n].to_vec()).find(|m| modules.contains(m))
 }
 
-/// The layers table of ARCHITECTURE.md: module name -> layer number.
-fn layers() -> BTreeMap<String, u32> {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
-        .expect("gateway/ARCHITECTURE.md with the layers table");
+/// The layers table of an ARCHITECTURE.md: module name -> layer number.
+/// A table row is `| <layer number> | <modules in backticks> | ... |`.
+fn layers_table(doc: &str) -> Result<BTreeMap<String, u32>, String> {
     let mut map = BTreeMap::new();
     for line in doc.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -329,22 +396,26 @@ fn layers() -> BTreeMap<String, u32> {
         };
         let Some(modules) = cells.get(2) else { continue };
         for name in modules.split('`').skip(1).step_by(2) {
-            assert!(map.insert(name.to_string(), layer).is_none(), "module `{name}` is in two layers");
+            if map.insert(name.to_string(), layer).is_some() {
+                return Err(format!("module `{name}` is in two layers"));
+            }
         }
     }
-    assert!(!map.is_empty(), "ARCHITECTURE.md has no layers table");
-    map
+    if map.is_empty() {
+        return Err("no layers table".into());
+    }
+    Ok(map)
 }
 
 /// file -> file edges, with the names that tie them.
 type Edges = BTreeMap<(Vec<String>, Vec<String>), BTreeSet<String>>;
 
-fn edges(sources: &[Source]) -> Edges {
-    let modules: BTreeSet<Vec<String>> = sources.iter().map(|s| s.module.clone()).collect();
+fn edges(krate: &CrateSource) -> Edges {
+    let modules: BTreeSet<Vec<String>> = krate.sources.iter().map(|s| s.module.clone()).collect();
     let mut edges = Edges::new();
-    for s in sources {
+    for s in &krate.sources {
         for path in named_paths(&s.code) {
-            let Some(target) = resolve(&s.module, &path, &modules) else { continue };
+            let Some(target) = resolve(&s.module, &path, &modules, &krate.reexports) else { continue };
             if target != s.module {
                 let name = path.last().cloned().unwrap_or_default();
                 edges.entry((s.module.clone(), target)).or_default().insert(name);
@@ -431,17 +502,15 @@ fn ties(members: &[Vec<String>], edges: &Edges, across: bool) -> String {
         .join("; ")
 }
 
-#[test]
-fn every_module_has_a_layer_and_uses_only_its_own_or_lower_layers() {
-    let sources = read_sources();
-    let layers = layers();
+/// Modules in no layer, and uses of a higher layer.
+fn layer_problems(krate: &CrateSource, layers: &BTreeMap<String, u32>) -> Vec<String> {
     let mut problems = Vec::new();
-    for s in &sources {
+    for s in &krate.sources {
         if !layers.contains_key(&s.module[0]) {
             problems.push(format!("module `{}` ({}) is in no layer of ARCHITECTURE.md", s.module[0], s.rel));
         }
     }
-    for ((from, to), names) in edges(&sources) {
+    for ((from, to), names) in edges(krate) {
         let (Some(a), Some(b)) = (layers.get(&from[0]), layers.get(&to[0])) else { continue };
         if b > a {
             problems.push(format!(
@@ -454,13 +523,12 @@ fn every_module_has_a_layer_and_uses_only_its_own_or_lower_layers() {
     }
     problems.sort();
     problems.dedup();
-    assert!(problems.is_empty(), "layering violations:\n  {}", problems.join("\n  "));
+    problems
 }
 
-#[test]
-fn no_circles_between_modules_or_between_files_of_a_module() {
-    let sources = read_sources();
-    let edges = edges(&sources);
+/// Circles between top-level modules, and between files of one module.
+fn circle_problems(krate: &CrateSource) -> Vec<String> {
+    let edges = edges(krate);
     let mut between_modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut inside: BTreeMap<String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>> = BTreeMap::new();
     for (from, to) in edges.keys() {
@@ -472,8 +540,12 @@ fn no_circles_between_modules_or_between_files_of_a_module() {
     }
     let mut problems = Vec::new();
     for circle in circles(&between_modules) {
-        let members: Vec<Vec<String>> =
-            sources.iter().filter(|s| circle.contains(&s.module[0])).map(|s| s.module.clone()).collect();
+        let members: Vec<Vec<String>> = krate
+            .sources
+            .iter()
+            .filter(|s| circle.contains(&s.module[0]))
+            .map(|s| s.module.clone())
+            .collect();
         problems.push(format!(
             "modules in a circle: {} ({})",
             circle.join(", "),
@@ -490,7 +562,121 @@ fn no_circles_between_modules_or_between_files_of_a_module() {
             ));
         }
     }
-    assert!(problems.is_empty(), "import circles:\n  {}", problems.join("\n  "));
+    problems
+}
+
+/// Checks the member in folder `member` against its layers table.
+fn assert_layered(member: &str) {
+    let Some((_, _, Cover::Layers(doc))) = MEMBERS.iter().find(|(m, ..)| *m == member) else {
+        panic!("{member} has no layers table in MEMBERS");
+    };
+    let root = workspace_root();
+    let text = std::fs::read_to_string(root.join(doc)).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let layers = layers_table(&text).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let krate = read_crate(&root.join(member).join("src"));
+    assert!(!krate.sources.is_empty(), "{member}/src has no modules");
+    let (layering, circles) = (layer_problems(&krate, &layers), circle_problems(&krate));
+    assert!(
+        layering.is_empty() && circles.is_empty(),
+        "{member}: layering violations:\n  {}\n{member}: import circles:\n  {}",
+        layering.join("\n  "),
+        circles.join("\n  ")
+    );
+}
+
+#[test]
+fn the_gateway_keeps_its_layers_without_circles() {
+    assert_layered("gateway");
+}
+
+#[test]
+fn the_runtime_keeps_its_layers_without_circles() {
+    assert_layered("runtime");
+}
+
+#[test]
+fn router_policies_keep_their_layers_without_circles() {
+    assert_layered("router-policies");
+}
+
+/// The values of `key = [ "a", "b" ]` in a TOML text (one array of plain
+/// strings, on one line or several).
+fn string_array(toml: &str, key: &str) -> Vec<String> {
+    let Some(at) = toml.lines().position(|l| l.trim_start().starts_with(key)) else { return Vec::new() };
+    let text: String = toml.lines().skip(at).collect::<Vec<_>>().join("\n");
+    let (Some(open), Some(close)) = (text.find('['), text.find(']')) else { return Vec::new() };
+    text[open + 1..close]
+        .split(',')
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A `Cargo.toml`'s package name and the names of everything it depends
+/// on (normal, dev and build dependencies, any target).
+fn package_and_dependencies(toml: &str) -> (String, BTreeSet<String>) {
+    let (mut name, mut deps, mut section) = (String::new(), BTreeSet::new(), String::new());
+    for line in toml.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = header.to_string();
+            // `[dependencies.foo]`
+            if let Some((_, dep)) = header.split_once("dependencies.") {
+                deps.insert(dep.to_string());
+            }
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        let key = key.trim();
+        if section == "package" && key == "name" {
+            name = value.trim().trim_matches('"').to_string();
+        } else if section.ends_with("dependencies") {
+            deps.insert(key.split('.').next().unwrap_or(key).trim().to_string());
+        }
+    }
+    (name, deps)
+}
+
+#[test]
+fn every_workspace_member_is_covered_and_depends_only_on_lower_crates() {
+    let root = workspace_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = string_array(&manifest, "members");
+    assert!(!members.is_empty(), "no workspace members found in Cargo.toml");
+    let mut problems = Vec::new();
+    let mut by_package = BTreeMap::new();
+    for member in &members {
+        let Some((_, rank, _)) = MEMBERS.iter().find(|(m, ..)| m == member) else {
+            problems.push(format!("workspace member `{member}` is not in this test's MEMBERS"));
+            continue;
+        };
+        let toml = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+        let (package, deps) = package_and_dependencies(&toml);
+        by_package.insert(package, (member.clone(), *rank, deps));
+    }
+    for (package, (member, rank, deps)) in &by_package {
+        for dep in deps {
+            let Some((dep_member, dep_rank, _)) = by_package.get(dep) else { continue };
+            if dep_rank >= rank {
+                problems.push(format!(
+                    "{member} (`{package}`, rank {rank}) depends on {dep_member} (`{dep}`, rank {dep_rank}), \
+                     not a lower crate"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "workspace crates:\n  {}", problems.join("\n  "));
+}
+
+#[test]
+fn the_manifest_reader_finds_members_and_dependencies() {
+    let root = "[workspace]\nmembers = [\n  \"a\",\n  \"b\" ]\nresolver = \"2\"";
+    assert_eq!(string_array(root, "members"), ["a", "b"]);
+    let member = "[package]\nname = \"a\"\nversion.workspace = true\n[dependencies]\nserde = \"1\"\n\
+                  [dev-dependencies]\nb = { path = \"../b\" }\n[target.'cfg(unix)'.build-dependencies]\n\
+                  c.workspace = true\n[dependencies.d]\nversion = \"1\"";
+    let (name, deps) = package_and_dependencies(member);
+    assert_eq!(name, "a");
+    assert_eq!(deps.into_iter().collect::<Vec<_>>(), ["b", "c", "d", "serde"]);
 }
 
 #[test]
@@ -504,7 +690,65 @@ fn the_scanner_reads_use_trees_and_paths_but_not_comments() {
         [vec!["cache".to_string()], vec!["cache".to_string(), "key".to_string()]].into_iter().collect();
     let from = vec!["cache".to_string(), "l1".to_string()];
     let path: Vec<String> = ["super", "key", "CacheKey"].iter().map(|s| s.to_string()).collect();
-    assert_eq!(resolve(&from, &path, &modules), Some(vec!["cache".to_string(), "key".to_string()]));
+    let no_reexports = BTreeMap::new();
+    assert_eq!(
+        resolve(&from, &path, &modules, &no_reexports),
+        Some(vec!["cache".to_string(), "key".to_string()])
+    );
+    let reexports = BTreeMap::from([("CacheKey".to_string(), vec!["cache".to_string()])]);
+    let path: Vec<String> = ["crate", "CacheKey"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(resolve(&from, &path, &modules, &reexports), Some(vec!["cache".to_string()]));
     let tested = without_test_items("fn a() {}\n#[cfg(test)]\nmod tests { use crate::x; }\nfn b() {}");
     assert!(!tested.contains("crate::x") && tested.contains("fn b"));
+    assert!(Source::new("text/tests.rs", "").is_none() && Source::new("tests/fixtures.rs", "").is_none());
+    assert!(Source::new("store/cache_tests.rs", "").is_none() && Source::new("lib.rs", "").is_none());
+}
+
+/// A crate made of `(file, code)` pairs, whose root re-exports `Leaf`
+/// from `leaf`.
+fn synthetic(files: &[(&str, &str)]) -> CrateSource {
+    let sources = files.iter().filter_map(|(rel, code)| Source::new(rel, code)).collect();
+    CrateSource { sources, reexports: BTreeMap::from([("Leaf".to_string(), vec!["leaf".to_string()])]) }
+}
+
+#[test]
+fn the_checks_name_an_upward_import_and_a_circle() {
+    let layers =
+        layers_table("| layer | modules |\n|---|---|\n| 1 | `leaf` |\n| 2 | `top`, `side` |").unwrap();
+    let clean = synthetic(&[
+        ("leaf.rs", "pub struct Leaf;"),
+        ("top.rs", "use crate::leaf::Leaf; use crate::side::Side;"),
+        ("side.rs", "pub struct Side(crate::Leaf);"),
+    ]);
+    assert_eq!(layer_problems(&clean, &layers), Vec::<String>::new());
+    assert_eq!(circle_problems(&clean), Vec::<String>::new());
+
+    // The leaf reaches up, through the crate root's re-export: both an
+    // upward import and a circle.
+    let upward = synthetic(&[
+        ("leaf.rs", "pub struct Leaf; fn f() { crate::top::run() }"),
+        ("top.rs", "use crate::Leaf; pub fn run() {}"),
+    ]);
+    let problems = layer_problems(&upward, &layers);
+    assert_eq!(problems, ["leaf (layer 1) uses top (layer 2), a higher layer: {\"run\"}"]);
+    let circles = circle_problems(&upward);
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert!(circles[0].starts_with("modules in a circle: leaf, top"), "{circles:?}");
+
+    // Two files of one module that use each other, and a module in no layer.
+    let inside = synthetic(&[
+        ("top/mod.rs", "mod a; mod b;"),
+        ("top/a.rs", "use super::b::B; pub struct A;"),
+        ("top/b.rs", "use super::a::A; pub struct B;"),
+        ("stray.rs", ""),
+    ]);
+    let circles = circle_problems(&inside);
+    assert_eq!(circles.len(), 1, "{circles:?}");
+    assert!(circles[0].starts_with("files of `top` in a circle: top::a, top::b"), "{circles:?}");
+    assert_eq!(
+        layer_problems(&inside, &layers),
+        ["module `stray` (stray.rs) is in no layer of ARCHITECTURE.md"]
+    );
+    assert!(layers_table("| 1 | `a` |\n| 2 | `a` |").is_err(), "a module in two layers");
+    assert!(layers_table("no table").is_err());
 }

@@ -36,12 +36,13 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::device::DeviceKind;
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::PoolRuntime;
-use crate::queue::PoolShared;
+use crate::pool_shared::PoolShared;
 use crate::request::InferenceResponse;
-use crate::spec::{BatchingSpec, DeviceKind};
+use crate::spec::BatchingSpec;
 use crate::stats::add;
 use crate::validate::Validated;
 use crate::worker::run_alone;

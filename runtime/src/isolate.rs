@@ -42,9 +42,9 @@ use ort::session::Session;
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
+use crate::execute::{named_outputs, response, run_and_record, BatchOutputs, PoolContext};
 use crate::queue::QueueEntry;
 use crate::stats::add;
-use crate::worker::{named_outputs, response, run_and_record, BatchOutputs, PoolContext};
 
 /// What became of one request of a failed batch when run alone.
 enum Alone {

@@ -17,18 +17,26 @@
 //! request into batch-sized chunks) -> `inline` (a request into an idle
 //! pool of a microsecond model runs on the caller's thread) or `dispatch`
 //! (pick a pool) -> `queue` (collect a batch) -> `worker` (`batch` concat,
-//! run, split; a batch that fails goes to `isolate`, which reruns its
-//! requests alone so that only those that fail alone get the error);
+//! run and record in `execute`, split; a batch that fails goes to
+//! `isolate`, which reruns its requests alone so that only those that
+//! fail alone get the error);
 //! `wait` awaits each answer within the caller's deadline on a paused
 //! pool.
+//!
+//! The modules sit in the layers of `runtime/ARCHITECTURE.md`, with leaf
+//! types ([`DeviceKind`], [`RequestLimits`], [`TextSpec`], [`ModelState`])
+//! at the bottom where every module may use them; `gateway/tests/layers.rs`
+//! fails on an import that runs up a layer or closes a circle.
 
 #![warn(missing_docs)]
 
 mod batch;
 mod chunk;
 mod convert;
+pub mod device;
 mod dispatch;
 pub mod error;
+mod execute;
 pub mod histogram;
 pub mod identity;
 mod inline;
@@ -36,8 +44,11 @@ mod isolate;
 mod last_use;
 pub mod limits;
 mod model;
+mod model_state;
 pub mod ort_env;
+mod pause;
 mod pool;
+mod pool_shared;
 mod queue;
 mod reaper;
 mod rebuild;
@@ -51,23 +62,26 @@ pub mod stats;
 pub mod store;
 pub mod tensor;
 pub mod text;
+pub mod text_spec;
 mod validate;
 mod wait;
 mod worker;
 pub mod worker_census;
 
+pub use device::DeviceKind;
 pub use error::{ErrorClass, RuntimeError};
 pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};
 pub use identity::FileIdentity;
 pub use limits::RequestLimits;
-pub use model::ModelState;
+pub use model_state::ModelState;
 pub use ort_env::init_onnxruntime;
 pub use rebuild::{ModelChange, RebuildError, RebuildReport};
 pub use repository::ModelRepository;
 pub use request::{InferenceRequest, InferenceResponse, LoadReport};
 pub use signature::{ModelSignature, TensorSpec};
 pub use source::{ModelFetcher, ModelSource};
-pub use spec::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
+pub use spec::{BatchingSpec, ModelSpec, PoolSpec};
 pub use stats::{LatencyBucket, ModelStats, PoolStats, RuntimeSnapshot};
 pub use tensor::{DataType, Tensor, TensorData, TensorError};
-pub use text::{TextEncoder, TextSpec};
+pub use text::TextEncoder;
+pub use text_spec::TextSpec;

@@ -3,7 +3,6 @@
 //! synchronously); the repository runs it off the async threads and makes
 //! sure only one load per model runs at a time.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,43 +10,19 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::error::RuntimeError;
+use crate::execute::PoolContext;
 use crate::histogram::{Histogram, COLD_START_US_BOUNDS};
 use crate::identity::FileIdentity;
 use crate::last_use::LastUse;
+use crate::model_state::ModelState;
 use crate::pool::PoolRuntime;
-use crate::queue::PoolShared;
+use crate::pool_shared::PoolShared;
 use crate::request::LoadReport;
 use crate::session::probe_signature;
 use crate::signature::ModelSignature;
 use crate::spec::ModelSpec;
 use crate::text::TextEncoder;
 use crate::validate::batchable;
-use crate::worker::PoolContext;
-
-/// Where a model is in its life cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelState {
-    /// Registered, no sessions; the next request loads it.
-    Unloaded,
-    /// Sessions are being built.
-    Loading,
-    /// Serving.
-    Ready,
-    /// The file is corrupt or no pool could start; requests fail with the
-    /// stored error until an explicit `load` succeeds.
-    Failed(String),
-}
-
-impl fmt::Display for ModelState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelState::Unloaded => f.write_str("unloaded"),
-            ModelState::Loading => f.write_str("loading"),
-            ModelState::Ready => f.write_str("ready"),
-            ModelState::Failed(reason) => write!(f, "failed: {reason}"),
-        }
-    }
-}
 
 /// The running part of a loaded model; dropped on unload.
 #[derive(Debug)]

@@ -9,10 +9,11 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 use ort::session::Session;
 use parking_lot::Mutex;
 
+use crate::execute::PoolContext;
 use crate::queue::{Collector, QueueEntry};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
-use crate::worker::{run_worker, warm_up, PoolContext};
+use crate::worker::{run_worker, warm_up};
 use crate::worker_census::WorkerTicket;
 
 /// A running pool: the sending side of its queue, and its workers'

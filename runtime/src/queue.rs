@@ -17,19 +17,18 @@
 //! for a later batch rather than failed; an entry is never split.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
-use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 use crate::error::RuntimeError;
-use crate::histogram::PoolHistograms;
+use crate::pool_shared::PoolShared;
 use crate::request::InferenceResponse;
-use crate::spec::{BatchingSpec, PoolSpec};
-use crate::stats::{add, get, LatencyTable, PoolCounters, PoolStats};
+use crate::spec::BatchingSpec;
+use crate::stats::add;
 use crate::tensor::Tensor;
 
 /// One queued request, validated against the model's signature.
@@ -53,157 +52,15 @@ pub struct QueueEntry {
     pub reply: oneshot::Sender<Result<InferenceResponse, RuntimeError>>,
 }
 
-/// Holds a pool's workers between batches while closed; a test and
-/// maintenance hook (see [`crate::ModelRepository::set_paused`]). Workers
-/// block on it; callers waiting for a queued request watch it
-/// asynchronously ([`Self::watch`]), so a request can give up at its
-/// deadline while the pool is paused.
-#[derive(Debug)]
-pub struct PauseGate {
-    paused: Mutex<bool>,
-    changed: Condvar,
-    watch: tokio::sync::watch::Sender<bool>,
-}
-
-impl Default for PauseGate {
-    fn default() -> Self {
-        PauseGate {
-            paused: Mutex::new(false),
-            changed: Condvar::new(),
-            watch: tokio::sync::watch::Sender::new(false),
-        }
-    }
-}
-
-impl PauseGate {
-    /// Closes (`true`) or opens the gate.
-    pub fn set(&self, paused: bool) {
-        *self.paused.lock() = paused;
-        self.changed.notify_all();
-        self.watch.send_replace(paused);
-    }
-
-    /// True while the gate is closed.
-    pub fn is_paused(&self) -> bool {
-        *self.paused.lock()
-    }
-
-    /// A receiver that sees every change of the gate.
-    pub fn watch(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.watch.subscribe()
-    }
-
-    /// Blocks while the gate is closed.
-    pub fn wait_open(&self) {
-        let mut paused = self.paused.lock();
-        while *paused {
-            self.changed.wait(&mut paused);
-        }
-    }
-}
-
-/// The parts of a pool that outlive its sessions (kept across unloads):
-/// spec, counters, latency estimates, pause gate, availability.
-#[derive(Debug)]
-pub struct PoolShared {
-    /// The pool's spec.
-    pub spec: PoolSpec,
-    /// Counters.
-    pub counters: PoolCounters,
-    /// Latency by batch size.
-    pub latency: LatencyTable,
-    /// Distributions of batch size, execution time and queue wait.
-    pub histograms: PoolHistograms,
-    /// Pause hook.
-    pub gate: PauseGate,
-    /// Why the pool cannot serve, as of its last load; `None` = available.
-    pub unavailable: Mutex<Option<String>>,
-    /// Moving average of [`QueueEntry::ahead`] over the pool's arrivals
-    /// (an `f64`'s bits): how many requests usually share the pool with a
-    /// new one. The collectors read it for `idle_dispatch`, callers for
-    /// running inline (`crate::inline`).
-    company: AtomicU64,
-    /// Requests run inline since the last one that was queued (see
-    /// `crate::inline`'s probe).
-    pub inline_streak: AtomicU32,
-}
-
-impl PoolShared {
-    /// Fresh state for a pool.
-    pub fn new(spec: PoolSpec) -> Self {
-        PoolShared {
-            spec,
-            counters: PoolCounters::default(),
-            latency: LatencyTable::default(),
-            histograms: PoolHistograms::default(),
-            gate: PauseGate::default(),
-            unavailable: Mutex::new(None),
-            company: AtomicU64::new(0f64.to_bits()),
-            inline_streak: AtomicU32::new(0),
-        }
-    }
-
-    /// How many requests usually share the pool with a new one: a moving
-    /// average over about the last sixteen arrivals of how many requests
-    /// were queued or executing when each arrived.
-    pub fn company(&self) -> f64 {
-        f64::from_bits(self.company.load(Ordering::Relaxed))
-    }
-
-    /// Takes note of an arrival that found `ahead` requests queued or
-    /// executing. Concurrent updates may lose one another's sample; the
-    /// average is a hint, not a count.
-    pub fn observe_arrival(&self, ahead: usize) {
-        let company = self.company();
-        let next = company + (ahead as f64 - company) * COMPANY_WEIGHT;
-        self.company.store(next.to_bits(), Ordering::Relaxed);
-    }
-
-    /// A snapshot of the pool's statistics.
-    pub fn stats(&self, batching: &BatchingSpec) -> PoolStats {
-        PoolStats { histograms: self.histograms.snapshot(), ..self.load(batching) }
-    }
-
-    /// The pool's statistics without its distributions (`histograms` left
-    /// empty): what a routing decision reads on every request, without the
-    /// allocations of copying the histograms, which only metrics read.
-    pub fn load(&self, batching: &BatchingSpec) -> PoolStats {
-        let c = &self.counters;
-        let unavailable = self.unavailable.lock().clone();
-        PoolStats {
-            name: self.spec.name.clone(),
-            device: self.spec.device,
-            available: unavailable.is_none(),
-            unavailable_reason: unavailable,
-            paused: self.gate.is_paused(),
-            workers: self.spec.workers,
-            queue_depth: c.queue_depth.load(Ordering::Relaxed),
-            queue_capacity: batching.queue_capacity,
-            max_batch_size: batching.max_batch_size.max(1),
-            in_flight: c.in_flight.load(Ordering::Relaxed),
-            requests: get(&c.requests),
-            executions: get(&c.executions),
-            executed_rows: get(&c.executed_rows),
-            cancelled: get(&c.cancelled),
-            rejected: get(&c.rejected),
-            errors: get(&c.errors),
-            inline_runs: get(&c.inline_runs),
-            isolated_batches: get(&c.isolated_batches),
-            latency: self.latency.snapshot(batching.max_batch_size),
-            histograms: Default::default(),
-        }
-    }
-
-    /// If the entry's caller is gone, counts it as cancelled, takes it off
-    /// the queue depth and returns true.
-    pub fn drop_if_cancelled(&self, entry: &QueueEntry) -> bool {
-        if entry.reply.is_closed() {
-            add(&self.counters.cancelled, 1);
-            self.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
-            true
-        } else {
-            false
-        }
+/// If the entry's caller is gone, counts it as cancelled in `shared`,
+/// takes it off the queue depth and returns true.
+fn drop_if_cancelled(shared: &PoolShared, entry: &QueueEntry) -> bool {
+    if entry.reply.is_closed() {
+        add(&shared.counters.cancelled, 1);
+        shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        true
+    } else {
+        false
     }
 }
 
@@ -216,10 +73,6 @@ pub struct Collector {
     delay: Duration,
     idle_dispatch: bool,
 }
-
-/// Weight of the newest arrival in [`PoolShared::company`]: about the last
-/// sixteen arrivals count.
-const COMPANY_WEIGHT: f64 = 1.0 / 16.0;
 
 impl Collector {
     /// A collector for one worker; `max_rows <= 1` means every entry runs
@@ -282,7 +135,7 @@ impl Collector {
                 }
             };
             self.shared.gate.wait_open();
-            if self.shared.drop_if_cancelled(&first) {
+            if drop_if_cancelled(&self.shared, &first) {
                 continue;
             }
             let mut batch = vec![first];
@@ -290,7 +143,7 @@ impl Collector {
                 self.fill(&mut batch);
             }
             let shared = &self.shared;
-            batch.retain(|e| !shared.drop_if_cancelled(e));
+            batch.retain(|e| !drop_if_cancelled(shared, e));
             if !batch.is_empty() {
                 return Some(batch);
             }
@@ -306,7 +159,7 @@ impl Collector {
             let fits = self.pending[i].group == group && rows + self.pending[i].rows <= self.max_rows;
             match self.pending.remove(i) {
                 Some(entry) if fits => {
-                    if !self.shared.drop_if_cancelled(&entry) {
+                    if !drop_if_cancelled(&self.shared, &entry) {
                         rows += entry.rows;
                         batch.push(entry);
                     }
@@ -320,7 +173,7 @@ impl Collector {
         }
         while rows < self.max_rows {
             let Some(entry) = self.next_arrival(batch.len(), deadline) else { break };
-            if self.shared.drop_if_cancelled(&entry) {
+            if drop_if_cancelled(&self.shared, &entry) {
                 continue;
             }
             let same_group = entry.group == group;
@@ -340,7 +193,8 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::DeviceKind;
+    use crate::device::DeviceKind;
+    use crate::spec::PoolSpec;
 
     type Reply = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
 

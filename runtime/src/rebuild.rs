@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::RuntimeError;
-use crate::model::{Model, ModelState};
+use crate::model::Model;
+use crate::model_state::ModelState;
 use crate::ort_env::environment;
 use crate::repository::{check_specs, ModelRepository};
 use crate::spec::ModelSpec;

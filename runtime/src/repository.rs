@@ -13,10 +13,11 @@ use std::time::Instant;
 
 use crate::chunk;
 use crate::error::RuntimeError;
-use crate::limits::request_rows;
-use crate::model::{LoadedModel, Model, ModelState};
+use crate::identity::FileIdentity;
+use crate::model::{LoadedModel, Model};
+use crate::model_state::ModelState;
 use crate::ort_env::environment;
-use crate::request::{InferenceRequest, InferenceResponse, LoadReport};
+use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
 use crate::spec::{BatchingSpec, ModelSpec};
 use crate::stats::{ModelStats, RuntimeSnapshot};
@@ -96,7 +97,7 @@ impl ModelRepository {
 
     /// The identity of the model's file when it was registered (what its
     /// sessions are built from); `None` when the file could not be read.
-    pub fn file_identity(&self, model: &str) -> Result<Option<crate::FileIdentity>, RuntimeError> {
+    pub fn file_identity(&self, model: &str) -> Result<Option<FileIdentity>, RuntimeError> {
         Ok(self.model(model)?.identity)
     }
 

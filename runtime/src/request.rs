@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::spec::DeviceKind;
+use crate::device::DeviceKind;
 use crate::tensor::Tensor;
 
 /// One inference call: named inputs (each with the batch dimension first
@@ -49,6 +49,12 @@ impl InferenceResponse {
     pub fn output(&self, name: &str) -> Option<&Tensor> {
         self.outputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
     }
+}
+
+/// The rows a request declares: the largest leading dimension of its
+/// inputs (0 for scalars), read before anything else is done with it.
+pub fn request_rows(req: &InferenceRequest) -> usize {
+    req.inputs.iter().filter_map(|(_, t)| t.shape().first().copied()).max().unwrap_or(0)
 }
 
 /// The outcome of loading a model's sessions.

@@ -8,10 +8,11 @@ use ort::session::Session;
 use ort::value::{Outlet, ValueType};
 
 use crate::convert::from_ort_type;
+use crate::device::DeviceKind;
 use crate::error::RuntimeError;
 use crate::ort_env::environment;
 use crate::signature::{ModelSignature, TensorSpec};
-use crate::spec::{DeviceKind, ModelSpec, PoolSpec};
+use crate::spec::{ModelSpec, PoolSpec};
 
 /// Opens the model with a plain CPU session, reads its inputs and outputs,
 /// and drops the session. `CorruptModel` when the file is missing, does not

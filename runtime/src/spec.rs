@@ -5,40 +5,14 @@
 //! [`ModelSpec::validate`] is called by [`crate::ModelRepository::new`], so
 //! an inconsistent spec is an error at start-up rather than at first use.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::device::DeviceKind;
 use crate::error::RuntimeError;
-
-/// The kind of device a pool runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKind {
-    /// ONNX Runtime's CPU execution provider.
-    Cpu,
-    /// ONNX Runtime's CUDA execution provider (needs the crate's `cuda`
-    /// feature and a CUDA-enabled ONNX Runtime library; otherwise the pool is
-    /// reported unavailable, never silently run on CPU).
-    Cuda,
-    /// Another inference server the gateway forwards requests to. The
-    /// runtime never runs pools of this kind (a spec naming it is
-    /// invalid); it exists so that answers from upstream servers report
-    /// their device in the same vocabulary as local ones.
-    Upstream,
-}
-
-impl fmt::Display for DeviceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DeviceKind::Cpu => "cpu",
-            DeviceKind::Cuda => "cuda",
-            DeviceKind::Upstream => "upstream",
-        })
-    }
-}
+use crate::limits::{RequestLimits, DEFAULT_BATCHES_PER_REQUEST, MIN_DEFAULT_MAX_ROWS};
 
 /// One device pool of a model: `workers` threads, each owning its own
 /// ONNX Runtime session on `device`.
@@ -153,11 +127,11 @@ pub struct ModelSpec {
     /// strings, the runtime feeds the graph token tensors (see
     /// [`crate::text`]). `None` for models that take tensors directly.
     #[serde(default)]
-    pub text: Option<crate::text::TextSpec>,
+    pub text: Option<crate::text_spec::TextSpec>,
     /// Per-request limits (rows, tokens); defaults follow the batching
     /// (see [`crate::limits`]).
     #[serde(default)]
-    pub limits: crate::limits::RequestLimits,
+    pub limits: RequestLimits,
     /// Where the file comes from when a model store delivers it (`None`:
     /// a file on disk). With a source the model registers before its file
     /// exists and fetches it on first load (see [`crate::source`]).
@@ -174,6 +148,37 @@ impl ModelSpec {
     /// True when some pool of the model batches.
     pub fn any_batching(&self) -> bool {
         self.pools.iter().any(|p| self.pool_batching(p).enabled())
+    }
+
+    /// The most rows one request may carry: `limits.max_rows`, else
+    /// [`DEFAULT_BATCHES_PER_REQUEST`] times the largest `max_batch_size`
+    /// of its pools, at least [`MIN_DEFAULT_MAX_ROWS`].
+    pub fn max_rows(&self) -> usize {
+        self.limits.max_rows.unwrap_or_else(|| {
+            let largest = self.pools.iter().map(|p| self.pool_batching(p).max_batch_size).max().unwrap_or(1);
+            largest.max(1).saturating_mul(DEFAULT_BATCHES_PER_REQUEST).max(MIN_DEFAULT_MAX_ROWS)
+        })
+    }
+
+    /// For a text model, the most tokens one request may carry:
+    /// `limits.max_tokens`, else [`Self::max_rows`] texts of `max_length`
+    /// tokens. `None` for other models.
+    pub fn max_tokens(&self) -> Option<usize> {
+        let text = self.text.as_ref()?;
+        Some(self.limits.max_tokens.unwrap_or_else(|| self.max_rows().saturating_mul(text.max_length)))
+    }
+
+    /// `TooLarge` when `rows` exceeds [`Self::max_rows`].
+    pub fn check_rows(&self, rows: usize) -> Result<(), RuntimeError> {
+        let limit = self.max_rows();
+        if rows <= limit {
+            return Ok(());
+        }
+        Err(RuntimeError::TooLarge {
+            model: self.name.clone(),
+            reason: format!("the request has {rows} rows, more than the {limit} rows one request may carry"),
+            setting: "max_rows",
+        })
     }
 
     /// Checks the spec on its own: a name, at least one pool, unique pool
@@ -221,6 +226,7 @@ impl ModelSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text_spec::TextSpec;
 
     fn spec() -> ModelSpec {
         ModelSpec {
@@ -263,10 +269,39 @@ mod tests {
         assert!(s.validate().is_err(), "upstream pools are not the runtime's");
     }
 
+    /// [`spec`] batching `max_batch` rows, its pool `pool_batch` when set.
+    fn batched(max_batch: usize, pool_batch: Option<usize>) -> ModelSpec {
+        let batching = |n| BatchingSpec { max_batch_size: n, ..BatchingSpec::default() };
+        let mut s = ModelSpec { batching: batching(max_batch), ..spec() };
+        s.pools[0].batching = pool_batch.map(batching);
+        s
+    }
+
     #[test]
-    fn device_display() {
-        assert_eq!(DeviceKind::Cpu.to_string(), "cpu");
-        assert_eq!(DeviceKind::Cuda.to_string(), "cuda");
-        assert_eq!(DeviceKind::Upstream.to_string(), "upstream");
+    fn default_limits_follow_batching() {
+        assert_eq!(batched(32, None).max_rows(), 256);
+        assert_eq!(batched(32, Some(128)).max_rows(), 1024, "the largest pool batch");
+        assert_eq!(batched(1, None).max_rows(), MIN_DEFAULT_MAX_ROWS);
+        assert_eq!(batched(0, None).max_rows(), MIN_DEFAULT_MAX_ROWS);
+        assert_eq!(batched(32, None).max_tokens(), None, "not a text model");
+        let mut text = batched(16, None);
+        text.text = Some(TextSpec {
+            tokenizer: "t.json".into(),
+            max_length: 128,
+            buckets: vec![128],
+            input: "text".into(),
+        });
+        assert_eq!(text.max_tokens(), Some(128 * 128));
+        text.limits = RequestLimits { max_rows: Some(10), max_tokens: Some(500) };
+        assert_eq!((text.max_rows(), text.max_tokens()), (10, Some(500)));
+    }
+
+    #[test]
+    fn rows_over_the_limit_are_too_large() {
+        let s = batched(16, None);
+        assert!(s.check_rows(128).is_ok());
+        let e = s.check_rows(129).unwrap_err();
+        assert_eq!(e.label(), "too_large");
+        assert!(e.to_string().contains("129 rows") && e.to_string().contains("max_rows"), "{e}");
     }
 }

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::device::DeviceKind;
 use crate::histogram::{HistogramSnapshot, PoolHistogramSnapshot};
-use crate::model::ModelState;
-use crate::spec::DeviceKind;
+use crate::model_state::ModelState;
 
 /// Weight of the newest sample in the moving average.
 const EWMA_ALPHA: f64 = 0.2;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use crate::dispatch::Pending;
 use crate::error::RuntimeError;
-use crate::queue::PauseGate;
+use crate::pause::PauseGate;
 use crate::request::InferenceResponse;
 
 /// Where a queued request waits: its model and pool, and the pool's gate.

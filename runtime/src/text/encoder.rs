@@ -5,11 +5,11 @@
 use bytes::Bytes;
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use super::TextSpec;
 use crate::error::RuntimeError;
 use crate::request::InferenceRequest;
 use crate::signature::{ModelSignature, TensorSpec};
 use crate::tensor::{DataType, Tensor, TensorData};
+use crate::text_spec::TextSpec;
 
 /// A token tensor a transformer graph takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use super::*;
 use crate::error::ErrorClass;
 use crate::signature::{ModelSignature, TensorSpec};
 use crate::tensor::{DataType, Tensor, TensorData};
+use crate::text_spec::TextSpec;
 
 fn tokenizer_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-tokenizer.json")

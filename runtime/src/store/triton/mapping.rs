@@ -21,8 +21,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::device::DeviceKind;
 use crate::signature::ModelSignature;
-use crate::spec::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec};
+use crate::spec::{BatchingSpec, ModelSpec, PoolSpec};
 
 use super::config::{InstanceKind, TensorDecl, TritonConfig};
 

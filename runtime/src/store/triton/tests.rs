@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::config::{InstanceKind, TritonConfig};
 use super::mapping::{check_signature, map_config, SpecDefaults};
+use crate::device::DeviceKind;
 use crate::signature::{ModelSignature, TensorSpec};
-use crate::spec::DeviceKind;
 use crate::store::versions::VersionPolicy;
 use crate::tensor::DataType;
 

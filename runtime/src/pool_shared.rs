@@ -1,0 +1,109 @@
+//! The parts of a pool that outlive its sessions ([`PoolShared`]): made
+//! when the model registers, kept across unloads and reloads, read by the
+//! queue's collectors, the workers, dispatch and statistics.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::histogram::PoolHistograms;
+use crate::pause::PauseGate;
+use crate::spec::{BatchingSpec, PoolSpec};
+use crate::stats::{get, LatencyTable, PoolCounters, PoolStats};
+
+/// The parts of a pool that outlive its sessions (kept across unloads):
+/// spec, counters, latency estimates, pause gate, availability.
+#[derive(Debug)]
+pub struct PoolShared {
+    /// The pool's spec.
+    pub spec: PoolSpec,
+    /// Counters.
+    pub counters: PoolCounters,
+    /// Latency by batch size.
+    pub latency: LatencyTable,
+    /// Distributions of batch size, execution time and queue wait.
+    pub histograms: PoolHistograms,
+    /// Pause hook.
+    pub gate: PauseGate,
+    /// Why the pool cannot serve, as of its last load; `None` = available.
+    pub unavailable: Mutex<Option<String>>,
+    /// Moving average of [`crate::queue::QueueEntry::ahead`] over the
+    /// pool's arrivals (an `f64`'s bits): how many requests usually share
+    /// the pool with a new one. The collectors read it for
+    /// `idle_dispatch`, callers for running inline (`crate::inline`).
+    company: AtomicU64,
+    /// Requests run inline since the last one that was queued (see
+    /// `crate::inline`'s probe).
+    pub inline_streak: AtomicU32,
+}
+
+impl PoolShared {
+    /// Fresh state for a pool.
+    pub fn new(spec: PoolSpec) -> Self {
+        PoolShared {
+            spec,
+            counters: PoolCounters::default(),
+            latency: LatencyTable::default(),
+            histograms: PoolHistograms::default(),
+            gate: PauseGate::default(),
+            unavailable: Mutex::new(None),
+            company: AtomicU64::new(0f64.to_bits()),
+            inline_streak: AtomicU32::new(0),
+        }
+    }
+
+    /// How many requests usually share the pool with a new one: a moving
+    /// average over about the last sixteen arrivals of how many requests
+    /// were queued or executing when each arrived.
+    pub fn company(&self) -> f64 {
+        f64::from_bits(self.company.load(Ordering::Relaxed))
+    }
+
+    /// Takes note of an arrival that found `ahead` requests queued or
+    /// executing. Concurrent updates may lose one another's sample; the
+    /// average is a hint, not a count.
+    pub fn observe_arrival(&self, ahead: usize) {
+        let company = self.company();
+        let next = company + (ahead as f64 - company) * COMPANY_WEIGHT;
+        self.company.store(next.to_bits(), Ordering::Relaxed);
+    }
+
+    /// A snapshot of the pool's statistics.
+    pub fn stats(&self, batching: &BatchingSpec) -> PoolStats {
+        PoolStats { histograms: self.histograms.snapshot(), ..self.load(batching) }
+    }
+
+    /// The pool's statistics without its distributions (`histograms` left
+    /// empty): what a routing decision reads on every request, without the
+    /// allocations of copying the histograms, which only metrics read.
+    pub fn load(&self, batching: &BatchingSpec) -> PoolStats {
+        let c = &self.counters;
+        let unavailable = self.unavailable.lock().clone();
+        PoolStats {
+            name: self.spec.name.clone(),
+            device: self.spec.device,
+            available: unavailable.is_none(),
+            unavailable_reason: unavailable,
+            paused: self.gate.is_paused(),
+            workers: self.spec.workers,
+            queue_depth: c.queue_depth.load(Ordering::Relaxed),
+            queue_capacity: batching.queue_capacity,
+            max_batch_size: batching.max_batch_size.max(1),
+            in_flight: c.in_flight.load(Ordering::Relaxed),
+            requests: get(&c.requests),
+            executions: get(&c.executions),
+            executed_rows: get(&c.executed_rows),
+            cancelled: get(&c.cancelled),
+            rejected: get(&c.rejected),
+            errors: get(&c.errors),
+            inline_runs: get(&c.inline_runs),
+            isolated_batches: get(&c.isolated_batches),
+            latency: self.latency.snapshot(batching.max_batch_size),
+            histograms: Default::default(),
+        }
+    }
+}
+
+/// Weight of the newest arrival in [`PoolShared::company`]: about the last
+/// sixteen arrivals count.
+const COMPANY_WEIGHT: f64 = 1.0 / 16.0;
