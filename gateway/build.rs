@@ -1,5 +1,5 @@
 //! Compiles the gRPC service (`proto/grpc_service.proto`, which imports
-//! the Triton model configuration from `runtime/proto`) with `protox`
+//! the Triton model configuration from `runtime/store/proto`) with `protox`
 //! (pure Rust: no `protoc` needed) and generates its Rust types and server
 //! trait with `tonic-prost-build`; `src/grpc/proto.rs` includes them. The
 //! descriptor set is written beside them for `prost-reflect`.
@@ -10,11 +10,11 @@
 //! serves, with tables and no charts, and the build says so.
 
 fn main() {
-    let protos = ["proto/grpc_service.proto", "../runtime/proto/triton_model_config.proto"];
+    let protos = ["proto/grpc_service.proto", "../runtime/store/proto/triton_model_config.proto"];
     for proto in protos {
         println!("cargo:rerun-if-changed={proto}");
     }
-    let descriptors = match protox::compile(["grpc_service.proto"], ["proto", "../runtime/proto"]) {
+    let descriptors = match protox::compile(["grpc_service.proto"], ["proto", "../runtime/store/proto"]) {
         Ok(set) => set,
         Err(e) => fail(&format!("compiling the gRPC protocol: {e}")),
     };

@@ -129,7 +129,7 @@ pip_install models/requirements.txt
 if [ "$MODE" = test ]; then
     pip_install benchmarks/baseline/requirements.txt
     pip_install gateway/tests/python/requirements.txt
-    pip_install runtime/tests/requirements.txt
+    pip_install runtime/store/tests/requirements.txt
     # playwright-core only (never Playwright's own browsers): the test drives /usr/bin/chromium.
     need_cmd npm "install Node.js (>= 20) with npm for the browser test"
     npm_ci gateway/tests/browser "playwright-core" PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1

@@ -232,10 +232,10 @@ pub enum RuntimeError {
         /// What happened, for the client.
         message: String,
     },
-    /// A model of the model store ([`crate::store`]) that could not be
-    /// made local: not cached while the store is unreachable, an object
-    /// that failed its integrity check, refused credentials. Built from
-    /// the [`crate::store::StoreError`], whose class it keeps.
+    /// A model of the model store (the `switchyard-store` crate) that
+    /// could not be made local: not cached while the store is unreachable,
+    /// an object that failed its integrity check, refused credentials.
+    /// Built from the store's `StoreError`, whose class it keeps.
     #[error("model '{model}' is not available from the model store: {message}")]
     StoreUnavailable {
         /// The model (`<model>` or `<model>@<version>`).

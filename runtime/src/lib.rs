@@ -7,9 +7,11 @@
 //! [`ModelRepository::start_idle_reaper`]. Serving:
 //! [`ModelRepository::infer`]. Observing: [`ModelRepository::stats`].
 //!
-//! Models kept in object storage or in a Triton-layout repository:
-//! [`store`] lists and pulls them into a local cache and turns
-//! `config.pbtxt` files into [`ModelSpec`]s.
+//! Models kept in object storage or in a Triton-layout repository are the
+//! `switchyard-store` crate's (`runtime/store`): it lists and pulls them
+//! into a local cache, turns `config.pbtxt` files into [`ModelSpec`]s and
+//! fetches a model's file through this crate's [`ModelFetcher`]; this crate
+//! never names it.
 //!
 //! Inside, each pool is a bounded queue feeding worker threads that each
 //! own one ONNX Runtime session: `repository` ([`limits`] on rows and
@@ -59,7 +61,6 @@ pub mod signature;
 pub mod source;
 pub mod spec;
 pub mod stats;
-pub mod store;
 pub mod tensor;
 pub mod text;
 pub mod text_spec;

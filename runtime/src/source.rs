@@ -13,8 +13,8 @@ use crate::error::RuntimeError;
 use crate::signature::ModelSignature;
 
 /// Fetches a model's file to the spec's `path`. Implemented by the model
-/// store ([`crate::store::triton::StoreFetcher`]); called on a blocking
-/// thread, never on an async one.
+/// store (`switchyard_store::triton::StoreFetcher`, a crate above this
+/// one); called on a blocking thread, never on an async one.
 pub trait ModelFetcher: Send + Sync + fmt::Debug {
     /// Makes the spec's `path` exist (blocking). An error leaves the model
     /// unloaded, so the next request tries again (a store that was down

@@ -1,5 +1,5 @@
 //! One model version pulled from an object store into an empty disk
-//! cache by Switchyard's model store (`switchyard_runtime::store`), timed:
+//! cache by Switchyard's model store (`switchyard_store`), timed:
 //! the download half of a cold start, to compare with another client's
 //! download of the same objects from the same server
 //! (`benchmarks/store_cold_start.py` runs it beside boto3).
@@ -14,7 +14,7 @@ use clap::Parser;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use switchyard_runtime::store::{AwsEnv, ModelStore, StoreSettings, StoreUri};
+use switchyard_store::{AwsEnv, ModelStore, StoreSettings, StoreUri};
 
 #[derive(Parser)]
 struct Args {

@@ -23,8 +23,8 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use switchyard_runtime::store::StoreUri;
 use switchyard_runtime::ModelSpec;
+use switchyard_store::StoreUri;
 
 /// Files and folders a traffic sample must never be written to, each with
 /// what it is (for the message).

@@ -1,6 +1,6 @@
 //! `[repository]`: where model files come from. Without `uri` it is only
 //! the folder that `[[models]]` paths start from. With `uri` it is also a
-//! model store (`switchyard_runtime::store`): a Triton-layout repository
+//! model store (`switchyard_store`): a Triton-layout repository
 //! (`<model>/config.pbtxt`, `<model>/<version>/model.onnx`) in S3-compatible
 //! object storage (`s3://bucket/prefix`) or a local folder (`file://`),
 //! whose models are served beside `[[models]]`. Objects are pulled into a
@@ -27,9 +27,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_runtime::store::{
-    CacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri,
-};
+use switchyard_store::{CacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri};
 
 /// `[repository]` as written.
 #[derive(Debug, Deserialize, Default)]

@@ -19,8 +19,8 @@ use crate::config::{Config, ConfigIssue};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
-use switchyard_runtime::store::triton::{load_repository, SpecDefaults};
-use switchyard_runtime::store::{AwsEnv, ModelStore, RepositoryChange, StoreError};
+use switchyard_store::triton::{load_repository, SpecDefaults};
+use switchyard_store::{AwsEnv, ModelStore, RepositoryChange, StoreError};
 
 /// Resolves `config`'s model store (if any) and appends its models to
 /// `config.models`. `previous` is the running generation's store config:

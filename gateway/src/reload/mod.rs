@@ -31,7 +31,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_runtime::store::ModelStore;
+use switchyard_store::ModelStore;
 
 /// What asked for a reload (logged and reported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -68,7 +68,7 @@ def read_by_the_build() -> list[str]:
 
 def test_the_derivation_finds_the_known_inputs():
     needed = read_by_the_build()
-    for path in ["gateway/build.rs", "gateway/proto", "runtime/proto", "gateway/console/console.js",
+    for path in ["gateway/build.rs", "gateway/proto", "runtime/store/proto", "gateway/console/console.js",
                  "fuzz/Cargo.toml", "gateway/src/config/default.toml"]:
         assert path in needed, (path, needed)
 

@@ -44,7 +44,7 @@ class Moto:
             if found:
                 self.endpoint = found.group(1)
         setup = subprocess.run(
-            [sys.executable, str(REPO / "runtime/tests/store_support/moto_setup.py"), self.endpoint, BUCKET],
+            [sys.executable, str(REPO / "runtime/store/tests/store_support/moto_setup.py"), self.endpoint, BUCKET],
             capture_output=True,
             text=True,
             check=True,

@@ -1,9 +1,11 @@
-//! Helpers shared by the runtime's integration tests: ONNX Runtime set-up,
-//! fixture paths, specs and inputs. Tests run against the real library.
+//! Helpers shared by the runtime's integration tests (and the model
+//! store's, `runtime/store/tests`, which include this file): ONNX Runtime
+//! set-up, fixture paths, specs and inputs. Tests run against the real
+//! library.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,18 +14,24 @@ use switchyard_runtime::{
     Tensor,
 };
 
+/// The workspace root: the nearest folder above the crate under test that
+/// holds `Cargo.lock` (the runtime's or the store's).
+pub fn workspace() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.ancestors().find(|dir| dir.join("Cargo.lock").is_file()).unwrap_or(manifest).to_path_buf()
+}
+
 /// Loads ONNX Runtime from `$ORT_DYLIB_PATH` or the workspace's `.cache`.
 pub fn init() {
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let library = match std::env::var("ORT_DYLIB_PATH") {
         Ok(p) if !p.is_empty() => PathBuf::from(p),
-        _ => workspace.join(".cache/onnxruntime/libonnxruntime.so.1.31.1"),
+        _ => workspace().join(".cache/onnxruntime/libonnxruntime.so.1.31.1"),
     };
     init_onnxruntime(Some(&library)).expect("ONNX Runtime library (run the set-up or set ORT_DYLIB_PATH)");
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    workspace().join("runtime/tests/fixtures").join(name)
 }
 
 pub fn cpu_pool(name: &str, workers: usize) -> PoolSpec {
