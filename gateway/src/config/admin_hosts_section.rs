@@ -10,7 +10,7 @@
 //! or IP addresses, without scheme or port; names compare without case.
 //! Reloadable.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use std::net::IpAddr;
 
 /// One checked `server.admin_hosts` entry.
@@ -24,14 +24,12 @@ pub enum AdminHost {
 
 /// Checks `server.admin_hosts` (absent = none), naming each bad entry by
 /// its index.
-pub fn admin_hosts(raw: Option<&[String]>, issues: &mut Vec<ConfigIssue>) -> Vec<AdminHost> {
+pub fn admin_hosts(raw: Option<&[String]>, issues: &mut Issues) -> Vec<AdminHost> {
     let mut hosts = Vec::new();
     for (i, text) in raw.unwrap_or_default().iter().enumerate() {
         match parse_host(text) {
             Ok(host) => hosts.push(host),
-            Err(message) => {
-                issues.push(ConfigIssue { path: format!("server.admin_hosts[{i}]"), message });
-            }
+            Err(message) => issues.push(format!("server.admin_hosts[{i}]"), message),
         }
     }
     hosts
@@ -72,7 +70,7 @@ mod tests {
             "[::1]".to_string(),
             "fe80::1".to_string(),
         ];
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let hosts = admin_hosts(Some(&raw), &mut issues);
         assert!(issues.is_empty(), "{issues:?}");
         assert_eq!(hosts[0], AdminHost::Name("admin.example".into()));
@@ -88,7 +86,7 @@ mod tests {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let hosts = admin_hosts(Some(&raw), &mut issues);
         assert_eq!(hosts, vec![AdminHost::Name("ok.example".into())]);
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();

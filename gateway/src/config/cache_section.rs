@@ -3,7 +3,7 @@
 //! cache settings have one home; problems are reported with field paths
 //! like every other config error.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use super::size::ByteSize;
 use serde::Deserialize;
 use std::time::Duration;
@@ -128,51 +128,36 @@ pub const MAX_FLEET_WAIT_MS: u64 = 60_000;
 /// Default L1 bound: 256 MiB.
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
 
-fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
-    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
-}
-
 /// `[cache]`: absent = no cache.
-pub fn cache_config(raw: Option<&RawCache>, issues: &mut Vec<ConfigIssue>) -> Option<CacheConfig> {
+pub fn cache_config(raw: Option<&RawCache>, issues: &mut Issues) -> Option<CacheConfig> {
     let raw = raw?;
     let l1_max_bytes = raw.l1_max_bytes.map_or(DEFAULT_L1_MAX_BYTES, |s| s.0);
     if l1_max_bytes == 0 {
-        issue(issues, "cache.l1_max_bytes", "must be at least 1 byte");
+        issues.push("cache.l1_max_bytes", "must be at least 1 byte");
     }
     let redis = raw.redis.as_ref().and_then(|r| redis_config(r, issues));
     Some(CacheConfig { l1_max_bytes, redis })
 }
 
-fn millis(value: Option<u64>, default: u64, path: &str, issues: &mut Vec<ConfigIssue>) -> Duration {
-    if value == Some(0) {
-        issue(issues, path, "must be at least 1 ms");
-    }
-    Duration::from_millis(value.unwrap_or(default).max(1))
-}
-
-fn redis_config(raw: &RawRedis, issues: &mut Vec<ConfigIssue>) -> Option<RedisConfig> {
+fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
     let (urls, cluster) = match (&raw.url, &raw.urls) {
         (Some(url), None) => (vec![url.clone()], raw.cluster.unwrap_or(false)),
         (None, Some(urls)) if !urls.is_empty() => {
             if raw.cluster == Some(false) {
-                issue(issues, "cache.redis.cluster", "`urls` lists cluster nodes; use `url` for one server");
+                issues.push("cache.redis.cluster", "`urls` lists cluster nodes; use `url` for one server");
             }
             (urls.clone(), true)
         }
         (None, Some(_)) => {
-            issue(issues, "cache.redis.urls", "needs at least one node");
+            issues.push("cache.redis.urls", "needs at least one node");
             return None;
         }
         (Some(_), Some(_)) => {
-            issue(
-                issues,
-                "cache.redis",
-                "give either `url` (one server) or `urls` (cluster nodes), not both",
-            );
+            issues.push("cache.redis", "give either `url` (one server) or `urls` (cluster nodes), not both");
             return None;
         }
         (None, None) => {
-            issue(issues, "cache.redis.url", "missing: e.g. url = \"redis://127.0.0.1:6379\"");
+            issues.push("cache.redis.url", "missing: e.g. url = \"redis://127.0.0.1:6379\"");
             return None;
         }
     };
@@ -183,51 +168,51 @@ fn redis_config(raw: &RawRedis, issues: &mut Vec<ConfigIssue>) -> Option<RedisCo
             } else {
                 format!("cache.redis.urls[{i}]")
             };
-            issue(issues, &path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
+            issues.push(path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
         }
     }
     let namespace = raw.namespace.clone().unwrap_or_else(|| "switchyard".to_string());
     if namespace.is_empty() || namespace.contains(char::is_whitespace) {
-        issue(issues, "cache.redis.namespace", "must be non-empty and contain no spaces");
+        issues.push("cache.redis.namespace", "must be non-empty and contain no spaces");
     }
     let breaker_failures = raw.breaker_failures.unwrap_or(3);
     if breaker_failures == 0 {
-        issue(issues, "cache.redis.breaker_failures", "must be at least 1");
+        issues.push("cache.redis.breaker_failures", "must be at least 1");
     }
     let write_queue = raw.write_queue.unwrap_or(4096);
     if write_queue == 0 {
-        issue(issues, "cache.redis.write_queue", "must be at least 1");
+        issues.push("cache.redis.write_queue", "must be at least 1");
     }
     Some(RedisConfig {
         urls,
         cluster,
         namespace,
-        timeout: millis(raw.timeout_ms, 5, "cache.redis.timeout_ms", issues),
-        write_timeout: millis(raw.write_timeout_ms, 100, "cache.redis.write_timeout_ms", issues),
-        connect_timeout: millis(raw.connect_timeout_ms, 1000, "cache.redis.connect_timeout_ms", issues),
+        timeout: issues.millis(raw.timeout_ms, 5, "cache.redis.timeout_ms"),
+        write_timeout: issues.millis(raw.write_timeout_ms, 100, "cache.redis.write_timeout_ms"),
+        connect_timeout: issues.millis(raw.connect_timeout_ms, 1000, "cache.redis.connect_timeout_ms"),
         breaker_failures,
-        breaker_cool_down: millis(raw.breaker_cool_down_ms, 1000, "cache.redis.breaker_cool_down_ms", issues),
+        breaker_cool_down: issues.millis(raw.breaker_cool_down_ms, 1000, "cache.redis.breaker_cool_down_ms"),
         write_queue,
     })
 }
 
 /// A route's `cache = { ... }`: absent = on, 300 s; `l2_ttl_s` defaults
 /// to `ttl_s`.
-pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Vec<ConfigIssue>) -> RouteCache {
+pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Issues) -> RouteCache {
     let Some(raw) = raw else { return RouteCache::default() };
     let ttl_s = raw.ttl_s.unwrap_or(300);
     let l2_ttl_s = raw.l2_ttl_s.unwrap_or(ttl_s);
     for (field, value) in [("ttl_s", raw.ttl_s), ("l2_ttl_s", raw.l2_ttl_s)] {
         if value == Some(0) {
-            issue(issues, &format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
+            issues.push(format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
         }
     }
     let wait_ms = raw.fleet_wait_ms.unwrap_or(2000);
     if !(1..=MAX_FLEET_WAIT_MS).contains(&wait_ms) {
-        issue(issues, &format!("{path}.cache.fleet_wait_ms"), format!("must be 1 to {MAX_FLEET_WAIT_MS} ms"));
+        issues.push(format!("{path}.cache.fleet_wait_ms"), format!("must be 1 to {MAX_FLEET_WAIT_MS} ms"));
     }
     if raw.fleet_wait_ms.is_some() && raw.fleet_coalesce != Some(true) {
-        issue(issues, &format!("{path}.cache.fleet_wait_ms"), "only applies with fleet_coalesce = true");
+        issues.push(format!("{path}.cache.fleet_wait_ms"), "only applies with fleet_coalesce = true");
     }
     RouteCache {
         enabled: raw.enabled.unwrap_or(true),
@@ -244,13 +229,12 @@ pub fn check_fleet_coalescing(
     cache: Option<&RawCache>,
     route: Option<&RawRouteCache>,
     path: &str,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) {
     let wanted = route.is_some_and(|r| r.fleet_coalesce == Some(true));
     if wanted && cache.and_then(|c| c.redis.as_ref()).is_none() {
-        issue(
-            issues,
-            &format!("{path}.cache.fleet_coalesce"),
+        issues.push(
+            format!("{path}.cache.fleet_coalesce"),
             "needs the shared L2: add [cache] redis (every replica pointing at the same Redis)",
         );
     }

@@ -8,7 +8,7 @@
 //! calibrate = { shadow = 0.02, target = 0.995 }
 //! ```
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use router_policies::PolicyConfig;
 use serde::Deserialize;
 
@@ -41,12 +41,10 @@ pub fn calibrate_config(
     raw: Option<&RawCalibrate>,
     policy: &PolicyConfig,
     path: &str,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> Option<CalibrateConfig> {
     let raw = raw?;
-    let mut issue = |field: &str, message: String| {
-        issues.push(ConfigIssue { path: format!("{path}.calibrate{field}"), message })
-    };
+    let mut issue = |field: &str, message: String| issues.push(format!("{path}.calibrate{field}"), message);
     if policy.as_cascade().is_none() {
         issue("", "needs a cascade policy (it calibrates the cascade's threshold)".into());
     }
@@ -68,7 +66,7 @@ mod tests {
     #[test]
     fn only_cascades_calibrate_and_values_are_checked() {
         let fixed = PolicyConfig::Fixed(FixedPolicy { model: "m".into() });
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let raw = RawCalibrate { shadow: 2.0, target: Some(0.0) };
         let cfg = calibrate_config(Some(&raw), &fixed, "routes[1]", &mut issues).unwrap();
         let paths: Vec<_> = issues.iter().map(|i| i.path.as_str()).collect();
@@ -78,7 +76,7 @@ mod tests {
         );
         assert_eq!(cfg.shadow, 2.0);
         assert!(calibrate_config(None, &fixed, "routes[1]", &mut issues).is_none());
-        let mut none = Vec::new();
+        let mut none = Issues::default();
         let ok = RawCalibrate { shadow: 0.02, target: None };
         let cascade: PolicyConfig =
             toml::from_str::<toml::Value>("type = 'cascade'\nconfidence_output = 'p'\nthreshold = 0.8")

@@ -5,7 +5,7 @@
 //! would otherwise hold file descriptors for ever. Read at start-up (a
 //! reload reports a change as needing a restart).
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use std::time::Duration;
 
 /// Default most open client connections on the V2 listener.
@@ -54,11 +54,9 @@ impl Default for ConnectionLimits {
 }
 
 /// Checks the settings; each bad value is an issue at its field path.
-pub fn connection_limits(raw: RawConnections, issues: &mut Vec<ConfigIssue>) -> ConnectionLimits {
+pub fn connection_limits(raw: RawConnections, issues: &mut Issues) -> ConnectionLimits {
     let mut limits = ConnectionLimits::default();
-    let mut refuse = |field: &str, message: &str| {
-        issues.push(ConfigIssue { path: format!("server.{field}"), message: message.to_string() })
-    };
+    let mut refuse = |field: &str, message: &str| issues.push(format!("server.{field}"), message);
     match raw.max_connections {
         Some(0) => refuse("max_connections", "must be at least 1"),
         Some(n) => limits.max_connections = n,
@@ -83,7 +81,7 @@ mod tests {
 
     #[test]
     fn defaults_and_overrides() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         assert_eq!(connection_limits(RawConnections::default(), &mut issues), ConnectionLimits::default());
         let raw = RawConnections {
             max_connections: Some(10),
@@ -99,7 +97,7 @@ mod tests {
 
     #[test]
     fn zero_is_refused_at_its_field_path() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let raw = RawConnections {
             max_connections: Some(0),
             keepalive_timeout_s: Some(0),

@@ -5,7 +5,7 @@
 //! access control has one home; secrets are kept as digests only
 //! ([`SecretDigest`]), the plain text never outlives the check.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use super::secret::{RawSecret, SecretDigest};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -112,20 +112,16 @@ pub struct ApiKey {
     pub from_env: Option<String>,
 }
 
-fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
-    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
-}
-
 /// Checks a secret's length and returns its digest.
-fn secret(text: &str, path: &str, issues: &mut Vec<ConfigIssue>) -> SecretDigest {
+fn secret(text: &str, path: &str, issues: &mut Issues) -> SecretDigest {
     if text.len() < MIN_SECRET_LEN || text.chars().any(char::is_whitespace) {
-        issue(issues, path, format!("must be at least {MIN_SECRET_LEN} characters without spaces"));
+        issues.push(path, format!("must be at least {MIN_SECRET_LEN} characters without spaces"));
     }
     SecretDigest::of(text.as_bytes())
 }
 
 /// `[admin]`, with `$SWITCHYARD_ADMIN_TOKEN` (non-empty) taking precedence.
-pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Vec<ConfigIssue>) -> AdminConfig {
+pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Issues) -> AdminConfig {
     let env = std::env::var(ADMIN_TOKEN_ENV).ok().filter(|v| !v.is_empty());
     match (env, raw.and_then(|a| a.token.as_ref())) {
         (Some(token), _) => AdminConfig {
@@ -141,10 +137,10 @@ pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Vec<ConfigIssue>) -> Ad
 }
 
 /// `[reload]`: absent = watch every second.
-pub fn reload_config(raw: Option<&RawReload>, issues: &mut Vec<ConfigIssue>) -> ReloadConfig {
+pub fn reload_config(raw: Option<&RawReload>, issues: &mut Issues) -> ReloadConfig {
     let Some(raw) = raw else { return ReloadConfig::default() };
     if raw.interval_ms == Some(0) {
-        issue(issues, "reload.interval_ms", "must be at least 1 ms (or set watch = false)");
+        issues.push("reload.interval_ms", "must be at least 1 ms (or set watch = false)");
     }
     ReloadConfig {
         watch: raw.watch.unwrap_or(true),
@@ -153,44 +149,36 @@ pub fn reload_config(raw: Option<&RawReload>, issues: &mut Vec<ConfigIssue>) -> 
 }
 
 /// A route's `auth`; `path` is the route's (`routes[2]`).
-pub fn route_auth(
-    raw: Option<&RawRouteAuth>,
-    path: &str,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<RouteAuth> {
+pub fn route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Issues) -> Option<RouteAuth> {
     let raw = raw?;
     if raw.keys.is_empty() {
-        issue(issues, &format!("{path}.auth.keys"), "list at least one key (or remove `auth`)");
+        issues.push(format!("{path}.auth.keys"), "list at least one key (or remove `auth`)");
     }
     let mut seen = HashSet::new();
     let mut keys = Vec::with_capacity(raw.keys.len());
     for (j, key) in raw.keys.iter().enumerate() {
         let at = format!("{path}.auth.keys[{j}]");
         if key.tenant.is_empty() {
-            issue(issues, &format!("{at}.tenant"), "must not be empty");
+            issues.push(format!("{at}.tenant"), "must not be empty");
         }
         let text = match (&key.key, &key.key_env) {
             (Some(k), None) => Some((k.0.clone(), format!("{at}.key"))),
             (None, Some(var)) => match std::env::var(var) {
                 Ok(v) if !v.is_empty() => Some((v, format!("{at}.key_env"))),
                 _ => {
-                    issue(
-                        issues,
-                        &format!("{at}.key_env"),
-                        format!("environment variable {var:?} is not set"),
-                    );
+                    issues.push(format!("{at}.key_env"), format!("environment variable {var:?} is not set"));
                     None
                 }
             },
             _ => {
-                issue(issues, &at, "give either `key` or `key_env`");
+                issues.push(at, "give either `key` or `key_env`");
                 None
             }
         };
         let Some((text, field)) = text else { continue };
         let digest = secret(&text, &field, issues);
         if !seen.insert(digest) {
-            issue(issues, &field, "the same key is listed twice");
+            issues.push(field, "the same key is listed twice");
         }
         keys.push(ApiKey { digest, tenant: Arc::from(key.tenant.as_str()), from_env: key.key_env.clone() });
     }

@@ -16,7 +16,7 @@
 //!   `final` event from the route's own policy.
 //! - `mode = "off"`: streams carry one `final` event from the policy.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use router_policies::{CascadePolicy, PolicyConfig};
 use serde::Deserialize;
 use std::time::Duration;
@@ -98,10 +98,6 @@ impl Default for DraftConfig {
     }
 }
 
-fn issue(issues: &mut Vec<ConfigIssue>, path: String, message: impl Into<String>) {
-    issues.push(ConfigIssue { path, message: message.into() });
-}
-
 /// Checks a route's `draft` against its policy and models (`path` is the
 /// route's, e.g. `routes[0]`).
 pub fn draft_config(
@@ -109,7 +105,7 @@ pub fn draft_config(
     policy: &PolicyConfig,
     models: &[String],
     path: &str,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> DraftConfig {
     let empty = RawDraft::default();
     let given = raw.unwrap_or(&empty);
@@ -118,8 +114,7 @@ pub fn draft_config(
         "sequential" => DraftMode::Sequential,
         "off" => DraftMode::Off,
         other => {
-            issue(
-                issues,
+            issues.push(
                 format!("{path}.draft.mode"),
                 format!("unknown mode {other:?}: use \"parallel\", \"sequential\" or \"off\""),
             );
@@ -128,14 +123,14 @@ pub fn draft_config(
     };
     let heartbeat = match given.heartbeat_ms {
         Some(0) => {
-            issue(issues, format!("{path}.draft.heartbeat_ms"), "must be at least 1 ms");
+            issues.push(format!("{path}.draft.heartbeat_ms"), "must be at least 1 ms");
             DEFAULT_HEARTBEAT
         }
         Some(ms) => Duration::from_millis(ms),
         None => DEFAULT_HEARTBEAT,
     };
     if given.parallel_queue_limit == Some(0) {
-        issue(issues, format!("{path}.draft.parallel_queue_limit"), "must be at least 1");
+        issues.push(format!("{path}.draft.parallel_queue_limit"), "must be at least 1");
     }
     let pair = match policy.as_cascade() {
         Some(cascade) => {
@@ -150,7 +145,7 @@ pub fn draft_config(
 }
 
 /// A cascade route's pair comes from its policy only.
-fn refuse_pair_fields(raw: &RawDraft, path: &str, issues: &mut Vec<ConfigIssue>) {
+fn refuse_pair_fields(raw: &RawDraft, path: &str, issues: &mut Issues) {
     let given = [
         ("cheap", raw.cheap.is_some()),
         ("heavy", raw.heavy.is_some()),
@@ -158,8 +153,7 @@ fn refuse_pair_fields(raw: &RawDraft, path: &str, issues: &mut Vec<ConfigIssue>)
         ("threshold", raw.threshold.is_some()),
     ];
     for (field, _) in given.iter().filter(|(_, set)| *set) {
-        issue(
-            issues,
+        issues.push(
             format!("{path}.draft.{field}"),
             format!("a cascade route takes `{field}` from its policy: set policy.{field} instead"),
         );
@@ -167,59 +161,45 @@ fn refuse_pair_fields(raw: &RawDraft, path: &str, issues: &mut Vec<ConfigIssue>)
 }
 
 /// The pair of a route whose policy is not a cascade.
-fn own_pair(
-    raw: &RawDraft,
-    models: &[String],
-    path: &str,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<CascadePolicy> {
+fn own_pair(raw: &RawDraft, models: &[String], path: &str, issues: &mut Issues) -> Option<CascadePolicy> {
     if models.len() < 2 {
-        issue(
-            issues,
-            format!("{path}.draft"),
-            "drafts need a route with at least two models (cheap and heavy)",
-        );
+        issues
+            .push(format!("{path}.draft"), "drafts need a route with at least two models (cheap and heavy)");
         return None;
     }
     let cheap = raw.cheap.clone().or_else(|| models.first().cloned());
     let heavy = raw.heavy.clone().or_else(|| models.last().cloned());
     for (field, name) in [("cheap", &cheap), ("heavy", &heavy)] {
         if let Some(name) = name.as_ref().filter(|n| !models.contains(n)) {
-            issue(
-                issues,
+            issues.push(
                 format!("{path}.draft.{field}"),
                 format!("model {name:?} is not one of the route's models {models:?}"),
             );
         }
     }
     if cheap == heavy {
-        issue(issues, format!("{path}.draft.heavy"), "must differ from the cheap model");
+        issues.push(format!("{path}.draft.heavy"), "must differ from the cheap model");
     }
     let (confidence_output, threshold) = match (&raw.confidence_output, raw.threshold) {
         (Some(output), Some(threshold)) => {
             if !(0.0..=1.0).contains(&threshold) {
-                issue(
-                    issues,
+                issues.push(
                     format!("{path}.draft.threshold"),
                     format!("must be between 0 and 1, got {threshold}"),
                 );
             }
             if output.trim().is_empty() {
-                issue(
-                    issues,
-                    format!("{path}.draft.confidence_output"),
-                    "must name the cheap model's output",
-                );
+                issues.push(format!("{path}.draft.confidence_output"), "must name the cheap model's output");
             }
             (output.clone(), threshold)
         }
         (None, None) => (String::new(), f32::INFINITY),
         (Some(_), None) => {
-            issue(issues, format!("{path}.draft.threshold"), "missing: give it with confidence_output");
+            issues.push(format!("{path}.draft.threshold"), "missing: give it with confidence_output");
             return None;
         }
         (None, Some(_)) => {
-            issue(issues, format!("{path}.draft.confidence_output"), "missing: give it with threshold");
+            issues.push(format!("{path}.draft.confidence_output"), "missing: give it with threshold");
             return None;
         }
     };
@@ -229,6 +209,7 @@ fn own_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigIssue;
     use router_policies::FixedPolicy;
 
     fn models() -> Vec<String> {
@@ -249,9 +230,9 @@ mod tests {
     }
 
     fn check(raw: Option<RawDraft>, policy: &PolicyConfig) -> (DraftConfig, Vec<ConfigIssue>) {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let config = draft_config(raw.as_ref(), policy, &models(), "routes[0]", &mut issues);
-        (config, issues)
+        (config, issues.into_vec())
     }
 
     #[test]

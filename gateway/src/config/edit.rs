@@ -37,8 +37,9 @@ impl RouteEdit {
 /// it concerns (unknown route, threshold on a route without a cascade,
 /// a file that is not TOML).
 pub fn edit_route(text: &str, edit: &RouteEdit) -> Result<String, ConfigIssue> {
-    let mut doc: DocumentMut =
-        text.parse().map_err(|e| issue("(syntax)", format!("the config file is not TOML: {e}")))?;
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| ConfigIssue::new("(syntax)", format!("the config file is not TOML: {e}")))?;
     let (index, route) = find_route(&mut doc, &edit.route)?;
     let at = |field: &str| format!("routes[{index}].{field}");
     if let Some(threshold) = edit.threshold {
@@ -47,8 +48,8 @@ pub fn edit_route(text: &str, edit: &RouteEdit) -> Result<String, ConfigIssue> {
             .and_then(Item::as_table_like_mut)
             .filter(|p| p.get("type").and_then(Item::as_str) == Some("cascade"))
             .ok_or_else(|| {
-                issue(
-                    &at("policy"),
+                ConfigIssue::new(
+                    at("policy"),
                     format!("route {:?} has no cascade policy: it has no threshold", edit.route),
                 )
             })?;
@@ -61,7 +62,7 @@ pub fn edit_route(text: &str, edit: &RouteEdit) -> Result<String, ConfigIssue> {
             Some(item) => {
                 let budget = item
                     .as_table_like_mut()
-                    .ok_or_else(|| issue(&at("budget_ms"), "is neither a number nor a table".into()))?;
+                    .ok_or_else(|| ConfigIssue::new(at("budget_ms"), "is neither a number nor a table"))?;
                 set(budget, "default", value(ms), &at("budget_ms.default"))?;
             }
             None => insert_inline(route, "budget_ms", "default", ms, &at("budget_ms"))?,
@@ -84,7 +85,7 @@ fn find_route<'d>(
     name: &str,
 ) -> Result<(usize, &'d mut dyn TableLike), ConfigIssue> {
     let named = |t: &dyn TableLike| t.get("name").and_then(Item::as_str) == Some(name);
-    let missing = || issue("routes", format!("no route is named {name:?}"));
+    let missing = || ConfigIssue::new("routes", format!("no route is named {name:?}"));
     let routes = doc.get_mut("routes").ok_or_else(missing)?;
     if routes.is_array_of_tables() {
         let tables = routes.as_array_of_tables_mut().ok_or_else(missing)?;
@@ -115,7 +116,7 @@ fn set(table: &mut dyn TableLike, key: &str, new: Item, path: &str) -> Result<()
     if table.contains_key(key) {
         Ok(())
     } else {
-        Err(issue(path, "could not be written into the file".into()))
+        Err(ConfigIssue::new(path, "could not be written into the file"))
     }
 }
 
@@ -133,11 +134,7 @@ fn insert_inline(
 }
 
 fn to_i64(n: u64, path: &str) -> Result<i64, ConfigIssue> {
-    i64::try_from(n).map_err(|_| issue(path, format!("{n} is too large")))
-}
-
-fn issue(path: &str, message: String) -> ConfigIssue {
-    ConfigIssue { path: path.to_string(), message }
+    i64::try_from(n).map_err(|_| ConfigIssue::new(path, format!("{n} is too large")))
 }
 
 #[cfg(test)]

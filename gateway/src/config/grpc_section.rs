@@ -14,7 +14,7 @@
 //! grpc_max_receiving_bytes = "64MiB"     # large messages being received at once, in all
 //! ```
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 
 /// Default most concurrent HTTP/2 streams per connection (the
 /// `SETTINGS_MAX_CONCURRENT_STREAMS` the listener advertises).
@@ -75,10 +75,9 @@ pub struct Bounds {
 
 /// Checks the settings against `bounds`; each bad value is an issue at
 /// its field path.
-pub fn grpc_limits(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Vec<ConfigIssue>) -> GrpcLimits {
+pub fn grpc_limits(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Issues) -> GrpcLimits {
     let Bounds { max_concurrent_requests, max_body_bytes } = bounds;
-    let mut refuse =
-        |field: &str, message: String| issues.push(ConfigIssue { path: format!("server.{field}"), message });
+    let mut refuse = |field: &str, message: String| issues.push(format!("server.{field}"), message);
     let reserve = (max_concurrent_requests / DEFAULT_RESERVE_DIVISOR).max(1);
     let share = max_concurrent_requests.saturating_sub(reserve).max(1);
     let mut limits = GrpcLimits {
@@ -125,12 +124,13 @@ mod tests {
 
     #[test]
     fn defaults_follow_the_request_limit() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let limits = grpc_limits(RawGrpcLimits::default(), bounds(4096), &mut issues);
         assert_eq!(limits.max_requests_per_connection, 3072);
         assert_eq!(limits.max_streams, DEFAULT_MAX_STREAMS);
         let share = |max| {
-            grpc_limits(RawGrpcLimits::default(), bounds(max), &mut Vec::new()).max_requests_per_connection
+            grpc_limits(RawGrpcLimits::default(), bounds(max), &mut Issues::default())
+                .max_requests_per_connection
         };
         assert_eq!((share(6), share(2), share(1)), (5, 1, 1));
         assert_eq!(limits.max_receiving_bytes, 64 << 20);
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_at_their_field_path() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let raw = RawGrpcLimits {
             max_streams: Some(0),
             max_in_flight_per_stream: Some(0),

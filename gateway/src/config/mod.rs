@@ -48,20 +48,17 @@ pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
 
 /// Parses and checks TOML text; relative paths start at `base_dir`.
 pub fn parse(text: &str, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
-    let deserializer = toml::Deserializer::parse(text)
-        .map_err(|e| vec![ConfigIssue { path: "(syntax)".into(), message: located(text, &e) }])?;
-    let raw: raw::RawConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let path = e.path().to_string();
-        vec![ConfigIssue { path, message: located(text, e.inner()) }]
-    })?;
+    let deserializer =
+        toml::Deserializer::parse(text).map_err(|e| vec![ConfigIssue::new("(syntax)", located(text, &e))])?;
+    let raw: raw::RawConfig = serde_path_to_error::deserialize(deserializer)
+        .map_err(|e| vec![ConfigIssue::new(e.path().to_string(), located(text, e.inner()))])?;
     validate::validate(raw, base_dir)
 }
 
 /// Reads and checks a config file; relative paths start at its folder.
 pub fn load_file(path: &Path) -> Result<Config, Vec<ConfigIssue>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![ConfigIssue { path: path.display().to_string(), message: format!("cannot read: {e}") }]
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![ConfigIssue::new(path.display().to_string(), format!("cannot read: {e}"))])?;
     parse_file(&text, path)
 }
 

@@ -16,7 +16,7 @@
 //! the first recorded request; the reload was refused and the next start
 //! failed. A model file, a folder or `/proc/self/mem` were accepted too.
 
-use super::issue::ConfigIssue;
+use super::issue::{ConfigIssue, Issues};
 use super::record_section::RecordConfig;
 use super::store_section::StoreConfig;
 use std::ffi::CString;
@@ -86,7 +86,7 @@ pub fn check(
     protected: &Protected,
     usable: bool,
     route_path: &str,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) {
     let names = std::iter::once(record.path.clone())
         .chain((1..record.files).map(|n| super::record_section::rotated(&record.path, n)));
@@ -98,10 +98,10 @@ pub fn check(
         };
         if let Some(problem) = problem {
             let rotated = if name == record.path { String::new() } else { " (a rotated file)".into() };
-            issues.push(ConfigIssue {
-                path: format!("{route_path}.record.path"),
-                message: format!("{:?}{rotated} {problem}", name.display().to_string()),
-            });
+            issues.push(
+                format!("{route_path}.record.path"),
+                format!("{:?}{rotated} {problem}", name.display().to_string()),
+            );
             // One problem per route is enough to act on.
             return;
         }
@@ -112,13 +112,13 @@ pub fn check(
 /// at `config_path` ([`super::parse_file`]).
 pub fn check_config_file(routes: &[super::RouteConfig], config_path: &Path) -> Vec<ConfigIssue> {
     let protected = Protected::config_file(config_path);
-    let mut issues = Vec::new();
+    let mut issues = Issues::default();
     for (i, route) in routes.iter().enumerate() {
         if let Some(record) = &route.record {
             check(record, &protected, false, &format!("routes[{i}]"), &mut issues);
         }
     }
-    issues
+    issues.into_vec()
 }
 
 /// `path` absolute, as the writer will reach it: the symlinks of the part
@@ -209,10 +209,10 @@ mod tests {
     }
 
     fn problems(record: &RecordConfig, protected: &Protected) -> Vec<String> {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         check(record, protected, true, "routes[1]", &mut issues);
         assert!(issues.iter().all(|i| i.path == "routes[1].record.path"), "{issues:?}");
-        issues.into_iter().map(|i| i.message).collect()
+        issues.into_vec().into_iter().map(|i| i.message).collect()
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! counted, `oversized`): no line is larger than a file may be, so the
 //! files never take more than `max_bytes * files`.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use super::size::ByteSize;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -66,15 +66,9 @@ pub struct RecordConfig {
 }
 
 /// Checks a route's `record` (`path` is the route's, e.g. `routes[0]`).
-pub fn record_config(
-    raw: Option<&RawRecord>,
-    path: &str,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<RecordConfig> {
+pub fn record_config(raw: Option<&RawRecord>, path: &str, issues: &mut Issues) -> Option<RecordConfig> {
     let raw = raw?;
-    let mut issue = |field: &str, message: String| {
-        issues.push(ConfigIssue { path: format!("{path}.record.{field}"), message })
-    };
+    let mut issue = |field: &str, message: String| issues.push(format!("{path}.record.{field}"), message);
     if !(raw.sample > 0.0 && raw.sample <= 1.0) {
         issue("sample", format!("must be above 0 and at most 1, got {}", raw.sample));
     }
@@ -129,11 +123,12 @@ pub fn rotated(path: &std::path::Path, n: usize) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigIssue;
 
     fn check(raw: RawRecord) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         record_config(Some(&raw), "routes[2]", &mut issues);
-        issues
+        issues.into_vec()
     }
 
     fn raw(sample: f64, path: &str) -> RawRecord {
@@ -142,7 +137,7 @@ mod tests {
 
     #[test]
     fn defaults_and_field_paths() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let cfg = record_config(Some(&raw(0.25, "t.jsonl")), "routes[0]", &mut issues).unwrap();
         assert!(issues.is_empty());
         assert_eq!((cfg.max_bytes, cfg.files), (DEFAULT_MAX_BYTES, DEFAULT_FILES));
@@ -161,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_line_fits_in_a_file() {
-        let mut issues = Vec::new();
+        let mut issues = Issues::default();
         let small = RawRecord { max_bytes: Some(ByteSize(1 << 20)), ..raw(1.0, "t") };
         let cfg = record_config(Some(&small), "routes[0]", &mut issues).unwrap();
         assert_eq!(cfg.max_line_bytes, 1 << 20, "the default follows a smaller max_bytes");

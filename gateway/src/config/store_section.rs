@@ -20,7 +20,7 @@
 //! environment variables or the shared credentials file (`profile`), as the
 //! AWS tools read them, and are never logged.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use super::size::ByteSize;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -118,15 +118,9 @@ impl StoreConfig {
 }
 
 /// The model store of `raw`, if it names one; problems under `repository.*`.
-pub fn store_config(
-    raw: &RawRepository,
-    base_dir: &Path,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<StoreConfig> {
+pub fn store_config(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
     let uri_text = raw.uri.as_deref()?;
-    let mut issue = |field: &str, message: String| {
-        issues.push(ConfigIssue { path: format!("repository.{field}"), message });
-    };
+    let mut issue = |field: &str, message: String| issues.push(format!("repository.{field}"), message);
     let uri = match StoreUri::parse(uri_text, "repository.uri") {
         Ok(uri) => uri,
         Err(e) => {
@@ -174,10 +168,11 @@ pub fn store_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigIssue;
 
     fn check(raw: RawRepository) -> (Option<StoreConfig>, Vec<ConfigIssue>) {
-        let mut issues = Vec::new();
-        (store_config(&raw, Path::new("/etc/sy"), &mut issues), issues)
+        let mut issues = Issues::default();
+        (store_config(&raw, Path::new("/etc/sy"), &mut issues), issues.into_vec())
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Read once at start-up (a reload does not change it). See
 //! [`crate::telemetry`] for what is traced.
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -41,35 +41,22 @@ pub struct TelemetryConfig {
     pub export_timeout: Duration,
 }
 
-fn issue(issues: &mut Vec<ConfigIssue>, path: &str, message: impl Into<String>) {
-    issues.push(ConfigIssue { path: path.to_string(), message: message.into() });
-}
-
 /// Checks `[telemetry]`; `None` when traces are off.
-pub fn telemetry_config(
-    raw: Option<&RawTelemetry>,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<TelemetryConfig> {
+pub fn telemetry_config(raw: Option<&RawTelemetry>, issues: &mut Issues) -> Option<TelemetryConfig> {
     let raw = raw?;
     let service_name = raw.service_name.clone().unwrap_or_else(|| "switchyard".to_string());
     if service_name.trim().is_empty() {
-        issue(issues, "telemetry.service_name", "must not be empty");
+        issues.push("telemetry.service_name", "must not be empty");
     }
     let sampling_ratio = raw.sampling_ratio.unwrap_or(1.0);
     if !(0.0..=1.0).contains(&sampling_ratio) {
-        issue(issues, "telemetry.sampling_ratio", format!("{sampling_ratio} is not between 0.0 and 1.0"));
+        issues.push("telemetry.sampling_ratio", format!("{sampling_ratio} is not between 0.0 and 1.0"));
     }
-    let mut millis = |value: Option<u64>, default: u64, field: &str| {
-        if value == Some(0) {
-            issue(issues, &format!("telemetry.{field}"), "must be at least 1 ms");
-        }
-        Duration::from_millis(value.unwrap_or(default).max(1))
-    };
-    let batch_delay = millis(raw.batch_delay_ms, 1000, "batch_delay_ms");
-    let export_timeout = millis(raw.export_timeout_ms, 10_000, "export_timeout_ms");
+    let batch_delay = issues.millis(raw.batch_delay_ms, 1000, "telemetry.batch_delay_ms");
+    let export_timeout = issues.millis(raw.export_timeout_ms, 10_000, "telemetry.export_timeout_ms");
     let endpoint = raw.otlp_endpoint.as_deref()?;
     if let Err(message) = check_endpoint(endpoint) {
-        issue(issues, "telemetry.otlp_endpoint", message);
+        issues.push("telemetry.otlp_endpoint", message);
     }
     Some(TelemetryConfig {
         otlp_endpoint: endpoint.to_string(),

@@ -9,7 +9,7 @@
 //! tokenizer = { path = "minilm-tokenizer.json", max_length = 128 }
 //! ```
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use switchyard_runtime::TextSpec;
@@ -42,7 +42,7 @@ pub fn text_spec(
     raw: Option<&RawTokenizer>,
     repo_dir: &Path,
     path: &str,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> Option<TextSpec> {
     let raw = raw?;
     let max_length = raw.max_length.unwrap_or(DEFAULT_MAX_LENGTH);
@@ -59,7 +59,7 @@ pub fn text_spec(
     };
     if let Err(message) = spec.validate() {
         let field = message.split_whitespace().next().unwrap_or("tokenizer").to_string();
-        issues.push(ConfigIssue { path: format!("{path}.{field}"), message });
+        issues.push(format!("{path}.{field}"), message);
         return None;
     }
     Some(spec)
@@ -68,10 +68,11 @@ pub fn text_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigIssue;
 
     fn check(raw: RawTokenizer) -> (Option<TextSpec>, Vec<ConfigIssue>) {
-        let mut issues = Vec::new();
-        (text_spec(Some(&raw), Path::new("/repo"), "models[0]", &mut issues), issues)
+        let mut issues = Issues::default();
+        (text_spec(Some(&raw), Path::new("/repo"), "models[0]", &mut issues), issues.into_vec())
     }
 
     fn raw(max_length: Option<usize>, buckets: Option<Vec<usize>>) -> RawTokenizer {

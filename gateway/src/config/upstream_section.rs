@@ -11,7 +11,7 @@
 //! | `timeouts.total_ms` | 60000 | none (streams) |
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
 
-use super::issue::ConfigIssue;
+use super::issue::Issues;
 use super::proxy_raw::{RawBreaker, RawHealth, RawPrefixCache, RawPrefixRoute, RawTimeouts, RawUpstream};
 use super::proxy_types::{
     BreakerConfig, HealthConfig, PrefixCacheConfig, PrefixRouteConfig, ProxyConfig, Timeouts, UpstreamConfig,
@@ -27,10 +27,6 @@ use std::time::Duration;
 /// most this much of a body to re-send it upstream after it was read.
 pub const MAX_CACHED_REQUEST_BODY: usize = 64 << 10;
 
-fn issue(issues: &mut Vec<ConfigIssue>, path: impl Into<String>, message: impl Into<String>) {
-    issues.push(ConfigIssue { path: path.into(), message: message.into() });
-}
-
 /// Checks both tables. `model_names` holds the `[[models]]` names; the
 /// upstream models' names are added to it (so routes may list them) and
 /// must not collide with it.
@@ -39,13 +35,13 @@ pub fn proxy_config(
     prefix_routes: &[RawPrefixRoute],
     default_max_request_bytes: u64,
     model_names: &mut HashSet<String>,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> ProxyConfig {
     let mut checked: Vec<UpstreamConfig> = Vec::new();
     for (i, raw) in upstreams.iter().enumerate() {
         let path = format!("upstreams[{i}]");
         if checked.iter().any(|u| u.name == raw.name) {
-            issue(issues, format!("{path}.name"), format!("duplicate upstream name {:?}", raw.name));
+            issues.push(format!("{path}.name"), format!("duplicate upstream name {:?}", raw.name));
         }
         if let Some(upstream) = upstream_config(raw, &path, model_names, issues) {
             checked.push(upstream);
@@ -56,17 +52,16 @@ pub fn proxy_config(
         let path = format!("prefix_routes[{i}]");
         let route = prefix_route(raw, &path, default_max_request_bytes, issues);
         if !checked.iter().any(|u| u.name == raw.upstream) {
-            issue(
-                issues,
+            issues.push(
                 format!("{path}.upstream"),
                 format!("no upstream named {:?} in [[upstreams]]", raw.upstream),
             );
         }
         if routes.iter().any(|r| r.name == route.name) {
-            issue(issues, format!("{path}.name"), format!("duplicate prefix route name {:?}", route.name));
+            issues.push(format!("{path}.name"), format!("duplicate prefix route name {:?}", route.name));
         }
         if routes.iter().any(|r| r.prefix == route.prefix) {
-            issue(issues, format!("{path}.prefix"), format!("prefix {:?} is used twice", route.prefix));
+            issues.push(format!("{path}.prefix"), format!("prefix {:?} is used twice", route.prefix));
         }
         routes.push(route);
     }
@@ -77,32 +72,32 @@ fn upstream_config(
     raw: &RawUpstream,
     path: &str,
     model_names: &mut HashSet<String>,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> Option<UpstreamConfig> {
     if raw.name.is_empty() || raw.name.contains('/') {
-        issue(issues, format!("{path}.name"), "must be non-empty and contain no '/'");
+        issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }
     let kind = match raw.kind.as_deref().unwrap_or("http") {
         "v2" => UpstreamKind::V2,
         "http" => UpstreamKind::Http,
         other => {
-            issue(issues, format!("{path}.kind"), format!("unknown kind {other:?}: use \"v2\" or \"http\""));
+            issues.push(format!("{path}.kind"), format!("unknown kind {other:?}: use \"v2\" or \"http\""));
             return None;
         }
     };
     let addrs = addresses(&raw.addrs, path, issues);
     let cost = check_cost(raw.cost, &format!("{path}.cost"), issues);
     if kind == UpstreamKind::Http && !raw.models.is_empty() {
-        issue(issues, format!("{path}.models"), "only a kind = \"v2\" upstream serves models");
+        issues.push(format!("{path}.models"), "only a kind = \"v2\" upstream serves models");
     }
     let mut models = Vec::new();
     for (j, m) in raw.models.iter().enumerate() {
         let field = format!("{path}.models[{j}]");
         if m.name.is_empty() || m.name.contains('/') {
-            issue(issues, format!("{field}.name"), "must be non-empty and contain no '/'");
+            issues.push(format!("{field}.name"), "must be non-empty and contain no '/'");
         }
         if !model_names.insert(m.name.clone()) {
-            issue(issues, format!("{field}.name"), format!("{:?} is already a model name", m.name));
+            issues.push(format!("{field}.name"), format!("{:?} is already a model name", m.name));
         }
         models.push(UpstreamModelConfig {
             name: m.name.clone(),
@@ -126,21 +121,21 @@ fn upstream_config(
 
 /// `addrs`: `IP:port`, or `name:port` resolved now (at start-up; every
 /// address the name has, e.g. a Kubernetes Service's cluster IP).
-fn addresses(raw: &[String], path: &str, issues: &mut Vec<ConfigIssue>) -> Vec<SocketAddr> {
+fn addresses(raw: &[String], path: &str, issues: &mut Issues) -> Vec<SocketAddr> {
     if raw.is_empty() {
-        issue(issues, format!("{path}.addrs"), "needs at least one address like \"127.0.0.1:8100\"");
+        issues.push(format!("{path}.addrs"), "needs at least one address like \"127.0.0.1:8100\"");
     }
     let mut addrs: Vec<SocketAddr> = Vec::new();
     for (k, text) in raw.iter().enumerate() {
         let at = format!("{path}.addrs[{k}]");
         match text.parse::<SocketAddr>() {
-            Ok(addr) if addrs.contains(&addr) => issue(issues, at, format!("{text:?} is listed twice")),
+            Ok(addr) if addrs.contains(&addr) => issues.push(at, format!("{text:?} is listed twice")),
             Ok(addr) => addrs.push(addr),
             Err(_) => match resolve(text) {
                 Ok(resolved) => {
                     addrs.extend(resolved.into_iter().filter(|a| !addrs.contains(a)).collect::<Vec<_>>())
                 }
-                Err(why) => issue(issues, at, why),
+                Err(why) => issues.push(at, why),
             },
         }
     }
@@ -169,63 +164,49 @@ fn resolve(text: &str) -> Result<Vec<SocketAddr>, String> {
     }
 }
 
-/// A positive millisecond value (0 is reported), or the default.
-fn millis(value: Option<u64>, default: u64, path: &str, issues: &mut Vec<ConfigIssue>) -> Duration {
-    if value == Some(0) {
-        issue(issues, path, "must be at least 1 ms");
-    }
-    Duration::from_millis(value.unwrap_or(default).max(1))
-}
-
-fn timeouts(raw: &RawTimeouts, kind: UpstreamKind, path: &str, issues: &mut Vec<ConfigIssue>) -> Timeouts {
+fn timeouts(raw: &RawTimeouts, kind: UpstreamKind, path: &str, issues: &mut Issues) -> Timeouts {
     let (first_byte, total) = match kind {
         UpstreamKind::V2 => (30_000, Some(60_000)),
         UpstreamKind::Http => (60_000, None),
     };
     Timeouts {
-        connect: millis(raw.connect_ms, 1_000, &format!("{path}.connect_ms"), issues),
-        first_byte: millis(raw.first_byte_ms, first_byte, &format!("{path}.first_byte_ms"), issues),
-        total: raw.total_ms.or(total).map(|ms| millis(Some(ms), ms, &format!("{path}.total_ms"), issues)),
+        connect: issues.millis(raw.connect_ms, 1_000, format!("{path}.connect_ms")),
+        first_byte: issues.millis(raw.first_byte_ms, first_byte, format!("{path}.first_byte_ms")),
+        total: raw.total_ms.or(total).map(|ms| issues.millis(Some(ms), ms, format!("{path}.total_ms"))),
     }
 }
 
-fn health(raw: &RawHealth, kind: UpstreamKind, path: &str, issues: &mut Vec<ConfigIssue>) -> HealthConfig {
+fn health(raw: &RawHealth, kind: UpstreamKind, path: &str, issues: &mut Issues) -> HealthConfig {
     let default_path = (kind == UpstreamKind::V2).then(|| "/v2/health/ready".to_string());
     let check_path = raw.path.clone().or(default_path);
     if check_path.as_deref().is_some_and(|p| !p.starts_with('/')) {
-        issue(issues, format!("{path}.path"), "must start with '/'");
+        issues.push(format!("{path}.path"), "must start with '/'");
     }
-    let mut count = |value: Option<usize>, default: usize, field: &str| {
-        if value == Some(0) {
-            issue(issues, format!("{path}.{field}"), "must be at least 1");
-        }
-        value.unwrap_or(default).max(1)
-    };
-    let failures = count(raw.failures, 2, "failures");
-    let successes = count(raw.successes, 1, "successes");
+    let failures = issues.positive(raw.failures, 2, format!("{path}.failures"));
+    let successes = issues.positive(raw.successes, 1, format!("{path}.successes"));
     HealthConfig {
         enabled: raw.enabled.unwrap_or(true),
         path: check_path,
-        interval: millis(raw.interval_ms, 1_000, &format!("{path}.interval_ms"), issues),
-        timeout: millis(raw.timeout_ms, 2_000, &format!("{path}.timeout_ms"), issues),
+        interval: issues.millis(raw.interval_ms, 1_000, format!("{path}.interval_ms")),
+        timeout: issues.millis(raw.timeout_ms, 2_000, format!("{path}.timeout_ms")),
         failures,
         successes,
     }
 }
 
-fn breaker(raw: &RawBreaker, path: &str, issues: &mut Vec<ConfigIssue>) -> BreakerConfig {
+fn breaker(raw: &RawBreaker, path: &str, issues: &mut Issues) -> BreakerConfig {
     if raw.failures == Some(0) {
-        issue(issues, format!("{path}.failures"), "must be at least 1");
+        issues.push(format!("{path}.failures"), "must be at least 1");
     }
     BreakerConfig {
         failures: raw.failures.unwrap_or(3).max(1),
-        cool_down: millis(raw.cool_down_ms, 1_000, &format!("{path}.cool_down_ms"), issues),
+        cool_down: issues.millis(raw.cool_down_ms, 1_000, format!("{path}.cool_down_ms")),
     }
 }
 
-fn check_cost(cost: Option<f64>, path: &str, issues: &mut Vec<ConfigIssue>) -> Option<f64> {
+fn check_cost(cost: Option<f64>, path: &str, issues: &mut Issues) -> Option<f64> {
     if let Some(c) = cost.filter(|c| !(c.is_finite() && *c > 0.0)) {
-        issue(issues, path, format!("must be a finite number > 0, got {c}"));
+        issues.push(path, format!("must be a finite number > 0, got {c}"));
     }
     cost
 }
@@ -234,25 +215,25 @@ fn prefix_route(
     raw: &RawPrefixRoute,
     path: &str,
     default_max_request_bytes: u64,
-    issues: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> PrefixRouteConfig {
     if raw.name.is_empty() {
-        issue(issues, format!("{path}.name"), "must be non-empty");
+        issues.push(format!("{path}.name"), "must be non-empty");
     }
     let prefix = &raw.prefix;
     if !prefix.starts_with('/') || prefix.contains(['?', '#']) {
-        issue(issues, format!("{path}.prefix"), format!("{prefix:?} must be a path starting with '/'"));
+        issues.push(format!("{path}.prefix"), format!("{prefix:?} must be a path starting with '/'"));
     }
     let trimmed = prefix.trim_end_matches('/');
     if trimmed == "/v2" || trimmed.starts_with("/v2/") {
-        issue(issues, format!("{path}.prefix"), "paths under /v2 are the gateway's own V2 API");
+        issues.push(format!("{path}.prefix"), "paths under /v2 are the gateway's own V2 API");
     }
     let max_request_bytes = raw.max_request_bytes.map_or(default_max_request_bytes, |s| s.0);
     if max_request_bytes == 0 {
-        issue(issues, format!("{path}.max_request_bytes"), "must be at least 1 byte");
+        issues.push(format!("{path}.max_request_bytes"), "must be at least 1 byte");
     }
     if raw.max_response_bytes.is_some_and(|s| s.0 == 0) {
-        issue(issues, format!("{path}.max_response_bytes"), "must be at least 1 byte (or absent)");
+        issues.push(format!("{path}.max_response_bytes"), "must be at least 1 byte (or absent)");
     }
     PrefixRouteConfig {
         name: raw.name.clone(),
@@ -266,11 +247,7 @@ fn prefix_route(
     }
 }
 
-fn prefix_cache(
-    raw: &RawPrefixCache,
-    path: &str,
-    issues: &mut Vec<ConfigIssue>,
-) -> Option<PrefixCacheConfig> {
+fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Issues) -> Option<PrefixCacheConfig> {
     if !raw.enabled.unwrap_or(true) {
         return None;
     }
@@ -279,20 +256,19 @@ fn prefix_cache(
     for (k, m) in raw.methods.as_deref().unwrap_or(&default_methods).iter().enumerate() {
         match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
             Ok(method) => methods.push(method),
-            Err(_) => issue(issues, format!("{path}.methods[{k}]"), format!("{m:?} is not an HTTP method")),
+            Err(_) => issues.push(format!("{path}.methods[{k}]"), format!("{m:?} is not an HTTP method")),
         }
     }
     let mut headers = Vec::new();
     for (k, h) in raw.headers.iter().flatten().enumerate() {
         match HeaderName::from_bytes(h.as_bytes()) {
             Ok(name) => headers.push(name),
-            Err(_) => issue(issues, format!("{path}.headers[{k}]"), format!("{h:?} is not a header name")),
+            Err(_) => issues.push(format!("{path}.headers[{k}]"), format!("{h:?} is not a header name")),
         }
     }
     let max_body = raw.max_body_bytes.map_or(MAX_CACHED_REQUEST_BODY as u64, |s| s.0);
     if max_body > MAX_CACHED_REQUEST_BODY as u64 {
-        issue(
-            issues,
+        issues.push(
             format!("{path}.max_body_bytes"),
             format!(
                 "at most {MAX_CACHED_REQUEST_BODY} bytes (64KiB): larger bodies are streamed, not cached"
@@ -300,12 +276,12 @@ fn prefix_cache(
         );
     }
     if raw.ttl_s == Some(0) {
-        issue(issues, format!("{path}.ttl_s"), "must be at least 1 s (or set enabled = false)");
+        issues.push(format!("{path}.ttl_s"), "must be at least 1 s (or set enabled = false)");
     }
     let max_entry = raw.max_entry_bytes.map_or(1 << 20, |s| s.0);
     let max_bytes = raw.max_bytes.map_or(64 << 20, |s| s.0);
     if max_entry == 0 || max_bytes == 0 {
-        issue(issues, path, "max_entry_bytes and max_bytes must be at least 1 byte");
+        issues.push(path, "max_entry_bytes and max_bytes must be at least 1 byte");
     }
     Some(PrefixCacheConfig {
         ttl: Duration::from_secs(raw.ttl_s.unwrap_or(60).max(1)),

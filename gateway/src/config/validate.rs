@@ -4,7 +4,7 @@
 
 use super::connections_section::{connection_limits, RawConnections};
 use super::grpc_section::{grpc_limits, Bounds, RawGrpcLimits};
-use super::issue::ConfigIssue;
+use super::issue::{ConfigIssue, Issues};
 use super::raw::{RawBatching, RawConfig, RawModel, RawPool, RawRoute, RawServer};
 use super::types::{Config, Limits, ModelRouting, RouteConfig, ServerConfig};
 use router_policies::{FixedPolicy, PolicyConfig};
@@ -13,15 +13,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
-
-#[derive(Default)]
-struct Issues(Vec<ConfigIssue>);
-
-impl Issues {
-    fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(ConfigIssue { path: path.into(), message: message.into() });
-    }
-}
 
 /// Checks `raw`; relative model paths are resolved against `base_dir`
 /// joined with the repository folder.
@@ -45,7 +36,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
         &raw.prefix_routes,
         max_body,
         &mut names,
-        &mut issues.0,
+        &mut issues,
     );
     let mut routes = Vec::new();
     let mut recorded = Vec::new();
@@ -55,7 +46,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
             raw.cache.as_ref(),
             route.cache.as_ref(),
             &path,
-            &mut issues.0,
+            &mut issues,
         );
         if let Some(r) = route_config(route, &names, &path, &mut issues) {
             if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
@@ -69,17 +60,17 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
         }
     }
     let onnxruntime_library = raw.onnxruntime.library.as_deref().map(|p| base_dir.join(p));
-    let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues.0);
-    let admin = super::control_section::admin_config(raw.admin.as_ref(), &mut issues.0);
-    let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues.0);
-    let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues.0);
-    let store = super::store_section::store_config(&raw.repository, base_dir, &mut issues.0);
+    let cache = super::cache_section::cache_config(raw.cache.as_ref(), &mut issues);
+    let admin = super::control_section::admin_config(raw.admin.as_ref(), &mut issues);
+    let reload = super::control_section::reload_config(raw.reload.as_ref(), &mut issues);
+    let telemetry = super::telemetry_section::telemetry_config(raw.telemetry.as_ref(), &mut issues);
+    let store = super::store_section::store_config(&raw.repository, base_dir, &mut issues);
     let protected =
         super::record_files::Protected::of(&models, onnxruntime_library.as_deref(), store.as_ref());
     for (path, record) in &recorded {
-        super::record_files::check(record, &protected, true, path, &mut issues.0);
+        super::record_files::check(record, &protected, true, path, &mut issues);
     }
-    match (server, issues.0.is_empty()) {
+    match (server, issues.is_empty()) {
         (Some(server), true) => {
             let routes = routes
                 .into_iter()
@@ -100,7 +91,7 @@ pub fn validate(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIss
                 store,
             })
         }
-        _ => Err(issues.0),
+        _ => Err(issues.into_vec()),
     }
 }
 
@@ -115,25 +106,14 @@ fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Issue
     }
 }
 
-fn positive(value: Option<usize>, default: usize, path: &str, issues: &mut Issues) -> usize {
-    match value {
-        Some(0) => {
-            issues.push(path, "must be at least 1");
-            default
-        }
-        Some(v) => v,
-        None => default,
-    }
-}
-
 fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8000", "server.listen", issues);
     let admin = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:9000", "server.admin_listen", issues);
-    let admin_hosts = super::admin_hosts_section::admin_hosts(raw.admin_hosts.as_deref(), &mut issues.0);
+    let admin_hosts = super::admin_hosts_section::admin_hosts(raw.admin_hosts.as_deref(), issues);
     let grpc =
         raw.grpc_listen.as_deref().map(|text| parse_addr(Some(text), "", "server.grpc_listen", issues));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let threads = positive(raw.threads, cores, "server.threads", issues);
+    let threads = issues.positive(raw.threads, cores, "server.threads");
     let max_body = raw.max_body_bytes.map_or(64 << 20, |s| s.0);
     if max_body == 0 {
         issues.push("server.max_body_bytes", "must be at least 1 byte");
@@ -144,18 +124,16 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
     }
     let limits = Limits {
         max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
-        max_concurrent_requests: positive(
+        max_concurrent_requests: issues.positive(
             raw.max_concurrent_requests,
             4096,
             "server.max_concurrent_requests",
-            issues,
         ),
         body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms.unwrap_or(30_000).max(1)),
-        max_request_elements: positive(
+        max_request_elements: issues.positive(
             raw.max_request_elements,
             16 << 20,
             "server.max_request_elements",
-            issues,
         ),
         max_response_bytes: usize::try_from(max_response).unwrap_or(usize::MAX),
     };
@@ -167,7 +145,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             keepalive_timeout_s: raw.keepalive_timeout_s,
             header_timeout_ms: raw.header_timeout_ms,
         },
-        &mut issues.0,
+        issues,
     );
     let grpc_limits = grpc_limits(
         RawGrpcLimits {
@@ -182,7 +160,7 @@ fn server_config(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
             max_concurrent_requests: limits.max_concurrent_requests,
             max_body_bytes: limits.max_body_bytes,
         },
-        &mut issues.0,
+        issues,
     );
     Some(ServerConfig {
         listen: listen?,
@@ -241,7 +219,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         batching,
         idle_unload: raw.idle_unload_s.map(Duration::from_secs),
         warmup: raw.warmup,
-        text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, &mut issues.0),
+        text: super::text_section::text_spec(raw.tokenizer.as_ref(), repo_dir, path, issues),
         limits: request_limits(raw, path, issues),
         source: None,
     }
@@ -272,11 +250,10 @@ fn batching_spec(
     BatchingSpec {
         max_batch_size: raw.max_batch_size.unwrap_or(defaults.max_batch_size),
         max_queue_delay: raw.max_queue_delay_us.map_or(defaults.max_queue_delay, Duration::from_micros),
-        queue_capacity: positive(
+        queue_capacity: issues.positive(
             raw.queue_capacity,
             defaults.queue_capacity,
-            &format!("{path}.queue_capacity"),
-            issues,
+            format!("{path}.queue_capacity"),
         ),
         idle_dispatch: raw.idle_dispatch.unwrap_or(defaults.idle_dispatch),
         inline_max: raw.inline_max_us.map_or(defaults.inline_max, Duration::from_micros),
@@ -301,8 +278,8 @@ fn pool_spec(
     Some(PoolSpec {
         name: raw.name.clone().unwrap_or_else(|| raw.device.clone()),
         device,
-        workers: positive(raw.workers, 1, &format!("{path}.workers"), issues),
-        intra_op_threads: positive(raw.intra_op_threads, 1, &format!("{path}.intra_op_threads"), issues),
+        workers: issues.positive(raw.workers, 1, format!("{path}.workers")),
+        intra_op_threads: issues.positive(raw.intra_op_threads, 1, format!("{path}.intra_op_threads")),
         batching: raw
             .batching
             .as_ref()
@@ -336,10 +313,8 @@ fn route_config(
         issues.push(format!("{path}.budget_ms.max"), format!("{max_ms} is below the default {default_ms}"));
     }
     let policy = route_policy(raw, path, issues);
-    let draft =
-        super::draft_section::draft_config(raw.draft.as_ref(), &policy, &raw.models, path, &mut issues.0);
-    let calibrate =
-        super::calibrate_section::calibrate_config(raw.calibrate.as_ref(), &policy, path, &mut issues.0);
+    let draft = super::draft_section::draft_config(raw.draft.as_ref(), &policy, &raw.models, path, issues);
+    let calibrate = super::calibrate_section::calibrate_config(raw.calibrate.as_ref(), &policy, path, issues);
     Some(RouteConfig {
         name: raw.name.clone(),
         models: raw.models.clone(),
@@ -347,10 +322,10 @@ fn route_config(
         max_budget: Duration::from_millis(max_ms),
         policy,
         fingerprint: String::new(),
-        cache: super::cache_section::route_cache(raw.cache.as_ref(), path, &mut issues.0),
-        auth: super::control_section::route_auth(raw.auth.as_ref(), path, &mut issues.0),
+        cache: super::cache_section::route_cache(raw.cache.as_ref(), path, issues),
+        auth: super::control_section::route_auth(raw.auth.as_ref(), path, issues),
         draft,
-        record: super::record_section::record_config(raw.record.as_ref(), path, &mut issues.0),
+        record: super::record_section::record_config(raw.record.as_ref(), path, issues),
         calibrate,
     })
 }
