@@ -17,6 +17,7 @@
 //! - `mode = "off"`: streams carry one `final` event from the policy.
 
 use super::issue::Issues;
+use super::one_of::OneOf;
 use router_policies::{CascadePolicy, PolicyConfig};
 use serde::Deserialize;
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 #[serde(deny_unknown_fields)]
 pub struct RawDraft {
     /// `parallel` (default), `sequential` or `off`.
-    pub mode: Option<String>,
+    pub mode: Option<OneOf<DraftMode>>,
     /// Milliseconds of silence after which a `: keep-alive` comment is
     /// sent; default 15000.
     pub heartbeat_ms: Option<u64>,
@@ -47,7 +48,8 @@ pub struct RawDraft {
 }
 
 /// How a route with a cheap/heavy pair runs the heavy model for a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DraftMode {
     /// Queue the heavy model together with the cheap one: the draft never
     /// delays the final; a confident draft cancels a heavy run that has
@@ -109,18 +111,8 @@ pub fn draft_config(
 ) -> DraftConfig {
     let empty = RawDraft::default();
     let given = raw.unwrap_or(&empty);
-    let mode = match given.mode.as_deref().unwrap_or("parallel") {
-        "parallel" => DraftMode::Parallel,
-        "sequential" => DraftMode::Sequential,
-        "off" => DraftMode::Off,
-        other => {
-            issues.push(
-                format!("{path}.draft.mode"),
-                format!("unknown mode {other:?}: use \"parallel\", \"sequential\" or \"off\""),
-            );
-            DraftMode::Parallel
-        }
-    };
+    let mode = given.mode.as_ref().and_then(|mode| mode.check("mode", format!("{path}.draft.mode"), issues));
+    let mode = mode.unwrap_or(DraftMode::Parallel);
     let heartbeat = match given.heartbeat_ms {
         Some(0) => {
             issues.push(format!("{path}.draft.heartbeat_ms"), "must be at least 1 ms");

@@ -17,6 +17,7 @@ pub mod draft_section;
 pub mod edit;
 pub mod grpc_section;
 pub mod issue;
+pub mod one_of;
 pub mod proxy_raw;
 pub mod proxy_types;
 pub mod raw;

@@ -2,6 +2,8 @@
 //! [`super::upstream_section`] for the checks and defaults). Kept apart
 //! from `raw.rs` so everything about other servers has one home.
 
+use super::one_of::OneOf;
+use super::proxy_types::UpstreamKind;
 use super::size::ByteSize;
 use serde::Deserialize;
 
@@ -13,7 +15,7 @@ pub struct RawUpstream {
     pub name: String,
     /// `"v2"` (an Open Inference Protocol server) or `"http"` (any app);
     /// default `"http"`.
-    pub kind: Option<String>,
+    pub kind: Option<OneOf<UpstreamKind>>,
     /// `"IP:port"` addresses, at least one.
     pub addrs: Vec<String>,
     /// Connect, first-byte and total timeouts.

@@ -27,8 +27,9 @@ impl ProxyConfig {
     }
 }
 
-/// What protocol an upstream speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What protocol an upstream speaks (`kind = "v2"` or `"http"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum UpstreamKind {
     /// An Open Inference Protocol (KServe V2) server: Triton, KServe,
     /// MLServer, another Switchyard. Its models can be route members.

@@ -3,6 +3,7 @@
 //! default. [`super::validate`] turns these into checked runtime types.
 
 use super::cache_section::{RawCache, RawRouteCache};
+use super::one_of::OneOf;
 use super::size::ByteSize;
 use serde::Deserialize;
 
@@ -164,7 +165,7 @@ pub struct RawPool {
     /// Pool name, default the device name (`cpu`, `cuda`).
     pub name: Option<String>,
     /// `cpu` or `cuda`.
-    pub device: String,
+    pub device: OneOf<PoolDevice>,
     /// Worker threads, each with its own session; default 1.
     pub workers: Option<usize>,
     /// ONNX Runtime intra-op threads per worker; default 1.
@@ -175,6 +176,25 @@ pub struct RawPool {
     /// This pool's own batching (fields left out take the model's), e.g.
     /// larger batches on a GPU pool than on a CPU pool.
     pub batching: Option<RawBatching>,
+}
+
+/// Where a pool runs: the devices a config may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolDevice {
+    /// ONNX Runtime's CPU execution provider.
+    Cpu,
+    /// ONNX Runtime's CUDA execution provider.
+    Cuda,
+}
+
+impl From<PoolDevice> for switchyard_runtime::DeviceKind {
+    fn from(device: PoolDevice) -> Self {
+        match device {
+            PoolDevice::Cpu => switchyard_runtime::DeviceKind::Cpu,
+            PoolDevice::Cuda => switchyard_runtime::DeviceKind::Cuda,
+        }
+    }
 }
 
 /// One `[[routes]]` entry.

@@ -50,7 +50,14 @@ name = "r"
 models = ["a", "missing"]
 budget_ms = { default = 100, max = 10 }
 "#;
-    let paths: Vec<String> = issues(text).into_iter().map(|i| i.path).collect();
+    let found = issues(text);
+    let device = found.iter().find(|i| i.path == "models[0].pools[0].device");
+    assert_eq!(
+        device.map(|i| i.message.as_str()),
+        Some("unknown device \"tpu\": use \"cpu\" or \"cuda\""),
+        "{found:?}"
+    );
+    let paths: Vec<String> = found.into_iter().map(|i| i.path).collect();
     for expected in [
         "server.listen",
         "models[0].pools[0].device",
@@ -118,6 +125,7 @@ fn route_draft_settings_are_checked_and_a_non_cascade_pair_is_fingerprinted() {
     assert_ne!(plain.routes[0].fingerprint, opted.routes[0].fingerprint);
     let found = issues(&route("draft = { mode = \"later\" }\n"));
     assert_eq!(found[0].path, "routes[0].draft.mode", "{found:?}");
+    assert_eq!(found[0].message, "unknown mode \"later\": use \"parallel\", \"sequential\" or \"off\"");
     let found = issues(&route("draft = { eager = true }\n"));
     assert!(found[0].path.starts_with("routes[0].draft"), "{found:?}");
 }

@@ -130,6 +130,9 @@ fn mistakes_name_their_fields() {
         "timeouts = { first_byte_ms = 500 }\nmodels = [{ name = \"x\" }]",
     );
     assert!(has(&issues(&http_models), "upstreams[1].models"));
+    let grpc = issues(&BASE.replacen("kind = \"v2\"", "kind = \"grpc\"", 1));
+    let kind = grpc.iter().find(|i| i.path == "upstreams[0].kind").map(|i| i.message.as_str());
+    assert_eq!(kind, Some("unknown kind \"grpc\": use \"v2\" or \"http\""), "{grpc:?}");
     let unknown = BASE.replace("cost = 10.0", "cost = 10.0\nretries = 3");
     let found = issues(&unknown);
     assert!(found[0].path.starts_with("upstreams[0]") && found[0].message.contains("retries"), "{found:?}");

@@ -77,13 +77,9 @@ fn upstream_config(
     if raw.name.is_empty() || raw.name.contains('/') {
         issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }
-    let kind = match raw.kind.as_deref().unwrap_or("http") {
-        "v2" => UpstreamKind::V2,
-        "http" => UpstreamKind::Http,
-        other => {
-            issues.push(format!("{path}.kind"), format!("unknown kind {other:?}: use \"v2\" or \"http\""));
-            return None;
-        }
+    let kind = match &raw.kind {
+        Some(kind) => kind.check("kind", format!("{path}.kind"), issues)?,
+        None => UpstreamKind::Http,
     };
     let addrs = addresses(&raw.addrs, path, issues);
     let cost = check_cost(raw.cost, &format!("{path}.cost"), issues);

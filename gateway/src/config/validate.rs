@@ -266,18 +266,10 @@ fn pool_spec(
     path: &str,
     issues: &mut Issues,
 ) -> Option<PoolSpec> {
-    let device = match raw.device.as_str() {
-        "cpu" => DeviceKind::Cpu,
-        "cuda" => DeviceKind::Cuda,
-        other => {
-            issues
-                .push(format!("{path}.device"), format!("unknown device {other:?}: use \"cpu\" or \"cuda\""));
-            return None;
-        }
-    };
+    let device = raw.device.check("device", format!("{path}.device"), issues)?;
     Some(PoolSpec {
-        name: raw.name.clone().unwrap_or_else(|| raw.device.clone()),
-        device,
+        name: raw.name.clone().unwrap_or_else(|| raw.device.text().to_string()),
+        device: device.into(),
         workers: issues.positive(raw.workers, 1, format!("{path}.workers")),
         intra_op_threads: issues.positive(raw.intra_op_threads, 1, format!("{path}.intra_op_threads")),
         batching: raw
@@ -386,7 +378,7 @@ fn routing_of(raw: &RawModel, path: &str, issues: &mut Issues) -> ModelRouting {
     let mut pool_costs = HashMap::new();
     for (j, pool) in raw.pools.iter().enumerate() {
         if let Some(c) = check_cost(pool.cost, format!("{path}.pools[{j}].cost")) {
-            pool_costs.insert(pool.name.clone().unwrap_or_else(|| pool.device.clone()), c);
+            pool_costs.insert(pool.name.clone().unwrap_or_else(|| pool.device.text().to_string()), c);
         }
     }
     ModelRouting { cost, quality: raw.quality, pool_costs }
