@@ -24,7 +24,7 @@ pub enum AdminHost {
 
 /// Checks `server.admin_hosts` (absent = none), naming each bad entry by
 /// its index.
-pub fn admin_hosts(raw: Option<&[String]>, issues: &mut Issues) -> Vec<AdminHost> {
+pub fn check(raw: Option<&[String]>, issues: &mut Issues) -> Vec<AdminHost> {
     let mut hosts = Vec::new();
     for (i, text) in raw.unwrap_or_default().iter().enumerate() {
         match parse_host(text) {
@@ -71,7 +71,7 @@ mod tests {
             "fe80::1".to_string(),
         ];
         let mut issues = Issues::default();
-        let hosts = admin_hosts(Some(&raw), &mut issues);
+        let hosts = check(Some(&raw), &mut issues);
         assert!(issues.is_empty(), "{issues:?}");
         assert_eq!(hosts[0], AdminHost::Name("admin.example".into()));
         assert_eq!(hosts[1], AdminHost::Ip("10.0.0.7".parse().unwrap()));
@@ -87,7 +87,7 @@ mod tests {
                 .map(|s| s.to_string())
                 .collect();
         let mut issues = Issues::default();
-        let hosts = admin_hosts(Some(&raw), &mut issues);
+        let hosts = check(Some(&raw), &mut issues);
         assert_eq!(hosts, vec![AdminHost::Name("ok.example".into())]);
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(

@@ -1,7 +1,6 @@
 //! Checks the `[cache]` section and each route's `cache = { ... }` (see
-//! [`crate::cache`] for what they do). Kept apart from `validate.rs` so
-//! cache settings have one home; problems are reported with field paths
-//! like every other config error.
+//! [`crate::cache`] for what they do); problems are reported with field
+//! paths like every other config error.
 
 use super::issue::Issues;
 use super::size::ByteSize;
@@ -129,7 +128,7 @@ pub const MAX_FLEET_WAIT_MS: u64 = 60_000;
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
 
 /// `[cache]`: absent = no cache.
-pub fn cache_config(raw: Option<&RawCache>, issues: &mut Issues) -> Option<CacheConfig> {
+pub fn check(raw: Option<&RawCache>, issues: &mut Issues) -> Option<CacheConfig> {
     let raw = raw?;
     let l1_max_bytes = raw.l1_max_bytes.map_or(DEFAULT_L1_MAX_BYTES, |s| s.0);
     if l1_max_bytes == 0 {
@@ -198,7 +197,7 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
 
 /// A route's `cache = { ... }`: absent = on, 300 s; `l2_ttl_s` defaults
 /// to `ttl_s`.
-pub fn route_cache(raw: Option<&RawRouteCache>, path: &str, issues: &mut Issues) -> RouteCache {
+pub fn check_route(raw: Option<&RawRouteCache>, path: &str, issues: &mut Issues) -> RouteCache {
     let Some(raw) = raw else { return RouteCache::default() };
     let ttl_s = raw.ttl_s.unwrap_or(300);
     let l2_ttl_s = raw.l2_ttl_s.unwrap_or(ttl_s);

@@ -37,7 +37,7 @@ pub struct CalibrateConfig {
 }
 
 /// Checks a route's `calibrate` against its policy (`path`: the route's).
-pub fn calibrate_config(
+pub fn check(
     raw: Option<&RawCalibrate>,
     policy: &PolicyConfig,
     path: &str,
@@ -68,14 +68,14 @@ mod tests {
         let fixed = PolicyConfig::Fixed(FixedPolicy { model: "m".into() });
         let mut issues = Issues::default();
         let raw = RawCalibrate { shadow: 2.0, target: Some(0.0) };
-        let cfg = calibrate_config(Some(&raw), &fixed, "routes[1]", &mut issues).unwrap();
+        let cfg = check(Some(&raw), &fixed, "routes[1]", &mut issues).unwrap();
         let paths: Vec<_> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
             ["routes[1].calibrate", "routes[1].calibrate.shadow", "routes[1].calibrate.target"]
         );
         assert_eq!(cfg.shadow, 2.0);
-        assert!(calibrate_config(None, &fixed, "routes[1]", &mut issues).is_none());
+        assert!(check(None, &fixed, "routes[1]", &mut issues).is_none());
         let mut none = Issues::default();
         let ok = RawCalibrate { shadow: 0.02, target: None };
         let cascade: PolicyConfig =
@@ -83,7 +83,7 @@ mod tests {
                 .unwrap()
                 .try_into()
                 .unwrap();
-        assert_eq!(calibrate_config(Some(&ok), &cascade, "r", &mut none).unwrap().target, DEFAULT_TARGET);
+        assert_eq!(check(Some(&ok), &cascade, "r", &mut none).unwrap().target, DEFAULT_TARGET);
         assert!(none.is_empty(), "{none:?}");
     }
 }

@@ -54,7 +54,7 @@ impl Default for ConnectionLimits {
 }
 
 /// Checks the settings; each bad value is an issue at its field path.
-pub fn connection_limits(raw: RawConnections, issues: &mut Issues) -> ConnectionLimits {
+pub fn check(raw: RawConnections, issues: &mut Issues) -> ConnectionLimits {
     let mut limits = ConnectionLimits::default();
     let mut refuse = |field: &str, message: &str| issues.push(format!("server.{field}"), message);
     match raw.max_connections {
@@ -82,13 +82,13 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let mut issues = Issues::default();
-        assert_eq!(connection_limits(RawConnections::default(), &mut issues), ConnectionLimits::default());
+        assert_eq!(check(RawConnections::default(), &mut issues), ConnectionLimits::default());
         let raw = RawConnections {
             max_connections: Some(10),
             keepalive_timeout_s: Some(2),
             header_timeout_ms: Some(500),
         };
-        let limits = connection_limits(raw, &mut issues);
+        let limits = check(raw, &mut issues);
         assert!(issues.is_empty());
         assert_eq!(limits.max_connections, 10);
         assert_eq!(limits.keepalive_timeout, Duration::from_secs(2));
@@ -103,7 +103,7 @@ mod tests {
             keepalive_timeout_s: Some(0),
             header_timeout_ms: Some(0),
         };
-        connection_limits(raw, &mut issues);
+        check(raw, &mut issues);
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,

@@ -121,7 +121,7 @@ fn secret(text: &str, path: &str, issues: &mut Issues) -> SecretDigest {
 }
 
 /// `[admin]`, with `$SWITCHYARD_ADMIN_TOKEN` (non-empty) taking precedence.
-pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Issues) -> AdminConfig {
+pub fn check_admin(raw: Option<&RawAdmin>, issues: &mut Issues) -> AdminConfig {
     let env = std::env::var(ADMIN_TOKEN_ENV).ok().filter(|v| !v.is_empty());
     match (env, raw.and_then(|a| a.token.as_ref())) {
         (Some(token), _) => AdminConfig {
@@ -137,7 +137,7 @@ pub fn admin_config(raw: Option<&RawAdmin>, issues: &mut Issues) -> AdminConfig 
 }
 
 /// `[reload]`: absent = watch every second.
-pub fn reload_config(raw: Option<&RawReload>, issues: &mut Issues) -> ReloadConfig {
+pub fn check_reload(raw: Option<&RawReload>, issues: &mut Issues) -> ReloadConfig {
     let Some(raw) = raw else { return ReloadConfig::default() };
     if raw.interval_ms == Some(0) {
         issues.push("reload.interval_ms", "must be at least 1 ms (or set watch = false)");
@@ -149,7 +149,7 @@ pub fn reload_config(raw: Option<&RawReload>, issues: &mut Issues) -> ReloadConf
 }
 
 /// A route's `auth`; `path` is the route's (`routes[2]`).
-pub fn route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Issues) -> Option<RouteAuth> {
+pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Issues) -> Option<RouteAuth> {
     let raw = raw?;
     if raw.keys.is_empty() {
         issues.push(format!("{path}.auth.keys"), "list at least one key (or remove `auth`)");

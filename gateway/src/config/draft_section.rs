@@ -1,6 +1,5 @@
 //! A route's `draft = { ... }`: how streamed (SSE) infer calls are answered
-//! (see [`crate::stream`] for what happens at run time). Kept apart from
-//! `validate.rs` so the streaming settings have one home; problems carry
+//! (see [`crate::stream`] for what happens at run time); problems carry
 //! field paths like every other config error.
 //!
 //! Where the cheap/heavy pair and the confidence come from:
@@ -102,7 +101,7 @@ impl Default for DraftConfig {
 
 /// Checks a route's `draft` against its policy and models (`path` is the
 /// route's, e.g. `routes[0]`).
-pub fn draft_config(
+pub fn check(
     raw: Option<&RawDraft>,
     policy: &PolicyConfig,
     models: &[String],
@@ -221,15 +220,15 @@ mod tests {
         PolicyConfig::Fixed(FixedPolicy { model: "c".into() })
     }
 
-    fn check(raw: Option<RawDraft>, policy: &PolicyConfig) -> (DraftConfig, Vec<ConfigIssue>) {
+    fn checked(raw: Option<RawDraft>, policy: &PolicyConfig) -> (DraftConfig, Vec<ConfigIssue>) {
         let mut issues = Issues::default();
-        let config = draft_config(raw.as_ref(), policy, &models(), "routes[0]", &mut issues);
+        let config = super::check(raw.as_ref(), policy, &models(), "routes[0]", &mut issues);
         (config, issues.into_vec())
     }
 
     #[test]
     fn cascade_routes_stream_with_their_policy_by_default() {
-        let (config, issues) = check(None, &cascade());
+        let (config, issues) = checked(None, &cascade());
         assert!(issues.is_empty());
         assert_eq!(config.mode, DraftMode::Parallel);
         assert_eq!(config.heartbeat, DEFAULT_HEARTBEAT);
@@ -239,16 +238,16 @@ mod tests {
     #[test]
     fn cascade_routes_refuse_a_second_pair() {
         let raw = RawDraft { threshold: Some(0.5), cheap: Some("a".into()), ..RawDraft::default() };
-        let (_, issues) = check(Some(raw), &cascade());
+        let (_, issues) = checked(Some(raw), &cascade());
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(paths, ["routes[0].draft.cheap", "routes[0].draft.threshold"]);
     }
 
     #[test]
     fn other_policies_opt_in_with_first_and_last_models() {
-        let (config, _) = check(None, &fixed());
+        let (config, _) = checked(None, &fixed());
         assert_eq!(config.pair, None);
-        let (config, issues) = check(Some(RawDraft::default()), &fixed());
+        let (config, issues) = checked(Some(RawDraft::default()), &fixed());
         assert!(issues.is_empty(), "{issues:?}");
         let pair = config.pair.unwrap();
         assert_eq!((pair.cheap.as_deref(), pair.heavy.as_deref()), (Some("a"), Some("c")));
@@ -265,7 +264,7 @@ mod tests {
             confidence_output: Some("p".into()),
             ..RawDraft::default()
         };
-        let (_, issues) = check(Some(raw), &fixed());
+        let (_, issues) = checked(Some(raw), &fixed());
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
@@ -277,14 +276,14 @@ mod tests {
             ]
         );
         let raw = RawDraft { threshold: Some(0.5), ..RawDraft::default() };
-        let (_, issues) = check(Some(raw), &fixed());
+        let (_, issues) = checked(Some(raw), &fixed());
         assert_eq!(issues[0].path, "routes[0].draft.confidence_output");
     }
 
     #[test]
     fn off_means_one_final_event() {
         let raw = RawDraft { mode: Some("off".into()), ..RawDraft::default() };
-        let (config, issues) = check(Some(raw), &cascade());
+        let (config, issues) = checked(Some(raw), &cascade());
         assert!(issues.is_empty());
         assert_eq!(config.pair, None);
     }

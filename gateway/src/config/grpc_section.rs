@@ -75,7 +75,7 @@ pub struct Bounds {
 
 /// Checks the settings against `bounds`; each bad value is an issue at
 /// its field path.
-pub fn grpc_limits(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Issues) -> GrpcLimits {
+pub fn check(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Issues) -> GrpcLimits {
     let Bounds { max_concurrent_requests, max_body_bytes } = bounds;
     let mut refuse = |field: &str, message: String| issues.push(format!("server.{field}"), message);
     let reserve = (max_concurrent_requests / DEFAULT_RESERVE_DIVISOR).max(1);
@@ -125,12 +125,11 @@ mod tests {
     #[test]
     fn defaults_follow_the_request_limit() {
         let mut issues = Issues::default();
-        let limits = grpc_limits(RawGrpcLimits::default(), bounds(4096), &mut issues);
+        let limits = check(RawGrpcLimits::default(), bounds(4096), &mut issues);
         assert_eq!(limits.max_requests_per_connection, 3072);
         assert_eq!(limits.max_streams, DEFAULT_MAX_STREAMS);
         let share = |max| {
-            grpc_limits(RawGrpcLimits::default(), bounds(max), &mut Issues::default())
-                .max_requests_per_connection
+            check(RawGrpcLimits::default(), bounds(max), &mut Issues::default()).max_requests_per_connection
         };
         assert_eq!((share(6), share(2), share(1)), (5, 1, 1));
         assert_eq!(limits.max_receiving_bytes, 64 << 20);
@@ -150,7 +149,7 @@ mod tests {
             max_requests_per_connection: Some(10),
             max_receiving_bytes: Some(1 << 20),
         };
-        grpc_limits(raw, bounds(6), &mut issues);
+        check(raw, bounds(6), &mut issues);
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,

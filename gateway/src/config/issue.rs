@@ -65,6 +65,15 @@ impl Issues {
         Duration::from_millis(value.unwrap_or(default_ms).max(1))
     }
 
+    /// A relative cost (of a model, a pool, an upstream): finite and above
+    /// 0, else a problem at `path`. Returned as written.
+    pub fn cost(&mut self, value: Option<f64>, path: impl Into<String>) -> Option<f64> {
+        if let Some(c) = value.filter(|c| !(c.is_finite() && *c > 0.0)) {
+            self.push(path, format!("must be a finite number > 0, got {c}"));
+        }
+        value
+    }
+
     /// Every problem found, for the caller of [`super::parse`].
     pub fn into_vec(self) -> Vec<ConfigIssue> {
         self.0
@@ -92,7 +101,18 @@ mod tests {
         assert!(issues.is_empty());
         issues.positive(Some(0), 4, "a");
         issues.millis(Some(0), 1000, "b");
+        assert_eq!(issues.cost(Some(0.5), "c"), Some(0.5));
+        assert_eq!(issues.cost(Some(-1.0), "c"), Some(-1.0));
+        issues.cost(Some(f64::NAN), "c");
         let found: Vec<String> = issues.iter().map(ToString::to_string).collect();
-        assert_eq!(found, ["a: must be at least 1", "b: must be at least 1 ms"]);
+        assert_eq!(
+            found,
+            [
+                "a: must be at least 1",
+                "b: must be at least 1 ms",
+                "c: must be a finite number > 0, got -1",
+                "c: must be a finite number > 0, got NaN"
+            ]
+        );
     }
 }

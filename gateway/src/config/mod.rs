@@ -1,9 +1,18 @@
 //! Configuration: the TOML file operators write, checked into an immutable
 //! [`Config`] snapshot.
 //!
-//! - [`raw`]: the file's shape (`deny_unknown_fields`).
-//! - [`validate`]: checks and defaults, with field-path errors.
-//! - [`types`]: what the server runs on.
+//! One `*_section.rs` per TOML table holds that table's raw serde type
+//! (`deny_unknown_fields`), its checked type and its `check(raw, ..,
+//! &mut Issues)`, which reports every problem with its field path
+//! ([`issue`]). Closed sets of words are serde enums read through
+//! [`one_of::OneOf`].
+//!
+//! - [`raw`]: [`raw::RawConfig`], the whole file, composing the sections'
+//!   raw types.
+//! - [`validate`]: the top-level check, calling each section's and what
+//!   spans sections.
+//! - [`types`]: [`Config`], what the server runs on, composing the
+//!   sections' checked types.
 //!
 //! With no `--config`, [`load_default`] serves the bundled example models
 //! (`default.toml`, embedded in the binary) relative to the current folder.
@@ -17,15 +26,18 @@ pub mod draft_section;
 pub mod edit;
 pub mod grpc_section;
 pub mod issue;
+pub mod model_section;
 pub mod one_of;
-pub mod proxy_raw;
-pub mod proxy_types;
+pub mod onnxruntime_section;
+pub mod prefix_route_section;
 pub mod raw;
 pub mod record_files;
 pub mod record_section;
 pub mod redact;
 pub mod resolver;
+pub mod route_section;
 pub mod secret;
+pub mod server_section;
 pub mod size;
 pub mod store_section;
 pub mod telemetry_section;
@@ -34,13 +46,15 @@ pub mod types;
 pub mod upstream_section;
 pub mod validate;
 
+pub use cache_section::{CacheConfig, RedisConfig, RouteCache};
+pub use control_section::{AdminConfig, ApiKey, ReloadConfig, RouteAuth, TokenSource};
 pub use issue::ConfigIssue;
-pub use proxy_types::{PrefixRouteConfig, ProxyConfig, UpstreamConfig, UpstreamKind, UpstreamModelConfig};
+pub use prefix_route_section::PrefixRouteConfig;
 pub use resolver::use_resolver;
-pub use types::{
-    AdminConfig, ApiKey, CacheConfig, Config, Limits, RedisConfig, ReloadConfig, RouteAuth, RouteCache,
-    RouteConfig, ServerConfig, TokenSource,
-};
+pub use route_section::RouteConfig;
+pub use server_section::{Limits, ServerConfig};
+pub use types::{Config, ProxyConfig};
+pub use upstream_section::{UpstreamConfig, UpstreamKind, UpstreamModelConfig};
 
 use std::path::Path;
 
@@ -53,7 +67,7 @@ pub fn parse(text: &str, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
         toml::Deserializer::parse(text).map_err(|e| vec![ConfigIssue::new("(syntax)", located(text, &e))])?;
     let raw: raw::RawConfig = serde_path_to_error::deserialize(deserializer)
         .map_err(|e| vec![ConfigIssue::new(e.path().to_string(), located(text, e.inner()))])?;
-    validate::validate(raw, base_dir)
+    validate::check(raw, base_dir)
 }
 
 /// Reads and checks a config file; relative paths start at its folder.

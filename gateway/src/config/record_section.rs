@@ -66,7 +66,7 @@ pub struct RecordConfig {
 }
 
 /// Checks a route's `record` (`path` is the route's, e.g. `routes[0]`).
-pub fn record_config(raw: Option<&RawRecord>, path: &str, issues: &mut Issues) -> Option<RecordConfig> {
+pub fn check(raw: Option<&RawRecord>, path: &str, issues: &mut Issues) -> Option<RecordConfig> {
     let raw = raw?;
     let mut issue = |field: &str, message: String| issues.push(format!("{path}.record.{field}"), message);
     if !(raw.sample > 0.0 && raw.sample <= 1.0) {
@@ -125,9 +125,9 @@ mod tests {
     use super::*;
     use crate::config::ConfigIssue;
 
-    fn check(raw: RawRecord) -> Vec<ConfigIssue> {
+    fn checked(raw: RawRecord) -> Vec<ConfigIssue> {
         let mut issues = Issues::default();
-        record_config(Some(&raw), "routes[2]", &mut issues);
+        super::check(Some(&raw), "routes[2]", &mut issues);
         issues.into_vec()
     }
 
@@ -138,19 +138,19 @@ mod tests {
     #[test]
     fn defaults_and_field_paths() {
         let mut issues = Issues::default();
-        let cfg = record_config(Some(&raw(0.25, "t.jsonl")), "routes[0]", &mut issues).unwrap();
+        let cfg = super::check(Some(&raw(0.25, "t.jsonl")), "routes[0]", &mut issues).unwrap();
         assert!(issues.is_empty());
         assert_eq!((cfg.max_bytes, cfg.files), (DEFAULT_MAX_BYTES, DEFAULT_FILES));
         assert_eq!(cfg.max_line_bytes, DEFAULT_MAX_LINE_BYTES);
-        assert!(record_config(None, "routes[0]", &mut issues).is_none());
+        assert!(super::check(None, "routes[0]", &mut issues).is_none());
         for bad in [0.0, -0.1, 1.5, f64::NAN] {
-            let issues = check(raw(bad, "t.jsonl"));
+            let issues = checked(raw(bad, "t.jsonl"));
             assert_eq!(issues.len(), 1, "{bad}");
             assert_eq!(issues[0].path, "routes[2].record.sample");
         }
-        assert_eq!(check(raw(1.0, " "))[0].path, "routes[2].record.path");
+        assert_eq!(checked(raw(1.0, " "))[0].path, "routes[2].record.path");
         let small = RawRecord { max_bytes: Some(ByteSize(100)), files: Some(0), ..raw(1.0, "t") };
-        let paths: Vec<_> = check(small).into_iter().map(|i| i.path).collect();
+        let paths: Vec<_> = checked(small).into_iter().map(|i| i.path).collect();
         assert_eq!(paths, ["routes[2].record.max_bytes", "routes[2].record.files"]);
     }
 
@@ -158,7 +158,7 @@ mod tests {
     fn a_line_fits_in_a_file() {
         let mut issues = Issues::default();
         let small = RawRecord { max_bytes: Some(ByteSize(1 << 20)), ..raw(1.0, "t") };
-        let cfg = record_config(Some(&small), "routes[0]", &mut issues).unwrap();
+        let cfg = super::check(Some(&small), "routes[0]", &mut issues).unwrap();
         assert_eq!(cfg.max_line_bytes, 1 << 20, "the default follows a smaller max_bytes");
         for (max_bytes, line) in [(1 << 20, 2 << 20), (64 << 20, 32 << 20), (64 << 20, 100)] {
             let raw = RawRecord {
@@ -166,7 +166,7 @@ mod tests {
                 max_line_bytes: Some(ByteSize(line)),
                 ..raw(1.0, "t")
             };
-            let issues = check(raw);
+            let issues = checked(raw);
             assert_eq!(issues.len(), 1, "{max_bytes} {line}");
             assert_eq!(issues[0].path, "routes[2].record.max_line_bytes");
         }

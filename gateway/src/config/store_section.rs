@@ -118,7 +118,7 @@ impl StoreConfig {
 }
 
 /// The model store of `raw`, if it names one; problems under `repository.*`.
-pub fn store_config(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
+pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
     let uri_text = raw.uri.as_deref()?;
     let mut issue = |field: &str, message: String| issues.push(format!("repository.{field}"), message);
     let uri = match StoreUri::parse(uri_text, "repository.uri") {
@@ -170,14 +170,14 @@ mod tests {
     use super::*;
     use crate::config::ConfigIssue;
 
-    fn check(raw: RawRepository) -> (Option<StoreConfig>, Vec<ConfigIssue>) {
+    fn checked(raw: RawRepository) -> (Option<StoreConfig>, Vec<ConfigIssue>) {
         let mut issues = Issues::default();
-        (store_config(&raw, Path::new("/etc/sy"), &mut issues), issues.into_vec())
+        (super::check(&raw, Path::new("/etc/sy"), &mut issues), issues.into_vec())
     }
 
     #[test]
     fn no_uri_no_store() {
-        let (store, issues) = check(RawRepository { path: Some("m".into()), ..Default::default() });
+        let (store, issues) = checked(RawRepository { path: Some("m".into()), ..Default::default() });
         assert!(store.is_none() && issues.is_empty());
     }
 
@@ -190,7 +190,7 @@ mod tests {
             poll_interval_ms: Some(5000),
             ..Default::default()
         };
-        let (store, issues) = check(raw);
+        let (store, issues) = checked(raw);
         assert!(issues.is_empty(), "{issues:?}");
         let store = store.unwrap();
         assert_eq!(store.settings.uri, StoreUri::S3 { bucket: "models".into(), prefix: "prod".into() });
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn mistakes_name_the_field() {
-        let (store, issues) = check(RawRepository { uri: Some("gs://b".into()), ..Default::default() });
+        let (store, issues) = checked(RawRepository { uri: Some("gs://b".into()), ..Default::default() });
         assert!(store.is_none());
         assert_eq!(issues[0].path, "repository.uri", "{issues:?}");
         assert!(issues[0].message.contains("not supported"), "{issues:?}");
@@ -213,7 +213,7 @@ mod tests {
             poll_interval_ms: Some(5),
             ..Default::default()
         };
-        let paths: Vec<String> = check(raw).1.into_iter().map(|i| i.path).collect();
+        let paths: Vec<String> = checked(raw).1.into_iter().map(|i| i.path).collect();
         assert_eq!(paths, ["repository.endpoint", "repository.concurrency", "repository.poll_interval_ms"]);
     }
 }

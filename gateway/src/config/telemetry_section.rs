@@ -42,7 +42,7 @@ pub struct TelemetryConfig {
 }
 
 /// Checks `[telemetry]`; `None` when traces are off.
-pub fn telemetry_config(raw: Option<&RawTelemetry>, issues: &mut Issues) -> Option<TelemetryConfig> {
+pub fn check(raw: Option<&RawTelemetry>, issues: &mut Issues) -> Option<TelemetryConfig> {
     let raw = raw?;
     let service_name = raw.service_name.clone().unwrap_or_else(|| "switchyard".to_string());
     if service_name.trim().is_empty() {

@@ -38,7 +38,7 @@ pub struct RawTokenizer {
 
 /// The runtime's [`TextSpec`] for `raw`, with problems reported under
 /// `{path}.tokenizer`.
-pub fn text_spec(
+pub fn check(
     raw: Option<&RawTokenizer>,
     repo_dir: &Path,
     path: &str,
@@ -70,9 +70,9 @@ mod tests {
     use super::*;
     use crate::config::ConfigIssue;
 
-    fn check(raw: RawTokenizer) -> (Option<TextSpec>, Vec<ConfigIssue>) {
+    fn checked(raw: RawTokenizer) -> (Option<TextSpec>, Vec<ConfigIssue>) {
         let mut issues = Issues::default();
-        (text_spec(Some(&raw), Path::new("/repo"), "models[0]", &mut issues), issues.into_vec())
+        (super::check(Some(&raw), Path::new("/repo"), "models[0]", &mut issues), issues.into_vec())
     }
 
     fn raw(max_length: Option<usize>, buckets: Option<Vec<usize>>) -> RawTokenizer {
@@ -81,7 +81,7 @@ mod tests {
 
     #[test]
     fn defaults_and_relative_path() {
-        let (spec, issues) = check(raw(None, None));
+        let (spec, issues) = checked(raw(None, None));
         assert!(issues.is_empty(), "{issues:?}");
         let spec = spec.unwrap();
         assert_eq!(spec.tokenizer, PathBuf::from("/repo/tok.json"));
@@ -93,18 +93,18 @@ mod tests {
 
     #[test]
     fn buckets_are_completed_up_to_max_length() {
-        let (spec, _) = check(raw(Some(64), Some(vec![8, 24])));
+        let (spec, _) = checked(raw(Some(64), Some(vec![8, 24])));
         assert_eq!(spec.unwrap().buckets, vec![8, 24, 64]);
     }
 
     #[test]
     fn mistakes_name_the_field() {
-        let (spec, issues) = check(raw(Some(1), None));
+        let (spec, issues) = checked(raw(Some(1), None));
         assert!(spec.is_none());
         assert_eq!(issues[0].path, "models[0].tokenizer.max_length", "{issues:?}");
-        let (_, issues) = check(raw(Some(64), Some(vec![32, 16])));
+        let (_, issues) = checked(raw(Some(64), Some(vec![32, 16])));
         assert_eq!(issues[0].path, "models[0].tokenizer.buckets", "{issues:?}");
-        let (_, issues) = check(raw(Some(64), Some(vec![16, 128])));
+        let (_, issues) = checked(raw(Some(64), Some(vec![16, 128])));
         assert!(issues[0].message.contains("end at max_length"), "{issues:?}");
     }
 }

@@ -1,6 +1,7 @@
-//! Checks `[[upstreams]]` (servers, their addresses, timeouts, health
-//! checks, breakers and V2 models) and `[[prefix_routes]]` (paths proxied
-//! to them), with field-path errors like every other config problem.
+//! `[[upstreams]]`: other servers (V2 model servers and plain HTTP apps),
+//! their addresses, timeouts, health checks, breakers and V2 models, with
+//! field-path errors like every other config problem. Prefix routes to
+//! them are [`super::prefix_route_section`].
 //!
 //! Defaults, by upstream `kind`:
 //!
@@ -12,33 +13,208 @@
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
 
 use super::issue::Issues;
-use super::proxy_raw::{RawBreaker, RawHealth, RawPrefixCache, RawPrefixRoute, RawTimeouts, RawUpstream};
-use super::proxy_types::{
-    BreakerConfig, HealthConfig, PrefixCacheConfig, PrefixRouteConfig, ProxyConfig, Timeouts, UpstreamConfig,
-    UpstreamKind, UpstreamModelConfig,
-};
-use super::types::RouteConfig;
-use http::{HeaderName, Method};
+use super::one_of::OneOf;
+use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Largest request body a cached prefix route can hash: Pingora keeps at
-/// most this much of a body to re-send it upstream after it was read.
-pub const MAX_CACHED_REQUEST_BODY: usize = 64 << 10;
+/// One `[[upstreams]]` entry: a set of addresses serving the same thing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// Name that prefix routes refer to, and that logs and stats show.
+    pub name: String,
+    /// `"v2"` (an Open Inference Protocol server) or `"http"` (any app);
+    /// default `"http"`.
+    pub kind: Option<OneOf<UpstreamKind>>,
+    /// `"IP:port"` addresses, at least one.
+    pub addrs: Vec<String>,
+    /// Connect, first-byte and total timeouts.
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    /// Active health checks.
+    #[serde(default)]
+    pub health: RawHealth,
+    /// Per-address circuit breaker.
+    #[serde(default)]
+    pub breaker: RawBreaker,
+    /// Relative cost of one inference, the default of this upstream's models.
+    pub cost: Option<f64>,
+    /// Accuracy rank, the default of this upstream's models.
+    pub quality: Option<u32>,
+    /// Idle connections kept open per address, default 64.
+    pub max_idle_per_addr: Option<usize>,
+    /// Models this (V2) upstream serves under names routes can use.
+    #[serde(default)]
+    pub models: Vec<RawUpstreamModel>,
+}
 
-/// Checks both tables. `model_names` holds the `[[models]]` names; the
-/// upstream models' names are added to it (so routes may list them) and
-/// must not collide with it.
-pub fn proxy_config(
-    upstreams: &[RawUpstream],
-    prefix_routes: &[RawPrefixRoute],
-    default_max_request_bytes: u64,
+/// `timeouts = { connect_ms, first_byte_ms, total_ms }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    /// TCP connect timeout per address, default 1000 ms.
+    pub connect_ms: Option<u64>,
+    /// Time from sending the request to the response head (and, for prefix
+    /// routes, the longest gap between reads), default 30000 ms (v2) or
+    /// 60000 ms (http).
+    pub first_byte_ms: Option<u64>,
+    /// Time for the whole exchange, default 60000 ms (v2) or none (http).
+    pub total_ms: Option<u64>,
+}
+
+/// `health = { path, interval_ms, timeout_ms, failures, successes, enabled }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealth {
+    /// Run health checks, default true.
+    pub enabled: Option<bool>,
+    /// Path answered with 200 by a healthy address; default
+    /// `/v2/health/ready` for v2, none (a TCP connect check) for http.
+    pub path: Option<String>,
+    /// Time between checks, default 1000 ms.
+    pub interval_ms: Option<u64>,
+    /// Timeout of one check, default 2000 ms.
+    pub timeout_ms: Option<u64>,
+    /// Consecutive failed checks that mark an address down, default 2.
+    pub failures: Option<usize>,
+    /// Consecutive passed checks that mark it up again, default 1.
+    pub successes: Option<usize>,
+}
+
+/// `breaker = { failures, cool_down_ms }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    /// Consecutive failed requests that stop traffic to an address, default 3.
+    pub failures: Option<u32>,
+    /// How long it gets no traffic before one probe request, default 1000 ms.
+    pub cool_down_ms: Option<u64>,
+}
+
+/// One entry of a V2 upstream's `models = [ ... ]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamModel {
+    /// Name in this gateway (routes list it, clients may call it).
+    pub name: String,
+    /// The model's name on the upstream, default `name`.
+    pub model: Option<String>,
+    /// The model's version on the upstream; absent = the upstream's default.
+    pub version: Option<String>,
+    /// Relative cost, default the upstream's `cost`.
+    pub cost: Option<f64>,
+    /// Accuracy rank, default the upstream's `quality`.
+    pub quality: Option<u32>,
+}
+
+/// What protocol an upstream speaks (`kind = "v2"` or `"http"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamKind {
+    /// An Open Inference Protocol (KServe V2) server: Triton, KServe,
+    /// MLServer, another Switchyard. Its models can be route members.
+    V2,
+    /// Any HTTP app; reachable through prefix routes only.
+    Http,
+}
+
+impl UpstreamKind {
+    /// `v2` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamKind::V2 => "v2",
+            UpstreamKind::Http => "http",
+        }
+    }
+}
+
+/// One upstream server: several addresses serving the same thing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamConfig {
+    /// Its name.
+    pub name: String,
+    /// Its protocol.
+    pub kind: UpstreamKind,
+    /// Its addresses (at least one, no duplicates).
+    pub addrs: Vec<SocketAddr>,
+    /// Its timeouts.
+    pub timeouts: Timeouts,
+    /// Its active health checks.
+    pub health: HealthConfig,
+    /// Its per-address breaker.
+    pub breaker: BreakerConfig,
+    /// Idle connections kept per address.
+    pub max_idle_per_addr: usize,
+    /// The models it serves (V2 only).
+    pub models: Vec<UpstreamModelConfig>,
+}
+
+/// Upstream timeouts; a V2 call is also bounded by the request's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect, per address tried.
+    pub connect: Duration,
+    /// From sending the request to the response head; for prefix routes
+    /// also the longest gap between two reads.
+    pub first_byte: Duration,
+    /// The whole exchange; `None` = unbounded (long streams).
+    pub total: Option<Duration>,
+}
+
+/// Active health checks of every address of an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    /// Whether checks run at all (off: every address counts as healthy and
+    /// only the breaker takes failing addresses out).
+    pub enabled: bool,
+    /// `GET` path that must answer 200; `None` = a TCP connect check.
+    pub path: Option<String>,
+    /// Time between two checks of an address.
+    pub interval: Duration,
+    /// Timeout of one check.
+    pub timeout: Duration,
+    /// Consecutive failed checks that mark an address down.
+    pub failures: usize,
+    /// Consecutive passed checks that mark it up again.
+    pub successes: usize,
+}
+
+/// The per-address circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    /// Consecutive failed requests that open it.
+    pub failures: u32,
+    /// How long an open breaker sends nothing before one probe.
+    pub cool_down: Duration,
+}
+
+/// A model of a V2 upstream, usable as a route member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamModelConfig {
+    /// Its name in this gateway.
+    pub name: String,
+    /// Its name on the upstream.
+    pub remote: String,
+    /// Its version on the upstream (`None`: the upstream's default).
+    pub version: Option<String>,
+    /// Relative cost (the model's, else the upstream's), if configured.
+    pub cost: Option<f64>,
+    /// Accuracy rank (the model's, else the upstream's), if configured.
+    pub quality: Option<u32>,
+}
+
+/// Checks every `[[upstreams]]` entry. `model_names` holds the
+/// `[[models]]` names; the upstream models' names are added to it (so
+/// routes may list them) and must not collide with it.
+pub fn check(
+    raw: &[RawUpstream],
     model_names: &mut HashSet<String>,
     issues: &mut Issues,
-) -> ProxyConfig {
+) -> Vec<UpstreamConfig> {
     let mut checked: Vec<UpstreamConfig> = Vec::new();
-    for (i, raw) in upstreams.iter().enumerate() {
+    for (i, raw) in raw.iter().enumerate() {
         let path = format!("upstreams[{i}]");
         if checked.iter().any(|u| u.name == raw.name) {
             issues.push(format!("{path}.name"), format!("duplicate upstream name {:?}", raw.name));
@@ -47,25 +223,7 @@ pub fn proxy_config(
             checked.push(upstream);
         }
     }
-    let mut routes: Vec<PrefixRouteConfig> = Vec::new();
-    for (i, raw) in prefix_routes.iter().enumerate() {
-        let path = format!("prefix_routes[{i}]");
-        let route = prefix_route(raw, &path, default_max_request_bytes, issues);
-        if !checked.iter().any(|u| u.name == raw.upstream) {
-            issues.push(
-                format!("{path}.upstream"),
-                format!("no upstream named {:?} in [[upstreams]]", raw.upstream),
-            );
-        }
-        if routes.iter().any(|r| r.name == route.name) {
-            issues.push(format!("{path}.name"), format!("duplicate prefix route name {:?}", route.name));
-        }
-        if routes.iter().any(|r| r.prefix == route.prefix) {
-            issues.push(format!("{path}.prefix"), format!("prefix {:?} is used twice", route.prefix));
-        }
-        routes.push(route);
-    }
-    ProxyConfig { upstreams: checked, prefix_routes: routes }
+    checked
 }
 
 fn upstream_config(
@@ -82,7 +240,7 @@ fn upstream_config(
         None => UpstreamKind::Http,
     };
     let addrs = addresses(&raw.addrs, path, issues);
-    let cost = check_cost(raw.cost, &format!("{path}.cost"), issues);
+    let cost = issues.cost(raw.cost, format!("{path}.cost"));
     if kind == UpstreamKind::Http && !raw.models.is_empty() {
         issues.push(format!("{path}.models"), "only a kind = \"v2\" upstream serves models");
     }
@@ -99,7 +257,7 @@ fn upstream_config(
             name: m.name.clone(),
             remote: m.model.clone().unwrap_or_else(|| m.name.clone()),
             version: m.version.clone(),
-            cost: check_cost(m.cost, &format!("{field}.cost"), issues).or(cost),
+            cost: issues.cost(m.cost, format!("{field}.cost")).or(cost),
             quality: m.quality.or(raw.quality),
         });
     }
@@ -200,114 +358,12 @@ fn breaker(raw: &RawBreaker, path: &str, issues: &mut Issues) -> BreakerConfig {
     }
 }
 
-fn check_cost(cost: Option<f64>, path: &str, issues: &mut Issues) -> Option<f64> {
-    if let Some(c) = cost.filter(|c| !(c.is_finite() && *c > 0.0)) {
-        issues.push(path, format!("must be a finite number > 0, got {c}"));
-    }
-    cost
-}
-
-fn prefix_route(
-    raw: &RawPrefixRoute,
-    path: &str,
-    default_max_request_bytes: u64,
-    issues: &mut Issues,
-) -> PrefixRouteConfig {
-    if raw.name.is_empty() {
-        issues.push(format!("{path}.name"), "must be non-empty");
-    }
-    let prefix = &raw.prefix;
-    if !prefix.starts_with('/') || prefix.contains(['?', '#']) {
-        issues.push(format!("{path}.prefix"), format!("{prefix:?} must be a path starting with '/'"));
-    }
-    let trimmed = prefix.trim_end_matches('/');
-    if trimmed == "/v2" || trimmed.starts_with("/v2/") {
-        issues.push(format!("{path}.prefix"), "paths under /v2 are the gateway's own V2 API");
-    }
-    let max_request_bytes = raw.max_request_bytes.map_or(default_max_request_bytes, |s| s.0);
-    if max_request_bytes == 0 {
-        issues.push(format!("{path}.max_request_bytes"), "must be at least 1 byte");
-    }
-    if raw.max_response_bytes.is_some_and(|s| s.0 == 0) {
-        issues.push(format!("{path}.max_response_bytes"), "must be at least 1 byte (or absent)");
-    }
-    PrefixRouteConfig {
-        name: raw.name.clone(),
-        prefix: prefix.clone(),
-        upstream: raw.upstream.clone(),
-        strip_prefix: raw.strip_prefix.unwrap_or(true),
-        preserve_host: raw.preserve_host.unwrap_or(false),
-        max_request_bytes,
-        max_response_bytes: raw.max_response_bytes.map(|s| s.0),
-        cache: raw.cache.as_ref().and_then(|c| prefix_cache(c, &format!("{path}.cache"), issues)),
-    }
-}
-
-fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Issues) -> Option<PrefixCacheConfig> {
-    if !raw.enabled.unwrap_or(true) {
-        return None;
-    }
-    let default_methods = ["GET".to_string(), "HEAD".to_string()];
-    let mut methods = Vec::new();
-    for (k, m) in raw.methods.as_deref().unwrap_or(&default_methods).iter().enumerate() {
-        match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
-            Ok(method) => methods.push(method),
-            Err(_) => issues.push(format!("{path}.methods[{k}]"), format!("{m:?} is not an HTTP method")),
-        }
-    }
-    let mut headers = Vec::new();
-    for (k, h) in raw.headers.iter().flatten().enumerate() {
-        match HeaderName::from_bytes(h.as_bytes()) {
-            Ok(name) => headers.push(name),
-            Err(_) => issues.push(format!("{path}.headers[{k}]"), format!("{h:?} is not a header name")),
-        }
-    }
-    let max_body = raw.max_body_bytes.map_or(MAX_CACHED_REQUEST_BODY as u64, |s| s.0);
-    if max_body > MAX_CACHED_REQUEST_BODY as u64 {
-        issues.push(
-            format!("{path}.max_body_bytes"),
-            format!(
-                "at most {MAX_CACHED_REQUEST_BODY} bytes (64KiB): larger bodies are streamed, not cached"
-            ),
-        );
-    }
-    if raw.ttl_s == Some(0) {
-        issues.push(format!("{path}.ttl_s"), "must be at least 1 s (or set enabled = false)");
-    }
-    let max_entry = raw.max_entry_bytes.map_or(1 << 20, |s| s.0);
-    let max_bytes = raw.max_bytes.map_or(64 << 20, |s| s.0);
-    if max_entry == 0 || max_bytes == 0 {
-        issues.push(path, "max_entry_bytes and max_bytes must be at least 1 byte");
-    }
-    Some(PrefixCacheConfig {
-        ttl: Duration::from_secs(raw.ttl_s.unwrap_or(60).max(1)),
-        methods,
-        headers,
-        force: raw.force.unwrap_or(false),
-        max_body_bytes: usize::try_from(max_body)
-            .unwrap_or(MAX_CACHED_REQUEST_BODY)
-            .min(MAX_CACHED_REQUEST_BODY),
-        max_entry_bytes: usize::try_from(max_entry).unwrap_or(usize::MAX),
-        max_bytes,
-    })
-}
-
-/// Adds the identity of the route's upstream models (upstream, remote
-/// name and version) to its fingerprint, so that pointing a model at
-/// another upstream never serves cached answers of the old one.
-pub fn with_upstream_fingerprint(mut route: RouteConfig, proxy: &ProxyConfig) -> RouteConfig {
-    for name in &route.models {
-        if let Some((upstream, model)) = proxy.upstream_model(name) {
-            route.fingerprint.push_str(&format!(
-                "|{}@upstream:{}:{}:{}",
-                model.name,
-                upstream.name,
-                model.remote,
-                model.version.as_deref().unwrap_or("")
-            ));
-        }
-    }
-    route
+/// The upstream model named `name` and the upstream serving it.
+pub fn find_model<'a>(
+    upstreams: &'a [UpstreamConfig],
+    name: &str,
+) -> Option<(&'a UpstreamConfig, &'a UpstreamModelConfig)> {
+    upstreams.iter().find_map(|u| u.models.iter().find(|m| m.name == name).map(|m| (u, m)))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! `max_entry_bytes`.
 
 use super::sharing::Sharing;
-use crate::config::proxy_types::PrefixCacheConfig;
+use crate::config::prefix_route_section::PrefixCacheConfig;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use moka::future::Cache;

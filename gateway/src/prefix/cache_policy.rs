@@ -117,7 +117,7 @@ pub fn storable(cache: &PrefixCache, resp: &ResponseHeader, creds: Credentials) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::proxy_types::PrefixCacheConfig;
+    use crate::config::prefix_route_section::PrefixCacheConfig;
     use http::{HeaderName, HeaderValue, Method};
 
     fn cache(force: bool, keyed: &[&'static str]) -> PrefixCache {

@@ -12,7 +12,7 @@
 //! pool; cheap next to an inference, so it is rebuilt for every decision
 //! rather than cached.
 
-use crate::config::types::ModelRouting;
+use crate::config::model_section::ModelRouting;
 use crate::config::Config;
 use router_policies::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
 use std::time::Duration;

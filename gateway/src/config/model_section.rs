@@ -1,0 +1,252 @@
+//! `[[models]]`: the ONNX models the runtime may load, each with its
+//! batching, device pools, request limits, optional tokenizer
+//! ([`super::text_section`]) and routing attributes (`cost`, `quality`).
+
+use super::issue::Issues;
+use super::one_of::OneOf;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
+
+/// One `[[models]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// Name used in routes and as a V2 model name.
+    pub name: String,
+    /// Version reported to clients and part of cache keys; default 1.
+    pub version: Option<u64>,
+    /// ONNX file, relative to the repository folder.
+    pub path: String,
+    /// Unload after this many idle seconds (scale to zero); absent = never.
+    pub idle_unload_s: Option<u64>,
+    /// Load at start-up and run one request through it.
+    #[serde(default)]
+    pub warmup: bool,
+    /// Dynamic batching; absent = defaults.
+    #[serde(default)]
+    pub batching: RawBatching,
+    /// Device pools; absent = one CPU pool with one worker.
+    #[serde(default)]
+    pub pools: Vec<RawPool>,
+    /// Relative cost of one inference (any unit, > 0); routing policies
+    /// prefer cheaper models. Default: 1 + the model's position in the route.
+    pub cost: Option<f64>,
+    /// Accuracy rank (higher = more accurate). Default: the model's position
+    /// in the route (cheapest first = least accurate).
+    pub quality: Option<u32>,
+    /// Makes this a text model: clients send strings, the runtime tokenises
+    /// them (see [`super::text_section`]); absent = the graph's own inputs.
+    pub tokenizer: Option<super::text_section::RawTokenizer>,
+    /// Per-request limits `{ max_rows, max_tokens }`; absent fields take
+    /// defaults from the batching (see `switchyard_runtime::limits`).
+    pub limits: Option<switchyard_runtime::RequestLimits>,
+}
+
+/// A model's `batching = { ... }`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawBatching {
+    /// Rows per batch, default 32; 0 or 1 disables batching.
+    pub max_batch_size: Option<usize>,
+    /// How long the first request waits for others, default 500 us.
+    pub max_queue_delay_us: Option<u64>,
+    /// Queued requests per pool before `Overloaded`, default 1024.
+    pub queue_capacity: Option<usize>,
+    /// Dispatch at once when nobody else is likely to join the batch
+    /// instead of waiting out the delay, default true (see `BatchingSpec::idle_dispatch`).
+    pub idle_dispatch: Option<bool>,
+    /// A request into an idle CPU pool whose batch is predicted to run
+    /// within this many microseconds runs on the caller's thread, default
+    /// 50; 0 turns it off (see `BatchingSpec::inline_max`).
+    pub inline_max_us: Option<u64>,
+}
+
+/// One entry of a model's `pools = [ ... ]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    /// Pool name, default the device name (`cpu`, `cuda`).
+    pub name: Option<String>,
+    /// `cpu` or `cuda`.
+    pub device: OneOf<PoolDevice>,
+    /// Worker threads, each with its own session; default 1.
+    pub workers: Option<usize>,
+    /// ONNX Runtime intra-op threads per worker; default 1.
+    pub intra_op_threads: Option<usize>,
+    /// Relative cost of running here vs. the model's other pools (> 0);
+    /// the cheapest pool that fits the budget is used. Default 1.
+    pub cost: Option<f64>,
+    /// This pool's own batching (fields left out take the model's), e.g.
+    /// larger batches on a GPU pool than on a CPU pool.
+    pub batching: Option<RawBatching>,
+}
+
+/// Where a pool runs: the devices a config may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolDevice {
+    /// ONNX Runtime's CPU execution provider.
+    Cpu,
+    /// ONNX Runtime's CUDA execution provider.
+    Cuda,
+}
+
+impl From<PoolDevice> for DeviceKind {
+    fn from(device: PoolDevice) -> Self {
+        match device {
+            PoolDevice::Cpu => DeviceKind::Cpu,
+            PoolDevice::Cuda => DeviceKind::Cuda,
+        }
+    }
+}
+
+/// What routing policies know about one model beyond its [`ModelSpec`]:
+/// the optional `cost` and `quality` of its `[[models]]` entry and each
+/// pool's `cost`. Absent values get route-position defaults when the
+/// fleet view is built (see `routing::fleet`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelRouting {
+    /// Relative cost of one inference, if configured.
+    pub cost: Option<f64>,
+    /// Accuracy rank (higher = more accurate), if configured.
+    pub quality: Option<u32>,
+    /// Relative cost of each pool, by pool name (default 1.0).
+    pub pool_costs: HashMap<String, f64>,
+}
+
+/// Checks every `[[models]]` entry (`repo_dir`: where relative paths
+/// start): the runtime's specs, in config order, and each model's routing
+/// attributes by name.
+pub fn check(
+    raw: &[RawModel],
+    repo_dir: &Path,
+    issues: &mut Issues,
+) -> (Vec<ModelSpec>, HashMap<String, ModelRouting>) {
+    let mut models: Vec<ModelSpec> = Vec::new();
+    let mut routing = HashMap::new();
+    for (i, model) in raw.iter().enumerate() {
+        let path = format!("models[{i}]");
+        routing.insert(model.name.clone(), routing_of(model, &path, issues));
+        if models.iter().any(|m| m.name == model.name) {
+            issues.push(format!("{path}.name"), format!("duplicate model name {:?}", model.name));
+        }
+        models.push(model_spec(model, repo_dir, &path, issues));
+    }
+    (models, routing)
+}
+
+fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) -> ModelSpec {
+    if raw.name.is_empty() || raw.name.contains('/') {
+        issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
+    }
+    let defaults = BatchingSpec {
+        max_batch_size: 32,
+        max_queue_delay: Duration::from_micros(500),
+        queue_capacity: 1024,
+        idle_dispatch: true,
+        inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+    };
+    let batching = batching_spec(&raw.batching, &defaults, &format!("{path}.batching"), issues);
+    let mut pools: Vec<PoolSpec> = Vec::new();
+    for (j, pool) in raw.pools.iter().enumerate() {
+        if let Some(spec) = pool_spec(pool, &batching, &format!("{path}.pools[{j}]"), issues) {
+            if pools.iter().any(|p| p.name == spec.name) {
+                issues
+                    .push(format!("{path}.pools[{j}].name"), format!("duplicate pool name {:?}", spec.name));
+            }
+            pools.push(spec);
+        }
+    }
+    if raw.pools.is_empty() {
+        pools.push(PoolSpec {
+            name: "cpu".into(),
+            device: DeviceKind::Cpu,
+            workers: 1,
+            intra_op_threads: 1,
+            batching: None,
+        });
+    }
+    let file = PathBuf::from(&raw.path);
+    ModelSpec {
+        name: raw.name.clone(),
+        version: raw.version.unwrap_or(1),
+        path: if file.is_absolute() { file } else { repo_dir.join(file) },
+        pools,
+        batching,
+        idle_unload: raw.idle_unload_s.map(Duration::from_secs),
+        warmup: raw.warmup,
+        text: super::text_section::check(raw.tokenizer.as_ref(), repo_dir, path, issues),
+        limits: request_limits(raw, path, issues),
+        source: None,
+    }
+}
+
+/// A model's `limits`; a limit of 0 is an error under its own field.
+fn request_limits(raw: &RawModel, path: &str, issues: &mut Issues) -> RequestLimits {
+    let limits = raw.limits.unwrap_or_default();
+    for (field, value) in [("max_rows", limits.max_rows), ("max_tokens", limits.max_tokens)] {
+        if value == Some(0) {
+            issues.push(format!("{path}.limits.{field}"), "must be at least 1");
+        }
+    }
+    if limits.max_tokens.is_some() && raw.tokenizer.is_none() {
+        issues.push(format!("{path}.limits.max_tokens"), "only a text model (with a tokenizer) has tokens");
+    }
+    limits
+}
+
+/// Batching settings; fields left out take `defaults` (the built-in ones
+/// for a model, the model's own for a pool override).
+fn batching_spec(
+    raw: &RawBatching,
+    defaults: &BatchingSpec,
+    path: &str,
+    issues: &mut Issues,
+) -> BatchingSpec {
+    BatchingSpec {
+        max_batch_size: raw.max_batch_size.unwrap_or(defaults.max_batch_size),
+        max_queue_delay: raw.max_queue_delay_us.map_or(defaults.max_queue_delay, Duration::from_micros),
+        queue_capacity: issues.positive(
+            raw.queue_capacity,
+            defaults.queue_capacity,
+            format!("{path}.queue_capacity"),
+        ),
+        idle_dispatch: raw.idle_dispatch.unwrap_or(defaults.idle_dispatch),
+        inline_max: raw.inline_max_us.map_or(defaults.inline_max, Duration::from_micros),
+    }
+}
+
+fn pool_spec(
+    raw: &RawPool,
+    model_batching: &BatchingSpec,
+    path: &str,
+    issues: &mut Issues,
+) -> Option<PoolSpec> {
+    let device = raw.device.check("device", format!("{path}.device"), issues)?;
+    Some(PoolSpec {
+        name: raw.name.clone().unwrap_or_else(|| raw.device.text().to_string()),
+        device: device.into(),
+        workers: issues.positive(raw.workers, 1, format!("{path}.workers")),
+        intra_op_threads: issues.positive(raw.intra_op_threads, 1, format!("{path}.intra_op_threads")),
+        batching: raw
+            .batching
+            .as_ref()
+            .map(|b| batching_spec(b, model_batching, &format!("{path}.batching"), issues)),
+    })
+}
+
+/// A model's routing attributes: `cost` and `quality`, and each pool's
+/// `cost`; costs must be finite and > 0.
+fn routing_of(raw: &RawModel, path: &str, issues: &mut Issues) -> ModelRouting {
+    let cost = issues.cost(raw.cost, format!("{path}.cost"));
+    let mut pool_costs = HashMap::new();
+    for (j, pool) in raw.pools.iter().enumerate() {
+        if let Some(c) = issues.cost(pool.cost, format!("{path}.pools[{j}].cost")) {
+            pool_costs.insert(pool.name.clone().unwrap_or_else(|| pool.device.text().to_string()), c);
+        }
+    }
+    ModelRouting { cost, quality: raw.quality, pool_costs }
+}
