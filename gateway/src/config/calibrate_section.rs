@@ -44,16 +44,22 @@ pub fn check(
     issues: &mut Issues,
 ) -> Option<CalibrateConfig> {
     let raw = raw?;
-    let mut issue = |field: &str, message: String| issues.push(format!("{path}.calibrate{field}"), message);
     if policy.as_cascade().is_none() {
-        issue("", "needs a cascade policy (it calibrates the cascade's threshold)".into());
+        issues.push(
+            format!("{path}.calibrate"),
+            "needs a cascade policy (it calibrates the cascade's threshold)",
+        );
     }
     if !(raw.shadow > 0.0 && raw.shadow <= 1.0) {
-        issue(".shadow", format!("must be above 0 and at most 1, got {}", raw.shadow));
+        issues.push(
+            format!("{path}.calibrate.shadow"),
+            format!("must be above 0 and at most 1, got {}", raw.shadow),
+        );
     }
     let target = raw.target.unwrap_or(DEFAULT_TARGET);
     if !(target > 0.0 && target <= 1.0) {
-        issue(".target", format!("must be above 0 and at most 1, got {target}"));
+        issues
+            .push(format!("{path}.calibrate.target"), format!("must be above 0 and at most 1, got {target}"));
     }
     Some(CalibrateConfig { shadow: raw.shadow, target })
 }

@@ -56,19 +56,18 @@ impl Default for ConnectionLimits {
 /// Checks the settings; each bad value is an issue at its field path.
 pub fn check(raw: RawConnections, issues: &mut Issues) -> ConnectionLimits {
     let mut limits = ConnectionLimits::default();
-    let mut refuse = |field: &str, message: &str| issues.push(format!("server.{field}"), message);
     match raw.max_connections {
-        Some(0) => refuse("max_connections", "must be at least 1"),
+        Some(0) => issues.push("server.max_connections", "must be at least 1"),
         Some(n) => limits.max_connections = n,
         None => {}
     }
     match raw.keepalive_timeout_s {
-        Some(0) => refuse("keepalive_timeout_s", "must be at least 1 second"),
+        Some(0) => issues.push("server.keepalive_timeout_s", "must be at least 1 second"),
         Some(s) => limits.keepalive_timeout = Duration::from_secs(s),
         None => {}
     }
     match raw.header_timeout_ms {
-        Some(0) => refuse("header_timeout_ms", "must be at least 1 ms"),
+        Some(0) => issues.push("server.header_timeout_ms", "must be at least 1 ms"),
         Some(ms) => limits.header_timeout = Duration::from_millis(ms),
         None => {}
     }

@@ -77,7 +77,6 @@ pub struct Bounds {
 /// its field path.
 pub fn check(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Issues) -> GrpcLimits {
     let Bounds { max_concurrent_requests, max_body_bytes } = bounds;
-    let mut refuse = |field: &str, message: String| issues.push(format!("server.{field}"), message);
     let reserve = (max_concurrent_requests / DEFAULT_RESERVE_DIVISOR).max(1);
     let share = max_concurrent_requests.saturating_sub(reserve).max(1);
     let mut limits = GrpcLimits {
@@ -87,27 +86,27 @@ pub fn check(raw: RawGrpcLimits, bounds: Bounds, issues: &mut Issues) -> GrpcLim
         max_receiving_bytes: max_body_bytes,
     };
     match raw.max_streams {
-        Some(0) => refuse("grpc_max_streams", "must be at least 1".into()),
+        Some(0) => issues.push("server.grpc_max_streams", "must be at least 1"),
         Some(n) => limits.max_streams = n,
         None => {}
     }
     match raw.max_in_flight_per_stream {
-        Some(0) => refuse("grpc_max_in_flight_per_stream", "must be at least 1".into()),
+        Some(0) => issues.push("server.grpc_max_in_flight_per_stream", "must be at least 1"),
         Some(n) => limits.max_in_flight_per_stream = n,
         None => {}
     }
     match raw.max_requests_per_connection {
-        Some(0) => refuse("grpc_max_requests_per_connection", "must be at least 1".into()),
-        Some(n) if n > max_concurrent_requests => refuse(
-            "grpc_max_requests_per_connection",
+        Some(0) => issues.push("server.grpc_max_requests_per_connection", "must be at least 1"),
+        Some(n) if n > max_concurrent_requests => issues.push(
+            "server.grpc_max_requests_per_connection",
             format!("must be at most server.max_concurrent_requests ({max_concurrent_requests})"),
         ),
         Some(n) => limits.max_requests_per_connection = n,
         None => {}
     }
     match raw.max_receiving_bytes {
-        Some(n) if n < max_body_bytes => refuse(
-            "grpc_max_receiving_bytes",
+        Some(n) if n < max_body_bytes => issues.push(
+            "server.grpc_max_receiving_bytes",
             format!(
                 "must be at least server.max_body_bytes ({max_body_bytes}), or no message could be received"
             ),

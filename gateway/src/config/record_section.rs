@@ -68,35 +68,41 @@ pub struct RecordConfig {
 /// Checks a route's `record` (`path` is the route's, e.g. `routes[0]`).
 pub fn check(raw: Option<&RawRecord>, path: &str, issues: &mut Issues) -> Option<RecordConfig> {
     let raw = raw?;
-    let mut issue = |field: &str, message: String| issues.push(format!("{path}.record.{field}"), message);
     if !(raw.sample > 0.0 && raw.sample <= 1.0) {
-        issue("sample", format!("must be above 0 and at most 1, got {}", raw.sample));
+        issues.push(
+            format!("{path}.record.sample"),
+            format!("must be above 0 and at most 1, got {}", raw.sample),
+        );
     }
     if raw.path.trim().is_empty() {
-        issue("path", "must name a file".into());
+        issues.push(format!("{path}.record.path"), "must name a file");
     }
     let max_bytes = raw.max_bytes.map_or(DEFAULT_MAX_BYTES, |s| s.0);
     if max_bytes < MIN_MAX_BYTES {
-        issue("max_bytes", format!("must be at least {MIN_MAX_BYTES} bytes, got {max_bytes}"));
+        issues.push(
+            format!("{path}.record.max_bytes"),
+            format!("must be at least {MIN_MAX_BYTES} bytes, got {max_bytes}"),
+        );
     }
     let files = raw.files.unwrap_or(DEFAULT_FILES);
     if !(1..=MAX_FILES).contains(&files) {
-        issue("files", format!("must be between 1 and {MAX_FILES}, got {files}"));
+        issues
+            .push(format!("{path}.record.files"), format!("must be between 1 and {MAX_FILES}, got {files}"));
     }
     // The default follows `max_bytes`; only a written value can be wrong.
     let max_line_bytes = match raw.max_line_bytes {
         None => DEFAULT_MAX_LINE_BYTES.min(max_bytes),
         Some(ByteSize(line)) => {
             if !(MIN_MAX_LINE_BYTES..=MAX_MAX_LINE_BYTES).contains(&line) {
-                issue(
-                    "max_line_bytes",
+                issues.push(
+                    format!("{path}.record.max_line_bytes"),
                     format!(
                         "must be between {MIN_MAX_LINE_BYTES} and {MAX_MAX_LINE_BYTES} bytes, got {line}"
                     ),
                 );
             } else if line > max_bytes {
-                issue(
-                    "max_line_bytes",
+                issues.push(
+                    format!("{path}.record.max_line_bytes"),
                     format!("must be at most max_bytes ({max_bytes}), got {line}: a line must fit in a file"),
                 );
             }

@@ -120,11 +120,10 @@ impl StoreConfig {
 /// The model store of `raw`, if it names one; problems under `repository.*`.
 pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
     let uri_text = raw.uri.as_deref()?;
-    let mut issue = |field: &str, message: String| issues.push(format!("repository.{field}"), message);
     let uri = match StoreUri::parse(uri_text, "repository.uri") {
         Ok(uri) => uri,
         Err(e) => {
-            issue("uri", e.to_string());
+            issues.push("repository.uri", e.to_string());
             return None;
         }
     };
@@ -132,7 +131,7 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
     let mut settings = StoreSettings::new(uri, cache_dir);
     if let Some(endpoint) = &raw.endpoint {
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-            issue("endpoint", "must be an http:// or https:// URL".into());
+            issues.push("repository.endpoint", "must be an http:// or https:// URL");
         }
         settings.s3.endpoint = Some(endpoint.clone());
     }
@@ -142,25 +141,25 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
     settings.s3.anonymous = raw.anonymous.unwrap_or(false);
     settings.cache.max_bytes = raw.cache_max_bytes.map_or(CacheSettings::DEFAULT_MAX_BYTES, |b| b.0);
     if settings.cache.max_bytes == 0 {
-        issue("cache_max_bytes", "must be more than 0".into());
+        issues.push("repository.cache_max_bytes", "must be more than 0");
     }
     settings.integrity.verify_etag = raw.verify_etag.unwrap_or(true);
     settings.integrity.require_checksum = raw.require_checksum.unwrap_or(false);
     if let Some(part) = raw.part_bytes {
         if part.0 < 64 << 10 {
-            issue("part_bytes", "must be at least 64KiB".into());
+            issues.push("repository.part_bytes", "must be at least 64KiB");
         }
         settings.transfer.part_bytes = part.0;
     }
     if let Some(n) = raw.concurrency {
         if !(1..=64).contains(&n) {
-            issue("concurrency", "must be between 1 and 64".into());
+            issues.push("repository.concurrency", "must be between 1 and 64");
         }
         settings.transfer.concurrency = n;
     }
     let poll_interval = raw.poll_interval_ms.filter(|ms| *ms > 0).map(Duration::from_millis);
     if poll_interval.is_some_and(|d| d < Duration::from_millis(100)) {
-        issue("poll_interval_ms", "must be 0 (off) or at least 100".into());
+        issues.push("repository.poll_interval_ms", "must be 0 (off) or at least 100");
     }
     Some(StoreConfig { settings, poll_interval, warmup: raw.warmup.unwrap_or(true), resolved: None })
 }
