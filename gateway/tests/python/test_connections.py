@@ -341,9 +341,10 @@ upstream = "app"
         assert status == 429 and headers.get("retry-after") == "1", (status, headers, body)
         assert headers.get("connection", "").lower() != "close"
         assert read_response(busy)[0] == 200
-        # The slow request's permit is given back after its last byte left:
-        # wait for it (on a busy machine the client can be faster).
-        wait_for(lambda: requests.get(f"{gw.admin}/admin/stats", timeout=5).json()["in_flight"] == 0,
+        # The slow request's admission permit is given back after its last
+        # byte left (the gauge counts permits): wait for it, on a busy
+        # machine the client can be faster.
+        wait_for(lambda: value(parse(scrape(gw)), "switchyard_requests_in_flight") == 0,
                  "the slow request's permit to be given back")
         other.sendall(b"GET /apps/app/slow?ms=0 HTTP/1.1\r\nHost: t\r\n\r\n")
         assert read_response(other)[0] == 200, "the connection that got 429 still serves"
