@@ -3,6 +3,7 @@
 //! routing returns, the cache stores, and every front end encodes; kept at
 //! the bottom so each of them may use it.
 
+use router_policies::Reason;
 use switchyard_runtime::Tensor;
 
 /// The final answer to an inference request, and how it was reached.
@@ -16,9 +17,10 @@ pub struct Answer {
     pub device: String,
     /// The pool that ran it.
     pub pool: String,
-    /// Why this model and pool were chosen (a low-cardinality label,
-    /// `router_policies::Reason::as_str`).
-    pub reason: String,
+    /// Why this model and pool were chosen; turned into its label
+    /// ([`Reason::as_str`]) only where text goes out (headers, V2
+    /// parameters, metrics, the L2 value, the traffic sample).
+    pub reason: Reason,
     /// Rows in the batch that executed it.
     pub batch_size: usize,
     /// The requested outputs, in order.
@@ -49,7 +51,7 @@ impl Answer {
         map.insert("switchyard_model_version".into(), self.version.into());
         map.insert("switchyard_device".into(), self.device.clone().into());
         map.insert("switchyard_pool".into(), self.pool.clone().into());
-        map.insert("switchyard_reason".into(), self.reason.clone().into());
+        map.insert("switchyard_reason".into(), self.reason.as_str().into());
         map.insert("switchyard_batch_size".into(), self.batch_size.into());
         map.insert("switchyard_budget_ms".into(), self.budget_ms.into());
         map

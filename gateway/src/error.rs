@@ -72,8 +72,8 @@ pub enum GatewayError {
     Shed {
         /// The route (or model) addressed.
         route: String,
-        /// The policy's reason label (`shed`, `budget_exhausted`, `unavailable`).
-        reason: &'static str,
+        /// The policy's reason (`Shed`, `BudgetExhausted`, `Unavailable`).
+        reason: router_policies::Reason,
         /// When the client may usefully retry.
         retry_after: Duration,
     },
@@ -140,7 +140,7 @@ impl GatewayError {
             GatewayError::Forbidden(_) => 403,
             GatewayError::Internal(_) => 500,
             GatewayError::Budget(e) => e.http_status(),
-            GatewayError::Shed { reason, .. } if *reason == "unavailable" => 503,
+            GatewayError::Shed { reason: router_policies::Reason::Unavailable, .. } => 503,
             GatewayError::Shed { .. } => 429,
         }
     }
@@ -165,7 +165,7 @@ impl GatewayError {
             GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::Budget(e) => e.label(),
-            GatewayError::Shed { reason, .. } => reason,
+            GatewayError::Shed { reason, .. } => reason.as_str(),
         }
     }
 

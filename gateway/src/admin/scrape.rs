@@ -290,7 +290,7 @@ pub fn decision_families(decisions: &[(DecisionKey, u64)]) -> Vec<MetricFamily> 
         &["route", "model", "device", "reason"],
     );
     for (k, count) in decisions {
-        f.sample(&[k.route.as_str(), k.model.as_str(), k.device.as_str(), k.reason.as_str()], *count as f64);
+        f.sample(&k.labels(), *count as f64);
     }
     f.finish().into_iter().collect()
 }
@@ -449,7 +449,7 @@ mod tests {
             route: "r".into(),
             model: "m".into(),
             device: "cpu".into(),
-            reason: "cascade_confident".into(),
+            reason: router_policies::Reason::CascadeConfident,
         };
         let out = text(decision_families(&[(key, 7)]));
         assert!(

@@ -149,7 +149,7 @@ mod tests {
             version: 1,
             device: "cpu".into(),
             pool: "cpu".into(),
-            reason: "default".into(),
+            reason: router_policies::Reason::Fixed,
             batch_size: 1,
             budget_ms: 50,
             degraded: false,

@@ -466,7 +466,7 @@ mod tests {
                 version: 1,
                 device: "cpu".into(),
                 pool: "cpu".into(),
-                reason: "cascade_no_budget".into(),
+                reason: router_policies::Reason::CascadeNoBudget,
                 batch_size: 1,
                 outputs: Vec::new(),
                 budget_ms: 10,
@@ -482,7 +482,11 @@ mod tests {
     fn budget_dependent_outcomes_reach_only_followers_with_no_larger_budget() {
         let (tighter, same, roomier) =
             (Duration::from_millis(5), Duration::from_millis(10), Duration::from_secs(1));
-        let shed = GatewayError::Shed { route: "r".into(), reason: "shed", retry_after: Duration::ZERO };
+        let shed = GatewayError::Shed {
+            route: "r".into(),
+            reason: router_policies::Reason::Shed,
+            retry_after: Duration::ZERO,
+        };
         let overload = GatewayError::Runtime(RuntimeError::Overloaded {
             model: "m".into(),
             pool: "cpu".into(),

@@ -11,13 +11,18 @@
 //!       Strings-> tag 1 | count u64 | (len u32 | bytes) * count
 //! ```
 //!
-//! Decoding checks every length against what is left and rebuilds tensors
-//! with [`Tensor::new`], so a corrupt or foreign value is an error (treated
-//! as a miss), never a panic. A new format version makes old values
+//! `reason` is the label of a [`Reason`] ([`Reason::as_str`]): the codec
+//! is an edge where the typed decision becomes text and back.
+//!
+//! Decoding checks every length against what is left, reads the reason
+//! back with [`Reason::from_label`] and rebuilds tensors with
+//! [`Tensor::new`], so a corrupt or foreign value (an unknown reason
+//! included) is an error (treated as a miss), never a panic. A new format version makes old values
 //! unreadable, which the cache treats as misses.
 
 use crate::answer::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
+use router_policies::Reason;
 use switchyard_runtime::{DataType, Tensor, TensorData};
 use thiserror::Error;
 
@@ -87,7 +92,7 @@ pub fn encode(answer: &Answer) -> Bytes {
     out.put_u64_le(*version);
     put_str(&mut out, device);
     put_str(&mut out, pool);
-    put_str(&mut out, reason);
+    put_str(&mut out, reason.as_str());
     out.put_u64_le(*batch_size as u64);
     out.put_u64_le(*budget_ms);
     out.put_u32_le(u32::try_from(outputs.len()).unwrap_or(u32::MAX));
@@ -133,7 +138,7 @@ pub fn decode(value: &Bytes) -> Result<Answer, DecodeError> {
     let version = r.u64()?;
     let device = r.string()?;
     let pool = r.string()?;
-    let reason = r.string()?;
+    let reason = r.reason()?;
     let batch_size = r.usize()?;
     let budget_ms = r.u64()?;
     let count = r.u32()? as usize;
@@ -204,6 +209,11 @@ impl Reader<'_> {
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Invalid("string is not UTF-8".into()))
     }
 
+    fn reason(&mut self) -> Result<Reason, DecodeError> {
+        let label = self.string()?;
+        Reason::from_label(&label).ok_or_else(|| DecodeError::Invalid(format!("unknown reason {label:?}")))
+    }
+
     fn tensor(&mut self) -> Result<Tensor, DecodeError> {
         let code = self.u8()?;
         let dtype = DTYPE_CODES
@@ -258,7 +268,7 @@ mod tests {
             version: 3,
             device: "cpu".into(),
             pool: "cpu".into(),
-            reason: "default".into(),
+            reason: Reason::CascadeConfident,
             batch_size: 17,
             budget_ms: 50,
             degraded: false,
@@ -278,6 +288,55 @@ mod tests {
         let encoded = encode(&a);
         assert_eq!(&encoded[..4], b"SYC\x01");
         assert_eq!(decode(&encoded), Ok(a));
+    }
+
+    /// The layout of the module docs, written out by hand: the bytes a
+    /// value has in Redis, which every gateway of a fleet must read alike.
+    fn fixed_bytes(reason: &str, device: &str) -> Vec<u8> {
+        let s = |text: &str| [&(text.len() as u32).to_le_bytes()[..], text.as_bytes()].concat();
+        [
+            &b"SYC\x01"[..],
+            &s("m"),
+            &2u64.to_le_bytes(),
+            &s(device),
+            &s("gpu0"),
+            &s(reason),
+            &4u64.to_le_bytes(),
+            &50u64.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            &s("y"),
+            &[12u8],
+            &1u32.to_le_bytes(),
+            &1u64.to_le_bytes(),
+            &[0u8],
+            &4u64.to_le_bytes(),
+            &1.5f32.to_le_bytes(),
+        ]
+        .concat()
+    }
+
+    fn small() -> Answer {
+        Answer {
+            model: "m".into(),
+            version: 2,
+            device: "cuda".into(),
+            pool: "gpu0".into(),
+            reason: Reason::CascadeEscalate,
+            batch_size: 4,
+            budget_ms: 50,
+            degraded: false,
+            confidence: None,
+            outputs: vec![("y".into(), Tensor::from_f32(vec![1], &[1.5]).unwrap())],
+        }
+    }
+
+    #[test]
+    fn the_format_is_the_documented_layout_with_labels() {
+        let bytes = fixed_bytes("cascade_escalate", "cuda");
+        assert_eq!(encode(&small()).to_vec(), bytes);
+        assert_eq!(decode(&Bytes::from(bytes)), Ok(small()));
+        let unknown = decode(&Bytes::from(fixed_bytes("not_a_reason", "cuda")));
+        assert!(matches!(unknown, Err(DecodeError::Invalid(_))), "{unknown:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::error::GatewayError;
 use crate::v2::binary::encode_bytes_elements;
 use crate::v2::Parameters;
 use base64::Engine;
+use router_policies::Reason;
 use serde_json::{json, Value};
 use switchyard_runtime::tensor::TensorData;
 use switchyard_runtime::Tensor;
@@ -45,7 +46,7 @@ pub struct Decision {
     /// The pool's device.
     pub device: String,
     /// Why this model and pool.
-    pub reason: String,
+    pub reason: Reason,
     /// Rows of the batch that ran it.
     pub batch_size: usize,
     /// Whether the answer was degraded.
@@ -61,7 +62,7 @@ impl From<&Answer> for Decision {
             version: answer.version,
             pool: answer.pool.clone(),
             device: answer.device.clone(),
-            reason: answer.reason.clone(),
+            reason: answer.reason,
             batch_size: answer.batch_size,
             degraded: answer.degraded,
             confidence: answer.confidence,
@@ -218,7 +219,7 @@ impl TrafficRecord {
                     "version": answer.version,
                     "pool": answer.pool,
                     "device": answer.device,
-                    "reason": answer.reason,
+                    "reason": answer.reason.as_str(),
                     "batch_size": answer.batch_size,
                     "degraded": answer.degraded,
                     "cache": cache,
@@ -261,7 +262,7 @@ mod tests {
             version: 1,
             device: "cpu".into(),
             pool: "cpu".into(),
-            reason: "cascade_confident".into(),
+            reason: Reason::CascadeConfident,
             batch_size: 3,
             outputs: Vec::new(),
             budget_ms: 50,

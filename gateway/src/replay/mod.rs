@@ -328,7 +328,7 @@ async fn judge_call(
         }
         _ => Vec::new(),
     };
-    let escalated = answer.reason == router_policies::Reason::CascadeEscalate.as_str();
+    let escalated = answer.reason == router_policies::Reason::CascadeEscalate;
     let cost_of = |model: &str| {
         let position = route.models.iter().position(|m| m == model).unwrap_or(0);
         config.model_routing.get(model).and_then(|r| r.cost).unwrap_or(1.0 + position as f64)

@@ -96,9 +96,8 @@ impl ConfigReport {
         if let Some(live) = &call.live_model {
             s.live_known += 1;
             s.same_as_live += usize::from(*live == outcome.model);
-            s.live_escalated += usize::from(
-                call.live_reason.as_deref() == Some(router_policies::Reason::CascadeEscalate.as_str()),
-            );
+            s.live_escalated +=
+                usize::from(call.live_reason == Some(router_policies::Reason::CascadeEscalate));
         }
         if let Some(cache) = call.live_cache.as_deref().filter(|c| matches!(*c, "hit-l1" | "hit-l2" | "miss"))
         {

@@ -7,6 +7,7 @@
 use crate::v2::binary::decode_binary;
 use crate::v2::{DecodedRequest, Parameters, RequestedOutput};
 use base64::Engine;
+use router_policies::Reason;
 use serde::Deserialize;
 use std::path::Path;
 use switchyard_runtime::tensor::{element_count, DataType};
@@ -23,8 +24,9 @@ pub struct RecordedCall {
     pub budget_ms: u64,
     /// The model that answered live (`None`: it failed).
     pub live_model: Option<String>,
-    /// The live reason.
-    pub live_reason: Option<String>,
+    /// The live reason (`None`: the call failed, or its label is not one
+    /// this build knows).
+    pub live_reason: Option<Reason>,
     /// The live cache outcome.
     pub live_cache: Option<String>,
     /// Arrival, milliseconds since the Unix epoch.
@@ -186,7 +188,8 @@ fn parse_line(raw: &str, number: usize) -> Result<RecordedCall, String> {
         route: line.route,
         budget_ms: line.budget_ms,
         live_model: line.answer.as_ref().map(|a| a.model.clone()),
-        live_reason: line.answer.as_ref().map(|a| a.reason.clone()),
+        // The file's text becomes the typed reason here, at the edge.
+        live_reason: line.answer.as_ref().and_then(|a| Reason::from_label(&a.reason)),
         live_cache: line.answer.map(|a| a.cache),
         arrived_ms: line.arrived_ms,
         live_latency_us: line.latency_us,

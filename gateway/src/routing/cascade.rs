@@ -49,7 +49,7 @@ pub async fn run_cascade<B: Backend>(
     tracing::debug!(confidence = score, step = %step.reason(), "cascade step");
     match step {
         CascadeStep::Accept(reason) | CascadeStep::AcceptUnconfident(reason) => {
-            first.reason = reason.as_str().to_string();
+            first.reason = reason;
             Ok(first)
         }
         CascadeStep::Escalate(heavy, reason) => {
@@ -69,7 +69,7 @@ pub async fn run_cascade<B: Backend>(
                 }
                 Err(e) if falls_back(&e) => {
                     tracing::warn!(model = %heavy.model, error = %e, "escalation failed; answering cheap");
-                    first.reason = Reason::CascadeUnavailable.as_str().to_string();
+                    first.reason = Reason::CascadeUnavailable;
                     Ok(first)
                 }
                 Err(e) => Err(e.into()),

@@ -4,7 +4,10 @@
 //! same four labels. Every label is low-cardinality: routes and models come
 //! from config, devices and reasons from closed sets.
 
+use crate::answer::Answer;
+use crate::error::GatewayError;
 use parking_lot::Mutex;
+use router_policies::Reason;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -12,7 +15,7 @@ use std::collections::HashMap;
 pub const NONE: &str = "none";
 
 /// The labels of one counter.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DecisionKey {
     /// The route (or model) the client addressed.
     pub route: String,
@@ -20,8 +23,15 @@ pub struct DecisionKey {
     pub model: String,
     /// Its device (`cpu`, `cuda`), or [`NONE`].
     pub device: String,
-    /// The reason label (`Reason::as_str`).
-    pub reason: String,
+    /// Why ([`Reason::as_str`] is its label).
+    pub reason: Reason,
+}
+
+impl DecisionKey {
+    /// The four labels, in the order of the metric's label names.
+    pub fn labels(&self) -> [&str; 4] {
+        [self.route.as_str(), self.model.as_str(), self.device.as_str(), self.reason.as_str()]
+    }
 }
 
 /// Counts of routing decisions, shared by all requests.
@@ -40,13 +50,24 @@ pub struct DecisionCounters {
 struct RouteCounter {
     model: String,
     device: String,
-    reason: String,
+    reason: Reason,
     count: u64,
 }
 
 impl DecisionCounters {
-    /// Adds one decision. Called once per answered or shed request.
-    pub fn record(&self, route: &str, model: &str, device: &str, reason: &str) {
+    /// Counts how a request to `route` ended: an answer by its model,
+    /// device and reason, a shed by its reason; other errors are not
+    /// decisions and are not counted. Called once per request.
+    pub fn record_outcome(&self, route: &str, outcome: Result<&Answer, &GatewayError>) {
+        match outcome {
+            Ok(a) => self.record(route, &a.model, &a.device, a.reason),
+            Err(GatewayError::Shed { reason, .. }) => self.record(route, NONE, NONE, *reason),
+            Err(_) => {}
+        }
+    }
+
+    /// Adds one decision.
+    pub fn record(&self, route: &str, model: &str, device: &str, reason: Reason) {
         let mut counts = self.counts.lock();
         let counters = match counts.get_mut(route) {
             Some(counters) => counters,
@@ -57,7 +78,7 @@ impl DecisionCounters {
             None => counters.push(RouteCounter {
                 model: model.to_string(),
                 device: device.to_string(),
-                reason: reason.to_string(),
+                reason,
                 count: 1,
             }),
         }
@@ -75,13 +96,13 @@ impl DecisionCounters {
                         route: route.clone(),
                         model: c.model.clone(),
                         device: c.device.clone(),
-                        reason: c.reason.clone(),
+                        reason: c.reason,
                     };
                     (key, c.count)
                 })
             })
             .collect();
-        all.sort();
+        all.sort_by(|(a, _), (b, _)| a.labels().cmp(&b.labels()));
         all
     }
 
@@ -93,7 +114,7 @@ impl DecisionCounters {
                 .map(|(k, count)| {
                     json!({
                         "route": k.route, "model": k.model, "device": k.device,
-                        "reason": k.reason, "count": count,
+                        "reason": k.reason.as_str(), "count": count,
                     })
                 })
                 .collect(),
@@ -108,15 +129,15 @@ mod tests {
     #[test]
     fn counts_per_label_set() {
         let c = DecisionCounters::default();
-        c.record("digits", "digits-cheap", "cpu", "cascade_confident");
-        c.record("digits", "digits-cheap", "cpu", "cascade_confident");
-        c.record("digits", NONE, NONE, "shed");
+        c.record("digits", "digits-cheap", "cpu", Reason::CascadeConfident);
+        c.record("digits", "digits-cheap", "cpu", Reason::CascadeConfident);
+        c.record("digits", NONE, NONE, Reason::Shed);
         let snap = c.snapshot();
         assert_eq!(snap.len(), 2);
         assert_eq!(snap[0].0.model, "digits-cheap");
         assert_eq!(snap[0].1, 2);
         assert_eq!(c.to_json()[1]["reason"], "shed");
-        c.record("other", "digits-cheap", "cpu", "cascade_confident");
+        c.record("other", "digits-cheap", "cpu", Reason::CascadeConfident);
         let snap = c.snapshot();
         assert_eq!(snap.len(), 3);
         assert_eq!((snap[2].0.route.as_str(), snap[2].1), ("other", 1));

@@ -31,7 +31,7 @@ use crate::upstream::Upstreams;
 use backend::Backend;
 use decisions::DecisionCounters;
 pub use mixed_backend::MixedBackend;
-use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
+use router_policies::{Budget, Estimator, FixedPolicy, FleetView, PolicyConfig};
 use std::borrow::Cow;
 use std::time::Instant;
 use targets::Routing;
@@ -109,13 +109,7 @@ pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<A
     if let Ok(answer) = &mut outcome {
         judge(answer, &policy, || backend.fleet(routing.models));
     }
-    match &outcome {
-        Ok(a) => counters.record(routing.route, &a.model, &a.device, &a.reason),
-        Err(GatewayError::Shed { reason, .. }) => {
-            counters.record(routing.route, decisions::NONE, decisions::NONE, reason)
-        }
-        Err(_) => {}
-    }
+    counters.record_outcome(routing.route, outcome.as_ref());
     outcome
 }
 
@@ -124,12 +118,6 @@ pub async fn execute(ctx: RoutingContext<'_>, req: RouteRequest<'_>) -> Result<A
 /// final answer, after every step that may have rewritten its reason.
 /// `fleet` builds the route's fleet view, only for policies that read it.
 pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: impl FnOnce() -> FleetView) {
-    answer.degraded = match Reason::from_label(&answer.reason) {
-        Some(reason) => {
-            let view = if policy.judges_by_fleet() { fleet() } else { FleetView::default() };
-            policy.is_degraded(&view, &answer.model, reason)
-        }
-        // Not a policy's reason: nothing says the answer is the usual one.
-        None => true,
-    };
+    let view = if policy.judges_by_fleet() { fleet() } else { FleetView::default() };
+    answer.degraded = policy.is_degraded(&view, &answer.model, answer.reason);
 }

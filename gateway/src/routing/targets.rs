@@ -86,7 +86,7 @@ pub fn falls_back(e: &RuntimeError) -> bool {
 
 /// The shed error for this route.
 pub fn shed(routing: &Routing<'_>, reason: Reason, retry_after: std::time::Duration) -> GatewayError {
-    GatewayError::Shed { route: routing.route.to_string(), reason: reason.as_str(), retry_after }
+    GatewayError::Shed { route: routing.route.to_string(), reason, retry_after }
 }
 
 /// The answer for a runtime response.
@@ -96,7 +96,7 @@ pub fn answer(response: InferenceResponse, reason: Reason, routing: &Routing<'_>
         version: response.version,
         device: response.device.to_string(),
         pool: response.pool,
-        reason: reason.as_str().to_string(),
+        reason,
         batch_size: response.batch_size,
         outputs: response.outputs,
         budget_ms: routing.budget_ms(),

@@ -9,7 +9,7 @@ use crate::error::GatewayError;
 use parking_lot::Mutex;
 use router_policies::{
     Budget, CandidateModel, CascadePolicy, Device, Draw, Estimator, FixedPolicy, FleetView, LatencyBucket,
-    LatencyBudgetPolicy, LatencyModel, PolicyConfig, PoolView,
+    LatencyBudgetPolicy, LatencyModel, PolicyConfig, PoolView, Reason,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -182,8 +182,8 @@ async fn single_target_runs_on_the_chosen_pool() {
     let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
     assert_eq!(
-        (a.model.as_str(), a.pool.as_str(), a.reason.as_str(), a.budget_ms),
-        ("heavy", "fast", "fixed", 100)
+        (a.model.as_str(), a.pool.as_str(), a.reason, a.budget_ms),
+        ("heavy", "fast", Reason::Fixed, 100)
     );
     assert_eq!(fake.calls(), vec![s("heavy", "fast")]);
 }
@@ -194,7 +194,7 @@ async fn unavailable_pool_falls_back_to_the_next_one() {
         Fake::new(fleet()).on("heavy", "fast", Err(unavailable("heavy"))).on("heavy", "slow", Ok(vec![1.0]));
     let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
-    assert_eq!((a.pool.as_str(), a.reason.as_str()), ("slow", "fallback"));
+    assert_eq!((a.pool.as_str(), a.reason), ("slow", Reason::Fallback));
     assert_eq!(fake.calls(), vec![s("heavy", "fast"), s("heavy", "slow")]);
 }
 
@@ -211,7 +211,7 @@ async fn overloaded_model_falls_back_to_another_model() {
         .on("cheap", "cpu", Ok(vec![0.5, 0.5]));
     let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
-    assert_eq!((a.model.as_str(), a.reason.as_str()), ("cheap", "fallback"));
+    assert_eq!((a.model.as_str(), a.reason), ("cheap", Reason::Fallback));
     assert_eq!(fake.calls().len(), 3);
 }
 
@@ -246,7 +246,7 @@ async fn confident_cascade_answers_cheap_without_the_extra_output() {
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(Some(vec!["label"])))
         .await
         .unwrap();
-    assert_eq!((a.model.as_str(), a.reason.as_str()), ("cheap", "cascade_confident"));
+    assert_eq!((a.model.as_str(), a.reason), ("cheap", Reason::CascadeConfident));
     assert_eq!(a.outputs.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["label"]);
     let calls = fake.calls.lock().clone();
     assert_eq!(calls[0].2, Some(vec!["label".to_string(), "probabilities".to_string()]));
@@ -260,7 +260,7 @@ async fn unconfident_cascade_escalates_with_the_clients_request() {
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(Some(vec!["label"])))
         .await
         .unwrap();
-    assert_eq!((a.model.as_str(), a.pool.as_str(), a.reason.as_str()), ("heavy", "fast", "cascade_escalate"));
+    assert_eq!((a.model.as_str(), a.pool.as_str(), a.reason), ("heavy", "fast", Reason::CascadeEscalate));
     let calls = fake.calls.lock().clone();
     assert_eq!(calls[1].2, Some(vec!["label".to_string()]));
 }
@@ -274,7 +274,7 @@ async fn failed_escalation_keeps_the_cheap_answer() {
         .on("heavy", "cpu", Err(unavailable("heavy")));
     let (policy, models, est) = (cascade(), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
-    assert_eq!((a.model.as_str(), a.reason.as_str()), ("cheap", "cascade_unavailable"));
+    assert_eq!((a.model.as_str(), a.reason), ("cheap", Reason::CascadeUnavailable));
     assert_eq!(fake.calls()[2], ("heavy".to_string(), None));
 }
 
@@ -286,7 +286,7 @@ async fn failed_heavy_pool_escalates_on_another_pool() {
         .on("heavy", "cpu", Ok(vec![0.9, 0.1]));
     let (policy, models, est) = (cascade(), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
-    assert_eq!((a.model.as_str(), a.pool.as_str(), a.reason.as_str()), ("heavy", "cpu", "fallback"));
+    assert_eq!((a.model.as_str(), a.pool.as_str(), a.reason), ("heavy", "cpu", Reason::Fallback));
 }
 
 #[tokio::test]
@@ -296,7 +296,7 @@ async fn cascade_without_time_for_heavy_accepts_cheap() {
     let fake = Fake::new(fl).on("cheap", "cpu", Ok(vec![0.6, 0.4]));
     let (policy, models, est) = (cascade(), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
-    assert_eq!((a.model.as_str(), a.reason.as_str()), ("cheap", "cascade_no_budget"));
+    assert_eq!((a.model.as_str(), a.reason), ("cheap", Reason::CascadeNoBudget));
     assert_eq!(fake.calls().len(), 1);
 }
 
@@ -309,7 +309,7 @@ async fn impossible_budget_is_shed_with_retry_after() {
     let (models, est) = (vec!["heavy".to_string()], Estimator::default());
     let e =
         route(&fake, &routing(&policy, &models, &est, 1), Draw::new(0.0), request(None)).await.unwrap_err();
-    assert!(matches!(e, GatewayError::Shed { reason: "shed", .. }), "{e:?}");
+    assert!(matches!(e, GatewayError::Shed { reason: Reason::Shed, .. }), "{e:?}");
     assert_eq!(e.status(), 429);
     assert_eq!(e.retry_after(), Some(3), "41 x 50 ms queue = 2.05 s, rounded up: {e:?}");
     assert!(fake.calls().is_empty());
@@ -329,6 +329,6 @@ async fn nothing_available_asks_the_runtime_then_answers_503() {
     let fake = Fake::new(fake.fleet.clone()).on("heavy", "cpu", Err(unavailable("heavy")));
     let e =
         route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap_err();
-    assert!(matches!(e, GatewayError::Shed { reason: "unavailable", .. }), "{e:?}");
+    assert!(matches!(e, GatewayError::Shed { reason: Reason::Unavailable, .. }), "{e:?}");
     assert_eq!(e.status(), 503);
 }

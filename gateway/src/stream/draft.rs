@@ -204,7 +204,7 @@ fn is_client_error(e: &GatewayError) -> bool {
 /// The final repeating the draft, with `reason`.
 fn repeat(draft: Scored, reason: Reason, ran: Ran) -> Finished {
     let mut answer = draft.answer;
-    answer.reason = reason.as_str().to_string();
+    answer.reason = reason;
     Finished { confidence: known(draft.confidence), answer, from_draft: true, ran }
 }
 
@@ -213,7 +213,7 @@ fn heavy_final(heavy: Scored, reason: Option<Reason>, ran: Ran) -> Finished {
     let confidence = heavy.known();
     let mut answer = heavy.answer;
     if let Some(reason) = reason {
-        answer.reason = reason.as_str().to_string();
+        answer.reason = reason;
     }
     Finished { confidence, answer, from_draft: false, ran }
 }

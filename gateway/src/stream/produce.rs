@@ -24,7 +24,7 @@ use crate::metrics::streams::{StreamCount, StreamCounters};
 use crate::routing::backend::Backend;
 use crate::routing::targets::Routing;
 use crate::routing::MixedBackend;
-use crate::routing::{self, decisions, Answer, RouteRequest, SAFETY_MARGIN};
+use crate::routing::{self, Answer, RouteRequest, SAFETY_MARGIN};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::Target;
@@ -230,13 +230,7 @@ async fn run_pair(
     if let Ok(finished) = &mut outcome {
         routing::judge(&mut finished.answer, &policy, || backend.fleet(routing.models));
     }
-    match &outcome {
-        Ok(f) => state.decisions.record(routing.route, &f.answer.model, &f.answer.device, &f.answer.reason),
-        Err(GatewayError::Shed { reason, .. }) => {
-            state.decisions.record(routing.route, decisions::NONE, decisions::NONE, reason)
-        }
-        Err(_) => {}
-    }
+    state.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
     outcome
 }
 

@@ -227,7 +227,7 @@ async fn parallel_confident_draft_is_final_and_drops_the_heavy_run() {
     let f = outcome.unwrap();
     assert_eq!(drafts, [("cheap".to_string(), Some(0.9))]);
     assert!(f.from_draft);
-    assert_eq!((f.answer.model.as_str(), f.answer.reason.as_str()), ("cheap", "cascade_confident"));
+    assert_eq!((f.answer.model.as_str(), f.answer.reason), ("cheap", Reason::CascadeConfident));
     assert_eq!(f.ran, Ran::Parallel);
     let log = fake.log();
     assert!(log.contains(&"start heavy".to_string()), "parallel queues heavy at once: {log:?}");
@@ -248,7 +248,7 @@ async fn parallel_unconfident_draft_comes_first_then_the_heavy_final() {
     let f = outcome.unwrap();
     assert_eq!(drafts, [("cheap".to_string(), Some(0.5))]);
     assert!(!f.from_draft);
-    assert_eq!((f.answer.model.as_str(), f.answer.reason.as_str()), ("heavy", "cascade_escalate"));
+    assert_eq!((f.answer.model.as_str(), f.answer.reason), ("heavy", Reason::CascadeEscalate));
     assert_eq!(f.confidence, Some(0.7), "the heavy answer's own confidence");
     assert!(f.answer.outputs.iter().all(|(n, _)| n == "label"));
 }
@@ -316,7 +316,7 @@ async fn cheap_failure_leaves_the_heavy_answer_without_a_draft() {
         let (outcome, drafts) = run_pair(&fake, mode, None, None).await;
         let f = outcome.unwrap();
         assert!(drafts.is_empty(), "{mode:?}");
-        assert_eq!((f.answer.model.as_str(), f.answer.reason.as_str()), ("heavy", "fallback"), "{mode:?}");
+        assert_eq!((f.answer.model.as_str(), f.answer.reason), ("heavy", Reason::Fallback), "{mode:?}");
     }
 }
 
