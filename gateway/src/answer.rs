@@ -3,7 +3,7 @@
 //! routing returns, the cache stores, and every front end encodes; kept at
 //! the bottom so each of them may use it.
 
-use router_policies::Reason;
+use router_policies::{Device, Reason};
 use switchyard_runtime::Tensor;
 
 /// The final answer to an inference request, and how it was reached.
@@ -13,9 +13,12 @@ pub struct Answer {
     pub model: String,
     /// Its version.
     pub version: u64,
-    /// The device of the pool that ran it (`cpu`, `cuda`).
-    pub device: String,
-    /// The pool that ran it.
+    /// The device of the pool that ran it (a runtime pool's CPU or CUDA,
+    /// or an upstream server); its label ([`Device::as_str`]) only at the
+    /// edges, as the reason's.
+    pub device: Device,
+    /// The pool that ran it: an operator's name from the config (a runtime
+    /// pool, or the upstream server), carried and shown, never parsed.
     pub pool: String,
     /// Why this model and pool were chosen; turned into its label
     /// ([`Reason::as_str`]) only where text goes out (headers, V2
@@ -49,7 +52,7 @@ impl Answer {
         let mut map = serde_json::Map::new();
         map.insert("switchyard_model".into(), self.model.clone().into());
         map.insert("switchyard_model_version".into(), self.version.into());
-        map.insert("switchyard_device".into(), self.device.clone().into());
+        map.insert("switchyard_device".into(), self.device.as_str().into());
         map.insert("switchyard_pool".into(), self.pool.clone().into());
         map.insert("switchyard_reason".into(), self.reason.as_str().into());
         map.insert("switchyard_batch_size".into(), self.batch_size.into());

@@ -24,6 +24,15 @@ pub enum Device {
 }
 
 impl Device {
+    /// Every device, so that a label can be read back ([`Device::from_label`]).
+    pub const ALL: [Device; 3] = [Device::Cpu, Device::Cuda, Device::Upstream];
+
+    /// The device whose label ([`Device::as_str`]) is `label`, if any: for
+    /// answers that carry their device as text (e.g. from a cache).
+    pub fn from_label(label: &str) -> Option<Device> {
+        Device::ALL.into_iter().find(|d| d.as_str() == label)
+    }
+
     /// Stable label for the `x-switchyard-device` header and metrics.
     pub const fn as_str(self) -> &'static str {
         match self {

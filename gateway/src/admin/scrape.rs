@@ -448,7 +448,7 @@ mod tests {
         let key = DecisionKey {
             route: "r".into(),
             model: "m".into(),
-            device: "cpu".into(),
+            device: Some(router_policies::Device::Cpu),
             reason: router_policies::Reason::CascadeConfident,
         };
         let out = text(decision_families(&[(key, 7)]));

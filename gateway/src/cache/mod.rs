@@ -464,7 +464,7 @@ mod tests {
             let answer = Answer {
                 model: "m".into(),
                 version: 1,
-                device: "cpu".into(),
+                device: router_policies::Device::Cpu,
                 pool: "cpu".into(),
                 reason: router_policies::Reason::CascadeNoBudget,
                 batch_size: 1,

@@ -203,7 +203,7 @@ mod tests {
         let answer = Arc::new(Answer {
             model: "m".into(),
             version: 1,
-            device: "cpu".into(),
+            device: router_policies::Device::Cpu,
             pool: "cpu".into(),
             reason: router_policies::Reason::Fixed,
             batch_size: 1,

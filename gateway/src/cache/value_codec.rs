@@ -11,18 +11,19 @@
 //!       Strings-> tag 1 | count u64 | (len u32 | bytes) * count
 //! ```
 //!
-//! `reason` is the label of a [`Reason`] ([`Reason::as_str`]): the codec
-//! is an edge where the typed decision becomes text and back.
+//! `device` and `reason` are the labels of a [`Device`] and a [`Reason`]
+//! (`as_str`): the codec is an edge where the typed decision becomes text
+//! and back.
 //!
 //! Decoding checks every length against what is left, reads the reason
-//! back with [`Reason::from_label`] and rebuilds tensors with
-//! [`Tensor::new`], so a corrupt or foreign value (an unknown reason
+//! and device back with `from_label` and rebuilds tensors with
+//! [`Tensor::new`], so a corrupt or foreign value (an unknown label
 //! included) is an error (treated as a miss), never a panic. A new format version makes old values
 //! unreadable, which the cache treats as misses.
 
 use crate::answer::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
-use router_policies::Reason;
+use router_policies::{Device, Reason};
 use switchyard_runtime::{DataType, Tensor, TensorData};
 use thiserror::Error;
 
@@ -85,12 +86,12 @@ pub fn encode(answer: &Answer) -> Bytes {
         confidence: _,
     } = answer;
     let payload: usize = outputs.iter().map(|(n, t)| n.len() + t.byte_size() + 64).sum();
-    let mut out = BytesMut::with_capacity(64 + model.len() + device.len() + pool.len() + payload);
+    let mut out = BytesMut::with_capacity(64 + model.len() + pool.len() + payload);
     out.put_slice(MAGIC);
     out.put_u8(FORMAT);
     put_str(&mut out, model);
     out.put_u64_le(*version);
-    put_str(&mut out, device);
+    put_str(&mut out, device.as_str());
     put_str(&mut out, pool);
     put_str(&mut out, reason.as_str());
     out.put_u64_le(*batch_size as u64);
@@ -136,9 +137,9 @@ pub fn decode(value: &Bytes) -> Result<Answer, DecodeError> {
     }
     let model = r.string()?;
     let version = r.u64()?;
-    let device = r.string()?;
+    let device = r.label("device", Device::from_label)?;
     let pool = r.string()?;
-    let reason = r.reason()?;
+    let reason = r.label("reason", Reason::from_label)?;
     let batch_size = r.usize()?;
     let budget_ms = r.u64()?;
     let count = r.u32()? as usize;
@@ -209,9 +210,10 @@ impl Reader<'_> {
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::Invalid("string is not UTF-8".into()))
     }
 
-    fn reason(&mut self) -> Result<Reason, DecodeError> {
+    /// A string that must be one of `from_label`'s labels.
+    fn label<T>(&mut self, what: &str, from_label: fn(&str) -> Option<T>) -> Result<T, DecodeError> {
         let label = self.string()?;
-        Reason::from_label(&label).ok_or_else(|| DecodeError::Invalid(format!("unknown reason {label:?}")))
+        from_label(&label).ok_or_else(|| DecodeError::Invalid(format!("unknown {what} {label:?}")))
     }
 
     fn tensor(&mut self) -> Result<Tensor, DecodeError> {
@@ -266,7 +268,7 @@ mod tests {
         Answer {
             model: "digits-heavy".into(),
             version: 3,
-            device: "cpu".into(),
+            device: Device::Cpu,
             pool: "cpu".into(),
             reason: Reason::CascadeConfident,
             batch_size: 17,
@@ -319,7 +321,7 @@ mod tests {
         Answer {
             model: "m".into(),
             version: 2,
-            device: "cuda".into(),
+            device: Device::Cuda,
             pool: "gpu0".into(),
             reason: Reason::CascadeEscalate,
             batch_size: 4,
@@ -335,8 +337,10 @@ mod tests {
         let bytes = fixed_bytes("cascade_escalate", "cuda");
         assert_eq!(encode(&small()).to_vec(), bytes);
         assert_eq!(decode(&Bytes::from(bytes)), Ok(small()));
-        let unknown = decode(&Bytes::from(fixed_bytes("not_a_reason", "cuda")));
-        assert!(matches!(unknown, Err(DecodeError::Invalid(_))), "{unknown:?}");
+        for (reason, device) in [("not_a_reason", "cuda"), ("cascade_escalate", "gpu")] {
+            let unknown = decode(&Bytes::from(fixed_bytes(reason, device)));
+            assert!(matches!(unknown, Err(DecodeError::Invalid(_))), "{unknown:?}");
+        }
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub async fn infer<'a>(
     let reply = reply
         .with_static_header(names::X_CACHE, cache.as_str())
         .with_header(names::X_SWITCHYARD_MODEL, answer.model.clone())
-        .with_header(names::X_SWITCHYARD_DEVICE, answer.device.clone())
+        .with_static_header(names::X_SWITCHYARD_DEVICE, answer.device.as_str())
         .with_static_header(names::X_SWITCHYARD_REASON, answer.reason.as_str())
         .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
     if let Some(key) = replay_key {

@@ -6,7 +6,7 @@ use crate::error::GatewayError;
 use crate::v2::binary::encode_bytes_elements;
 use crate::v2::Parameters;
 use base64::Engine;
-use router_policies::Reason;
+use router_policies::{Device, Reason};
 use serde_json::{json, Value};
 use switchyard_runtime::tensor::TensorData;
 use switchyard_runtime::Tensor;
@@ -44,7 +44,7 @@ pub struct Decision {
     /// The pool that ran it.
     pub pool: String,
     /// The pool's device.
-    pub device: String,
+    pub device: Device,
     /// Why this model and pool.
     pub reason: Reason,
     /// Rows of the batch that ran it.
@@ -61,7 +61,7 @@ impl From<&Answer> for Decision {
             model: answer.model.clone(),
             version: answer.version,
             pool: answer.pool.clone(),
-            device: answer.device.clone(),
+            device: answer.device,
             reason: answer.reason,
             batch_size: answer.batch_size,
             degraded: answer.degraded,
@@ -218,7 +218,7 @@ impl TrafficRecord {
                     "model": answer.model,
                     "version": answer.version,
                     "pool": answer.pool,
-                    "device": answer.device,
+                    "device": answer.device.as_str(),
                     "reason": answer.reason.as_str(),
                     "batch_size": answer.batch_size,
                     "degraded": answer.degraded,
@@ -260,7 +260,7 @@ mod tests {
         Answer {
             model: "digits-cheap".into(),
             version: 1,
-            device: "cpu".into(),
+            device: Device::Cpu,
             pool: "cpu".into(),
             reason: Reason::CascadeConfident,
             batch_size: 3,

@@ -7,7 +7,7 @@
 use crate::answer::Answer;
 use crate::error::GatewayError;
 use parking_lot::Mutex;
-use router_policies::Reason;
+use router_policies::{Device, Reason};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -21,8 +21,8 @@ pub struct DecisionKey {
     pub route: String,
     /// The model that answered, or [`NONE`].
     pub model: String,
-    /// Its device (`cpu`, `cuda`), or [`NONE`].
-    pub device: String,
+    /// Its device; `None` when no model ran (labelled [`NONE`]).
+    pub device: Option<Device>,
     /// Why ([`Reason::as_str`] is its label).
     pub reason: Reason,
 }
@@ -30,7 +30,12 @@ pub struct DecisionKey {
 impl DecisionKey {
     /// The four labels, in the order of the metric's label names.
     pub fn labels(&self) -> [&str; 4] {
-        [self.route.as_str(), self.model.as_str(), self.device.as_str(), self.reason.as_str()]
+        [
+            self.route.as_str(),
+            self.model.as_str(),
+            self.device.map_or(NONE, Device::as_str),
+            self.reason.as_str(),
+        ]
     }
 }
 
@@ -49,7 +54,7 @@ pub struct DecisionCounters {
 #[derive(Debug)]
 struct RouteCounter {
     model: String,
-    device: String,
+    device: Option<Device>,
     reason: Reason,
     count: u64,
 }
@@ -60,14 +65,14 @@ impl DecisionCounters {
     /// decisions and are not counted. Called once per request.
     pub fn record_outcome(&self, route: &str, outcome: Result<&Answer, &GatewayError>) {
         match outcome {
-            Ok(a) => self.record(route, &a.model, &a.device, a.reason),
-            Err(GatewayError::Shed { reason, .. }) => self.record(route, NONE, NONE, *reason),
+            Ok(a) => self.record(route, &a.model, Some(a.device), a.reason),
+            Err(GatewayError::Shed { reason, .. }) => self.record(route, NONE, None, *reason),
             Err(_) => {}
         }
     }
 
     /// Adds one decision.
-    pub fn record(&self, route: &str, model: &str, device: &str, reason: Reason) {
+    pub fn record(&self, route: &str, model: &str, device: Option<Device>, reason: Reason) {
         let mut counts = self.counts.lock();
         let counters = match counts.get_mut(route) {
             Some(counters) => counters,
@@ -75,12 +80,7 @@ impl DecisionCounters {
         };
         match counters.iter_mut().find(|c| c.model == model && c.device == device && c.reason == reason) {
             Some(counter) => counter.count += 1,
-            None => counters.push(RouteCounter {
-                model: model.to_string(),
-                device: device.to_string(),
-                reason,
-                count: 1,
-            }),
+            None => counters.push(RouteCounter { model: model.to_string(), device, reason, count: 1 }),
         }
     }
 
@@ -95,7 +95,7 @@ impl DecisionCounters {
                     let key = DecisionKey {
                         route: route.clone(),
                         model: c.model.clone(),
-                        device: c.device.clone(),
+                        device: c.device,
                         reason: c.reason,
                     };
                     (key, c.count)
@@ -112,10 +112,8 @@ impl DecisionCounters {
             self.snapshot()
                 .into_iter()
                 .map(|(k, count)| {
-                    json!({
-                        "route": k.route, "model": k.model, "device": k.device,
-                        "reason": k.reason.as_str(), "count": count,
-                    })
+                    let [route, model, device, reason] = k.labels();
+                    json!({ "route": route, "model": model, "device": device, "reason": reason, "count": count })
                 })
                 .collect(),
         )
@@ -129,15 +127,17 @@ mod tests {
     #[test]
     fn counts_per_label_set() {
         let c = DecisionCounters::default();
-        c.record("digits", "digits-cheap", "cpu", Reason::CascadeConfident);
-        c.record("digits", "digits-cheap", "cpu", Reason::CascadeConfident);
-        c.record("digits", NONE, NONE, Reason::Shed);
+        c.record("digits", "digits-cheap", Some(Device::Cpu), Reason::CascadeConfident);
+        c.record("digits", "digits-cheap", Some(Device::Cpu), Reason::CascadeConfident);
+        c.record("digits", NONE, None, Reason::Shed);
         let snap = c.snapshot();
         assert_eq!(snap.len(), 2);
         assert_eq!(snap[0].0.model, "digits-cheap");
         assert_eq!(snap[0].1, 2);
         assert_eq!(c.to_json()[1]["reason"], "shed");
-        c.record("other", "digits-cheap", "cpu", Reason::CascadeConfident);
+        assert_eq!(c.to_json()[1]["device"], NONE);
+        assert_eq!(c.to_json()[0]["device"], "cpu");
+        c.record("other", "digits-cheap", Some(Device::Cpu), Reason::CascadeConfident);
         let snap = c.snapshot();
         assert_eq!(snap.len(), 3);
         assert_eq!((snap[2].0.route.as_str(), snap[2].1), ("other", 1));

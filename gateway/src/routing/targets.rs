@@ -94,7 +94,7 @@ pub fn answer(response: InferenceResponse, reason: Reason, routing: &Routing<'_>
     Answer {
         model: response.model,
         version: response.version,
-        device: response.device.to_string(),
+        device: super::fleet::device(response.device),
         pool: response.pool,
         reason,
         batch_size: response.batch_size,

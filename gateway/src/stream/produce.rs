@@ -248,7 +248,7 @@ fn encode_event(
     let mut parameters = answer.explain();
     parameters.insert("stage".into(), info.stage.as_str().into());
     parameters.insert("model".into(), answer.model.clone().into());
-    parameters.insert("device".into(), answer.device.clone().into());
+    parameters.insert("device".into(), answer.device.as_str().into());
     parameters.insert("confidence".into(), info.confidence.map_or(Value::Null, |c| f64::from(c).into()));
     if let Some(ran) = info.ran {
         parameters.insert("draft_mode".into(), ran.as_str().into());

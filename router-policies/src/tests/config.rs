@@ -181,4 +181,9 @@ fn labels_are_stable_and_unique() {
     assert_eq!(Reason::CascadeNoBudget.as_str(), "cascade_no_budget");
     assert_eq!(Device::Cuda.to_string(), "cuda");
     assert_eq!(serde_json::to_value(Device::Upstream).unwrap(), "upstream");
+    for device in Device::ALL {
+        assert_eq!(Device::from_label(device.as_str()), Some(device));
+        assert_eq!(serde_json::to_value(device).unwrap(), device.as_str());
+    }
+    assert_eq!(Device::from_label("gpu"), None);
 }
