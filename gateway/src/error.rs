@@ -2,6 +2,7 @@
 //! label and whether the client may retry; one mapping serves responses
 //! and metrics alike.
 
+use crate::upstream_error::UpstreamError;
 use crate::v2::V2Error;
 use std::borrow::Cow;
 use std::time::Duration;
@@ -17,6 +18,10 @@ pub enum GatewayError {
     /// The runtime refused or failed the request.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// A model on an upstream server could not answer (its failure's
+    /// status: 503, 429, 400, 502 or 504).
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
     /// No model or route by this name (404).
     #[error("{0}")]
     NotFound(String),
@@ -128,6 +133,7 @@ impl GatewayError {
                 ErrorClass::BadUpstream => 502,
                 ErrorClass::TimedOut => 504,
             },
+            GatewayError::Upstream(e) => e.failure.status(),
             GatewayError::NotFound(_) => 404,
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
@@ -150,6 +156,7 @@ impl GatewayError {
         match self {
             GatewayError::Protocol(_) => "bad_request",
             GatewayError::Runtime(e) => e.label(),
+            GatewayError::Upstream(e) => e.failure.label(),
             GatewayError::NotFound(_) => "not_found",
             GatewayError::MethodNotAllowed { .. } => "method_not_allowed",
             GatewayError::BodyTooLarge { .. } => "body_too_large",
@@ -171,10 +178,10 @@ impl GatewayError {
 
     /// True when a request with a larger latency budget might not have
     /// failed this way: a shed (the policy weighs the remaining budget),
-    /// and the runtime errors routing falls back from (overload, an
-    /// unavailable device, an execution or upstream failure, a timeout),
-    /// since fallbacks are tried only while budget remains and upstream
-    /// calls are cut to it. Errors about the request's content (bad
+    /// and the runtime and upstream errors routing falls back from
+    /// (overload, an unavailable device, an execution or upstream failure,
+    /// a timeout), since fallbacks are tried only while budget remains and
+    /// upstream calls are cut to it. Errors about the request's content (bad
     /// input, unknown output) are the same under any budget.
     ///
     /// Identical coalesced requests share such an error only when their
@@ -183,14 +190,8 @@ impl GatewayError {
     pub fn budget_bound(&self) -> bool {
         match self {
             GatewayError::Shed { .. } => true,
-            GatewayError::Runtime(e) => matches!(
-                e.class(),
-                ErrorClass::Overloaded
-                    | ErrorClass::Unavailable
-                    | ErrorClass::Internal
-                    | ErrorClass::BadUpstream
-                    | ErrorClass::TimedOut
-            ),
+            GatewayError::Runtime(e) => runtime_falls_back(e),
+            GatewayError::Upstream(e) => e.failure.falls_back(),
             _ => false,
         }
     }
@@ -219,6 +220,21 @@ impl GatewayError {
             _ => None,
         }
     }
+}
+
+/// True for runtime errors another pool or model may not have: overload,
+/// an unavailable device, an execution failure. Client errors (bad input,
+/// an unknown output) would fail the same way anywhere. Routing falls back
+/// on these (`routing::backend::BackendError::falls_back`).
+pub fn runtime_falls_back(e: &RuntimeError) -> bool {
+    matches!(
+        e.class(),
+        ErrorClass::Overloaded
+            | ErrorClass::Unavailable
+            | ErrorClass::Internal
+            | ErrorClass::BadUpstream
+            | ErrorClass::TimedOut
+    )
 }
 
 /// Longest error message sent to a client, in bytes (see

@@ -42,4 +42,5 @@ pub mod stream;
 pub mod target;
 pub mod telemetry;
 pub mod upstream;
+pub mod upstream_error;
 pub mod v2;

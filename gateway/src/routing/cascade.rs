@@ -17,7 +17,7 @@
 
 use super::backend::Backend;
 use super::confidence::confidence;
-use super::targets::{answer, falls_back, run_targets, Routing};
+use super::targets::{answer, run_targets, Routing};
 use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{CascadePolicy, CascadeStep, Reason, Target};
@@ -55,7 +55,7 @@ pub async fn run_cascade<B: Backend>(
         CascadeStep::Escalate(heavy, reason) => {
             let planned = backend.run(&heavy.model, Some(&heavy.pool), request.clone()).await;
             let outcome = match planned {
-                Err(e) if falls_back(&e) && !routing.budget_now().is_exhausted() => {
+                Err(e) if e.falls_back() && !routing.budget_now().is_exhausted() => {
                     tracing::debug!(model = %heavy.model, pool = %heavy.pool, error = %e, "heavy pool failed");
                     backend.run(&heavy.model, None, request).await.map(|r| (r, Reason::Fallback))
                 }
@@ -67,7 +67,7 @@ pub async fn run_cascade<B: Backend>(
                     heavy.confidence = first.confidence;
                     Ok(heavy)
                 }
-                Err(e) if falls_back(&e) => {
+                Err(e) if e.falls_back() => {
                     tracing::warn!(model = %heavy.model, error = %e, "escalation failed; answering cheap");
                     first.reason = Reason::CascadeUnavailable;
                     Ok(first)

@@ -2,8 +2,8 @@
 //! that every policy (budget, cascade, weighted, fallbacks) and the cache
 //! treat a model on another V2 server like a local one.
 //!
-//! In the fleet view an upstream model is a candidate with one pool, named
-//! after its upstream, on device `upstream`:
+//! In the fleet view (and in its answers) an upstream model is a candidate
+//! with one pool, named after its upstream, on device `upstream`:
 //! - available: its signature is known and compatible, and some address
 //!   can take a request ([`crate::upstream::select::eligible`]: health checks pass,
 //!   or all fail; breaker closed or probing);
@@ -16,14 +16,14 @@
 //! - `cost` and `quality` from the upstream model's config, else the same
 //!   route-position defaults as local models.
 
-use super::backend::{Backend, RuntimeBackend};
+use super::backend::{Backend, BackendError, BackendResponse, RuntimeBackend};
 use crate::snapshot::Snapshot;
 use crate::upstream::registry::{RemoteModel, Upstream, Upstreams};
 use crate::upstream::v2_call;
 use router_policies::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
 use std::future::Future;
 use std::time::Instant;
-use switchyard_runtime::{InferenceRequest, InferenceResponse, RuntimeError};
+use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Runs route members locally or on their upstream, within one request's
 /// deadline.
@@ -71,14 +71,37 @@ impl Backend for MixedBackend<'_> {
         model: &str,
         pool: Option<&str>,
         request: InferenceRequest,
-    ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
+    ) -> impl Future<Output = Result<BackendResponse, BackendError>> + Send {
         let remote = self.upstreams.model(model);
         async move {
             match remote {
-                Some((upstream, remote)) => v2_call::infer(upstream, remote, request, self.deadline).await,
+                Some((upstream, remote)) => {
+                    let rows = request.inputs.first().and_then(|(_, t)| t.shape().first().copied());
+                    let outputs = v2_call::infer(upstream, remote, request, self.deadline).await?;
+                    Ok(remote_response(upstream, remote, rows.unwrap_or(1), outputs))
+                }
                 None => self.local.run(model, pool, request).await,
             }
         }
+    }
+}
+
+/// An upstream model's answer: on its upstream's one pool (see the module
+/// docs), with the version its config names (1 when unset or not a
+/// number), the request's rows as its batch.
+fn remote_response(
+    upstream: &Upstream,
+    model: &RemoteModel,
+    rows: usize,
+    outputs: Vec<(String, Tensor)>,
+) -> BackendResponse {
+    BackendResponse {
+        model: model.config.name.clone(),
+        version: model.config.version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1),
+        pool: upstream.config.name.clone(),
+        device: Device::Upstream,
+        batch_size: rows,
+        outputs,
     }
 }
 

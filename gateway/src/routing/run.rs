@@ -12,9 +12,9 @@
 //!    says `fallback`.
 //! 4. `Cascade`: see [`super::cascade`].
 
-use super::backend::Backend;
+use super::backend::{Backend, BackendError};
 use super::cascade::run_cascade;
-use super::targets::{answer, falls_back, run_targets, shed, Routing};
+use super::targets::{answer, run_targets, shed, Routing};
 use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{Draw, Plan, Reason};
@@ -39,9 +39,12 @@ pub async fn route<B: Backend>(
             None => run_targets(backend, routing, &cheap, &fallbacks, Reason::Cascade, request).await,
         },
         Plan::Shed { reason: Reason::Unavailable, retry_after } => {
-            last_resort(backend, routing, request).await.map_err(|e| match e {
-                GatewayError::Runtime(e) if falls_back(&e) => shed(routing, Reason::Unavailable, retry_after),
-                other => other,
+            last_resort(backend, routing, request).await.map_err(|e| {
+                if e.falls_back() {
+                    shed(routing, Reason::Unavailable, retry_after)
+                } else {
+                    e.into()
+                }
             })
         }
         Plan::Shed { reason, retry_after } => Err(shed(routing, reason, retry_after)),
@@ -54,7 +57,7 @@ async fn last_resort<B: Backend>(
     backend: &B,
     routing: &Routing<'_>,
     request: InferenceRequest,
-) -> Result<Answer, GatewayError> {
+) -> Result<Answer, BackendError> {
     let model = routing.models.last().map_or(routing.route, String::as_str);
     let response = backend.run(model, None, request).await?;
     Ok(answer(response, Reason::Fallback, routing))

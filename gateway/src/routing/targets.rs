@@ -3,12 +3,12 @@
 //! answer or shed error it ends with. Used by plan execution
 //! ([`super::run`]) and by the cascade ([`super::cascade`]) alike.
 
-use super::backend::Backend;
+use super::backend::{Backend, BackendResponse};
 use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{Budget, Estimator, PolicyConfig, Reason, Target};
 use std::time::Instant;
-use switchyard_runtime::{ErrorClass, InferenceRequest, InferenceResponse, RuntimeError};
+use switchyard_runtime::InferenceRequest;
 
 /// Everything fixed about one request's routing.
 pub struct Routing<'a> {
@@ -59,7 +59,7 @@ pub async fn run_targets<B: Backend>(
                 let why = if i == 0 { reason } else { Reason::Fallback };
                 return Ok(answer(response, why, routing));
             }
-            Err(e) if falls_back(&e) => {
+            Err(e) if e.falls_back() => {
                 tracing::debug!(model = %t.model, pool = %t.pool, error = %e, "target failed; trying the next");
                 last = Some(e);
             }
@@ -69,32 +69,17 @@ pub async fn run_targets<B: Backend>(
     Err(last.map_or_else(|| shed(routing, Reason::Unavailable, std::time::Duration::ZERO), Into::into))
 }
 
-/// True for errors another pool or model may not have: overload,
-/// unavailability, execution failures, a failing or slow upstream server.
-/// Client errors (bad input, unknown output) would fail the same way
-/// anywhere.
-pub fn falls_back(e: &RuntimeError) -> bool {
-    matches!(
-        e.class(),
-        ErrorClass::Overloaded
-            | ErrorClass::Unavailable
-            | ErrorClass::Internal
-            | ErrorClass::BadUpstream
-            | ErrorClass::TimedOut
-    )
-}
-
 /// The shed error for this route.
 pub fn shed(routing: &Routing<'_>, reason: Reason, retry_after: std::time::Duration) -> GatewayError {
     GatewayError::Shed { route: routing.route.to_string(), reason, retry_after }
 }
 
-/// The answer for a runtime response.
-pub fn answer(response: InferenceResponse, reason: Reason, routing: &Routing<'_>) -> Answer {
+/// The answer for a backend's response.
+pub fn answer(response: BackendResponse, reason: Reason, routing: &Routing<'_>) -> Answer {
     Answer {
         model: response.model,
         version: response.version,
-        device: super::fleet::device(response.device),
+        device: response.device,
         pool: response.pool,
         reason,
         batch_size: response.batch_size,

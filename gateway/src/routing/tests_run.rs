@@ -2,10 +2,11 @@
 //! The same paths run on the real runtime in the Python integration tests
 //! (`gateway/tests/python/test_routing.py`).
 
-use super::backend::Backend;
+use super::backend::{Backend, BackendError, BackendResponse};
 use super::run::route;
 use super::targets::Routing;
 use crate::error::GatewayError;
+use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use parking_lot::Mutex;
 use router_policies::{
     Budget, CandidateModel, CascadePolicy, Device, Draw, Estimator, FixedPolicy, FleetView, LatencyBucket,
@@ -14,9 +15,9 @@ use router_policies::{
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
-use switchyard_runtime::{DeviceKind, InferenceRequest, InferenceResponse, RuntimeError, Tensor};
+use switchyard_runtime::{InferenceRequest, RuntimeError, Tensor};
 
-type Outcome = Result<Vec<f32>, RuntimeError>;
+type Outcome = Result<Vec<f32>, BackendError>;
 /// One recorded call: model, pool, requested outputs.
 type Call = (String, Option<String>, Option<Vec<String>>);
 
@@ -57,13 +58,12 @@ impl Backend for Fake {
         model: &str,
         pool: Option<&str>,
         request: InferenceRequest,
-    ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
+    ) -> impl Future<Output = Result<BackendResponse, BackendError>> + Send {
         self.calls.lock().push((model.into(), pool.map(str::to_string), request.outputs.clone()));
         let pool = pool.unwrap_or("cpu").to_string();
-        let outcome =
-            self.script.get(&(model.to_string(), pool.clone())).cloned().unwrap_or_else(|| {
-                Err(RuntimeError::UnknownPool { model: model.into(), pool: pool.clone() })
-            });
+        let outcome = self.script.get(&(model.to_string(), pool.clone())).cloned().unwrap_or_else(|| {
+            Err(RuntimeError::UnknownPool { model: model.into(), pool: pool.clone() }.into())
+        });
         let model = model.to_string();
         async move {
             let probs = outcome?;
@@ -75,16 +75,7 @@ impl Backend for Fake {
                 None => all,
                 Some(names) => all.into_iter().filter(|(n, _)| names.contains(n)).collect(),
             };
-            Ok(InferenceResponse {
-                model,
-                version: 1,
-                pool,
-                device: DeviceKind::Cpu,
-                outputs,
-                batch_size: 1,
-                queue_time: Duration::ZERO,
-                exec_time: Duration::ZERO,
-            })
+            Ok(BackendResponse { model, version: 1, pool, device: Device::Cpu, outputs, batch_size: 1 })
         }
     }
 }
@@ -168,8 +159,13 @@ fn cascade() -> PolicyConfig {
     })
 }
 
-fn unavailable(model: &str) -> RuntimeError {
-    RuntimeError::DeviceUnavailable { model: model.into(), reason: "CUDA missing".into() }
+fn unavailable(model: &str) -> BackendError {
+    RuntimeError::DeviceUnavailable { model: model.into(), reason: "CUDA missing".into() }.into()
+}
+
+fn upstream(model: &str, failure: UpstreamFailure) -> BackendError {
+    let message = "scripted".into();
+    UpstreamError { model: model.into(), upstream: "remote".into(), failure, message }.into()
 }
 
 fn s(a: &str, b: &str) -> (String, Option<String>) {
@@ -200,10 +196,8 @@ async fn unavailable_pool_falls_back_to_the_next_one() {
 
 #[tokio::test]
 async fn overloaded_model_falls_back_to_another_model() {
-    let overloaded = |p: &str| RuntimeError::Overloaded {
-        model: "heavy".into(),
-        pool: p.into(),
-        retry_after: Duration::ZERO,
+    let overloaded = |p: &str| -> BackendError {
+        RuntimeError::Overloaded { model: "heavy".into(), pool: p.into(), retry_after: Duration::ZERO }.into()
     };
     let fake = Fake::new(fleet())
         .on("heavy", "fast", Err(overloaded("fast")))
@@ -219,11 +213,36 @@ async fn overloaded_model_falls_back_to_another_model() {
 async fn client_errors_do_not_fall_back() {
     let bad =
         RuntimeError::UnknownOutput { model: "heavy".into(), output: "x".into(), expected: "label".into() };
-    let fake = Fake::new(fleet()).on("heavy", "fast", Err(bad)).on("heavy", "slow", Ok(vec![1.0]));
+    let fake = Fake::new(fleet()).on("heavy", "fast", Err(bad.into())).on("heavy", "slow", Ok(vec![1.0]));
     let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
     let e =
         route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap_err();
     assert_eq!(e.status(), 404);
+    assert_eq!(fake.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn upstream_failures_fall_back_unless_the_request_was_refused() {
+    let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
+    for failure in [UpstreamFailure::TimedOut, UpstreamFailure::BadResponse, UpstreamFailure::Unavailable] {
+        let fake = Fake::new(fleet()).on("heavy", "fast", Err(upstream("heavy", failure))).on(
+            "heavy",
+            "slow",
+            Ok(vec![1.0]),
+        );
+        let a =
+            route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();
+        assert_eq!((a.pool.as_str(), a.reason), ("slow", Reason::Fallback), "{failure:?}");
+    }
+    let fake = Fake::new(fleet()).on("heavy", "fast", Err(upstream("heavy", UpstreamFailure::Rejected))).on(
+        "heavy",
+        "slow",
+        Ok(vec![1.0]),
+    );
+    let e =
+        route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap_err();
+    assert!(matches!(&e, GatewayError::Upstream(u) if u.failure == UpstreamFailure::Rejected), "{e:?}");
+    assert_eq!((e.status(), e.label()), (400, "upstream_rejected"));
     assert_eq!(fake.calls().len(), 1);
 }
 

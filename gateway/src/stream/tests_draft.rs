@@ -4,6 +4,7 @@
 //! `gateway/tests/python/test_sse.py`.
 
 use super::*;
+use crate::routing::backend::{BackendError, BackendResponse};
 use parking_lot::Mutex;
 use router_policies::{
     Budget, CandidateModel, Device, Estimator, LatencyBucket, LatencyModel, PolicyConfig, PoolView,
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_runtime::{DeviceKind, InferenceResponse, RuntimeError, Tensor};
+use switchyard_runtime::{RuntimeError, Tensor};
 use tokio::sync::Notify;
 
 /// One model's scripted behaviour: its probabilities (or error), and a
@@ -84,7 +85,7 @@ impl Backend for Fake {
         model: &str,
         pool: Option<&str>,
         request: InferenceRequest,
-    ) -> impl Future<Output = Result<InferenceResponse, RuntimeError>> + Send {
+    ) -> impl Future<Output = Result<BackendResponse, BackendError>> + Send {
         let script = self.scripts.get(model);
         let outcome = script.map_or_else(|| Err(unavailable(model)), |s| s.outcome.clone());
         let gate = script.and_then(|s| s.gate.clone());
@@ -111,16 +112,7 @@ impl Backend for Fake {
                 None => all,
                 Some(names) => all.into_iter().filter(|(n, _)| names.contains(n)).collect(),
             };
-            Ok(InferenceResponse {
-                model,
-                version: 1,
-                pool,
-                device: DeviceKind::Cpu,
-                outputs,
-                batch_size: 1,
-                queue_time: Duration::ZERO,
-                exec_time: Duration::ZERO,
-            })
+            Ok(BackendResponse { model, version: 1, pool, device: Device::Cpu, outputs, batch_size: 1 })
         }
     }
 }

@@ -5,10 +5,9 @@
 
 use super::registry::{SignatureState, Upstreams};
 use crate::error::GatewayError;
+use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use std::sync::Arc;
-use switchyard_runtime::{
-    BatchingSpec, ModelRepository, ModelSignature, ModelSpec, ModelState, RuntimeError,
-};
+use switchyard_runtime::{BatchingSpec, ModelRepository, ModelSignature, ModelSpec, ModelState};
 
 /// The models a request can reach.
 #[derive(Clone, Copy)]
@@ -34,11 +33,10 @@ impl Catalog<'_> {
             Some((upstream, remote)) => match remote.state() {
                 SignatureState::Known(sig) => Ok(sig),
                 SignatureState::Unknown(why) | SignatureState::Incompatible(why) => {
-                    Err(GatewayError::Runtime(RuntimeError::Upstream {
+                    Err(GatewayError::Upstream(UpstreamError {
                         model: model.to_string(),
                         upstream: upstream.config.name.clone(),
-                        class: switchyard_runtime::ErrorClass::Unavailable,
-                        label: "upstream_model_unavailable",
+                        failure: UpstreamFailure::ModelUnavailable,
                         message: why,
                     }))
                 }

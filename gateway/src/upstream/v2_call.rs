@@ -12,8 +12,12 @@
 //!    broken one, a timeout, a 5xx, a 429 or a garbled answer tries the
 //!    next address (inference is idempotent) while budget remains; a 4xx
 //!    is the request's fault and is returned at once.
-//! 6. Out of addresses or budget: the last failure, classified so that the
-//!    client gets 503 (unreachable), 502 (bad answer), 504 (time) or 429.
+//! 6. Out of addresses or budget: the last failure, an [`UpstreamError`]
+//!    whose [`UpstreamFailure`] gives the client 503 (unreachable), 502
+//!    (bad answer), 504 (time) or 429.
+//!
+//! The answer is the outputs; routing's backend says which model, pool
+//! and device they are (`routing::mixed_backend`).
 
 use super::address::Attempt;
 use super::client::{Exchange, ExchangeLimits, TransportError};
@@ -25,13 +29,14 @@ use super::v2_check::Expected;
 use super::v2_codec::{decode_response, encode_request, EncodedRequest};
 use crate::telemetry::propagation::trace_headers;
 use crate::telemetry::spans::{self, UpstreamCall};
+use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use crate::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use switchyard_runtime::{DeviceKind, ErrorClass, InferenceRequest, InferenceResponse, RuntimeError, Tensor};
+use switchyard_runtime::{InferenceRequest, Tensor};
 use tracing::Span;
 
 /// Largest V2 response body accepted from an upstream.
@@ -49,22 +54,22 @@ struct Call<'a> {
 
 /// A failed attempt: the error, and whether another address may succeed.
 struct Failure {
-    error: RuntimeError,
+    error: UpstreamError,
     retry: bool,
 }
 
-/// Runs `request` on `model` of `upstream` before `deadline` (steps above).
+/// Runs `request` on `model` of `upstream` before `deadline` (steps
+/// above); returns the outputs asked for.
 pub async fn infer(
     upstream: &Upstream,
     model: &RemoteModel,
     request: InferenceRequest,
     deadline: Instant,
-) -> Result<InferenceResponse, RuntimeError> {
-    let started = Instant::now();
+) -> Result<Vec<(String, Tensor)>, UpstreamError> {
     let signature = match model.state() {
         SignatureState::Known(sig) => sig,
         SignatureState::Unknown(why) | SignatureState::Incompatible(why) => {
-            return Err(error(upstream, model, ErrorClass::Unavailable, "upstream_model_unavailable", why))
+            return Err(error(upstream, model, UpstreamFailure::ModelUnavailable, why))
         }
     };
     let call = Call {
@@ -80,12 +85,12 @@ pub async fn infer(
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
             let why = format!("the latency budget ran out after {} attempt(s)", tried.len());
-            return Err(error(upstream, model, ErrorClass::TimedOut, "upstream_timeout", why));
+            return Err(error(upstream, model, UpstreamFailure::TimedOut, why));
         }
         let Some((index, attempt)) = choose(&upstream.addresses, &tried) else { break };
         tried.push(index);
         match call.attempt(attempt, remaining).await {
-            Ok(outputs) => return Ok(response(upstream, model, &request, outputs, started)),
+            Ok(outputs) => return Ok(outputs),
             Err(Failure { error, retry }) => {
                 last = Some(error);
                 if !retry {
@@ -96,7 +101,7 @@ pub async fn infer(
     }
     Err(last.unwrap_or_else(|| {
         let why = "no address can take requests (health checks failing or breakers open)".to_string();
-        error(upstream, model, ErrorClass::Unavailable, "upstream_unavailable", why)
+        error(upstream, model, UpstreamFailure::Unavailable, why)
     }))
 }
 
@@ -167,7 +172,7 @@ impl Call<'_> {
     fn judge(&self, exchange: Exchange) -> (Outcome, Result<Vec<(String, Tensor)>, Failure>) {
         let status = exchange.status;
         let snippet = || String::from_utf8_lossy(&exchange.body[..exchange.body.len().min(300)]).to_string();
-        let fail = |class, label, retry, why: String| Failure { error: self.error(class, label, why), retry };
+        let fail = |failure, retry, why: String| Failure { error: self.error(failure, why), retry };
         if status.is_success() {
             let header_len = exchange
                 .headers
@@ -176,48 +181,45 @@ impl Call<'_> {
                 .and_then(|v| v.trim().parse::<usize>().ok());
             return match decode_response(exchange.body.clone(), header_len, &self.expected) {
                 Ok(outputs) => (Outcome::Ok, Ok(outputs)),
-                Err(bad) => (
-                    Outcome::BadResponse,
-                    Err(fail(ErrorClass::BadUpstream, "upstream_bad_response", true, bad.to_string())),
-                ),
+                Err(bad) => {
+                    (Outcome::BadResponse, Err(fail(UpstreamFailure::BadResponse, true, bad.to_string())))
+                }
             };
         }
         let why = format!("answered {status}: {}", snippet());
         match status {
             StatusCode::TOO_MANY_REQUESTS => {
-                (Outcome::Overloaded, Err(fail(ErrorClass::Overloaded, "upstream_overloaded", true, why)))
+                (Outcome::Overloaded, Err(fail(UpstreamFailure::Overloaded, true, why)))
             }
             StatusCode::SERVICE_UNAVAILABLE => {
-                (Outcome::ServerError, Err(fail(ErrorClass::Unavailable, "upstream_unavailable", true, why)))
+                (Outcome::ServerError, Err(fail(UpstreamFailure::Unavailable, true, why)))
             }
             StatusCode::NOT_FOUND => {
-                (Outcome::ServerError, Err(fail(ErrorClass::BadUpstream, "upstream_bad_response", true, why)))
+                (Outcome::ServerError, Err(fail(UpstreamFailure::BadResponse, true, why)))
             }
             s if s.is_client_error() => {
-                (Outcome::ClientError, Err(fail(ErrorClass::InvalidInput, "upstream_rejected", false, why)))
+                (Outcome::ClientError, Err(fail(UpstreamFailure::Rejected, false, why)))
             }
-            _ => (Outcome::ServerError, Err(fail(ErrorClass::BadUpstream, "upstream_error", true, why))),
+            _ => (Outcome::ServerError, Err(fail(UpstreamFailure::Failed, true, why))),
         }
     }
 
     fn transport_failure(&self, e: TransportError) -> Failure {
-        let (class, label) = match &e {
-            TransportError::Connect(_) => (ErrorClass::Unavailable, "upstream_unavailable"),
+        let failure = match &e {
+            TransportError::Connect(_) => UpstreamFailure::Unavailable,
             TransportError::FirstByteTimeout(_) | TransportError::TotalTimeout(_) => {
-                (ErrorClass::TimedOut, "upstream_timeout")
+                UpstreamFailure::TimedOut
             }
-            TransportError::Broken(_) | TransportError::TooLarge(_) => {
-                (ErrorClass::BadUpstream, "upstream_error")
-            }
+            TransportError::Broken(_) | TransportError::TooLarge(_) => UpstreamFailure::Failed,
         };
         Failure {
-            error: self.error(class, label, e.to_string()),
+            error: self.error(failure, e.to_string()),
             retry: !matches!(e, TransportError::TooLarge(_)),
         }
     }
 
-    fn error(&self, class: ErrorClass, label: &'static str, why: String) -> RuntimeError {
-        error(self.upstream, self.model, class, label, why)
+    fn error(&self, failure: UpstreamFailure, why: String) -> UpstreamError {
+        error(self.upstream, self.model, failure, why)
     }
 }
 
@@ -225,9 +227,7 @@ impl Failure {
     /// Prefixes the message with the address, so the client's error says
     /// which one failed last.
     fn with_address(mut self, addr: SocketAddr) -> Failure {
-        if let RuntimeError::Upstream { message, .. } = &mut self.error {
-            *message = format!("{addr} {message}");
-        }
+        self.error.message = format!("{addr} {}", self.error.message);
         self
     }
 }
@@ -241,37 +241,11 @@ fn transport_outcome(e: &TransportError) -> Outcome {
     }
 }
 
-fn error(
-    upstream: &Upstream,
-    model: &RemoteModel,
-    class: ErrorClass,
-    label: &'static str,
-    why: String,
-) -> RuntimeError {
-    RuntimeError::Upstream {
+fn error(upstream: &Upstream, model: &RemoteModel, failure: UpstreamFailure, why: String) -> UpstreamError {
+    UpstreamError {
         model: model.config.name.clone(),
         upstream: upstream.config.name.clone(),
-        class,
-        label,
+        failure,
         message: why,
-    }
-}
-
-fn response(
-    upstream: &Upstream,
-    model: &RemoteModel,
-    request: &InferenceRequest,
-    outputs: Vec<(String, Tensor)>,
-    started: Instant,
-) -> InferenceResponse {
-    InferenceResponse {
-        model: model.config.name.clone(),
-        version: model.config.version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(1),
-        pool: upstream.config.name.clone(),
-        device: DeviceKind::Upstream,
-        outputs,
-        batch_size: request.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1),
-        queue_time: Duration::ZERO,
-        exec_time: started.elapsed(),
     }
 }
