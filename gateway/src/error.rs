@@ -130,8 +130,6 @@ impl GatewayError {
                 ErrorClass::Overloaded => 429,
                 ErrorClass::Unavailable => 503,
                 ErrorClass::Internal => 500,
-                ErrorClass::BadUpstream => 502,
-                ErrorClass::TimedOut => 504,
             },
             GatewayError::Upstream(e) => e.failure.status(),
             GatewayError::NotFound(_) => 404,
@@ -227,14 +225,7 @@ impl GatewayError {
 /// an unknown output) would fail the same way anywhere. Routing falls back
 /// on these (`routing::backend::BackendError::falls_back`).
 pub fn runtime_falls_back(e: &RuntimeError) -> bool {
-    matches!(
-        e.class(),
-        ErrorClass::Overloaded
-            | ErrorClass::Unavailable
-            | ErrorClass::Internal
-            | ErrorClass::BadUpstream
-            | ErrorClass::TimedOut
-    )
+    matches!(e.class(), ErrorClass::Overloaded | ErrorClass::Unavailable | ErrorClass::Internal)
 }
 
 /// Longest error message sent to a client, in bytes (see

@@ -1,5 +1,5 @@
-//! The kind of device a pool runs on: a leaf type that specs, responses,
-//! statistics and the gateway's upstream answers all name.
+//! The kind of device a pool runs on: a leaf type that specs, responses
+//! and statistics all name.
 
 use std::fmt;
 
@@ -15,11 +15,6 @@ pub enum DeviceKind {
     /// feature and a CUDA-enabled ONNX Runtime library; otherwise the pool is
     /// reported unavailable, never silently run on CPU).
     Cuda,
-    /// Another inference server the gateway forwards requests to. The
-    /// runtime never runs pools of this kind (a spec naming it is
-    /// invalid); it exists so that answers from upstream servers report
-    /// their device in the same vocabulary as local ones.
-    Upstream,
 }
 
 impl fmt::Display for DeviceKind {
@@ -27,7 +22,6 @@ impl fmt::Display for DeviceKind {
         f.write_str(match self {
             DeviceKind::Cpu => "cpu",
             DeviceKind::Cuda => "cuda",
-            DeviceKind::Upstream => "upstream",
         })
     }
 }
@@ -40,6 +34,5 @@ mod tests {
     fn device_display() {
         assert_eq!(DeviceKind::Cpu.to_string(), "cpu");
         assert_eq!(DeviceKind::Cuda.to_string(), "cuda");
-        assert_eq!(DeviceKind::Upstream.to_string(), "upstream");
     }
 }

@@ -10,7 +10,7 @@ use thiserror::Error;
 use crate::tensor::DataType;
 
 /// Coarse error category; the gateway maps it to a status code
-/// (400 / 413 / 404 / 429 / 503 / 500, and 502 / 504 for upstream servers).
+/// (400 / 413 / 404 / 429 / 503 / 500).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// The request itself is wrong (400); retrying it unchanged fails again.
@@ -26,12 +26,6 @@ pub enum ErrorClass {
     Unavailable,
     /// A bug or an ONNX Runtime failure (500).
     Internal,
-    /// An upstream inference server failed or answered something unusable
-    /// (502); another server may answer.
-    BadUpstream,
-    /// The answer did not arrive in time: the request's budget or an
-    /// upstream timeout ran out (504).
-    TimedOut,
 }
 
 /// Everything that can go wrong in the runtime.
@@ -214,24 +208,6 @@ pub enum RuntimeError {
     /// The repository is shutting down and accepts no new work.
     #[error("the model runtime is shutting down")]
     ShuttingDown,
-    /// A model served by an upstream inference server could not answer.
-    /// The gateway builds these; `class` says what went wrong (e.g.
-    /// [`ErrorClass::Unavailable`] when no address could be reached,
-    /// [`ErrorClass::BadUpstream`] for a garbled answer,
-    /// [`ErrorClass::TimedOut`] when the budget ran out).
-    #[error("model '{model}' on upstream '{upstream}': {message}")]
-    Upstream {
-        /// The model, by its name in this gateway.
-        model: String,
-        /// The upstream server (its configured name).
-        upstream: String,
-        /// The category of the failure.
-        class: ErrorClass,
-        /// A short, fixed label for metrics (`upstream_timeout`...).
-        label: &'static str,
-        /// What happened, for the client.
-        message: String,
-    },
     /// A model of the model store (the `switchyard-store` crate) that
     /// could not be made local: not cached while the store is unreachable,
     /// an object that failed its integrity check, refused credentials.
@@ -270,7 +246,7 @@ impl RuntimeError {
             | E::Paused { .. }
             | E::ShuttingDown => ErrorClass::Unavailable,
             E::InvalidSpec { .. } | E::Execution { .. } => ErrorClass::Internal,
-            E::Upstream { class, .. } | E::StoreUnavailable { class, .. } => *class,
+            E::StoreUnavailable { class, .. } => *class,
         }
     }
 
@@ -297,7 +273,7 @@ impl RuntimeError {
             E::InputRejected { .. } => "input_rejected",
             E::Execution { .. } => "execution",
             E::ShuttingDown => "shutting_down",
-            E::Upstream { label, .. } | E::StoreUnavailable { label, .. } => label,
+            E::StoreUnavailable { label, .. } => label,
         }
     }
 

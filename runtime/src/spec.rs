@@ -202,9 +202,6 @@ impl ModelSpec {
             if pool.workers == 0 {
                 return fail(format!("pools[{i}].workers must be at least 1"));
             }
-            if pool.device == DeviceKind::Upstream {
-                return fail(format!("pools[{i}].device: the runtime cannot run an upstream pool"));
-            }
             if pool.batching.as_ref().is_some_and(|b| b.queue_capacity == 0) {
                 return fail(format!("pools[{i}].batching.queue_capacity must be at least 1"));
             }
@@ -264,9 +261,6 @@ mod tests {
         let mut s = spec();
         s.batching.queue_capacity = 0;
         assert!(s.validate().is_err());
-        let mut s = spec();
-        s.pools[0].device = DeviceKind::Upstream;
-        assert!(s.validate().is_err(), "upstream pools are not the runtime's");
     }
 
     /// [`spec`] batching `max_batch` rows, its pool `pool_batch` when set.

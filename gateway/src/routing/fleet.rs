@@ -96,7 +96,6 @@ pub fn device(kind: DeviceKind) -> Device {
     match kind {
         DeviceKind::Cpu => Device::Cpu,
         DeviceKind::Cuda => Device::Cuda,
-        DeviceKind::Upstream => Device::Upstream,
     }
 }
 

@@ -126,10 +126,9 @@ impl ServingView {
         let instance_groups = spec
             .pools
             .iter()
-            .filter_map(|pool| match pool.device {
-                DeviceKind::Cpu => Some(("KIND_CPU", pool.workers)),
-                DeviceKind::Cuda => Some(("KIND_GPU", pool.workers)),
-                DeviceKind::Upstream => None,
+            .map(|pool| match pool.device {
+                DeviceKind::Cpu => ("KIND_CPU", pool.workers),
+                DeviceKind::Cuda => ("KIND_GPU", pool.workers),
             })
             .collect();
         ServingView {
