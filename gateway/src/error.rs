@@ -252,7 +252,7 @@ fn cut_to(text: &str, max: usize) -> Cow<'_, str> {
 }
 
 #[cfg(test)]
-mod message_tests {
+mod tests {
     use super::*;
 
     #[test]

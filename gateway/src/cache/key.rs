@@ -235,5 +235,4 @@ impl KeyWriter {
 }
 
 #[cfg(test)]
-#[path = "key_tests.rs"]
 mod tests;

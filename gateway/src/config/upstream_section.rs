@@ -367,5 +367,4 @@ pub fn find_model<'a>(
 }
 
 #[cfg(test)]
-#[path = "tests_proxy.rs"]
 mod tests;

@@ -132,5 +132,4 @@ pub fn decode_response(
 }
 
 #[cfg(test)]
-#[path = "tests_v2_codec.rs"]
 mod tests;

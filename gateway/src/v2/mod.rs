@@ -51,13 +51,7 @@ pub mod size;
 pub mod validate;
 
 #[cfg(test)]
-mod tests_decode;
-#[cfg(test)]
-mod tests_encode;
-#[cfg(test)]
-mod tests_field_order;
-#[cfg(test)]
-mod tests_malformed;
+mod tests;
 
 pub use classification::classify;
 pub use error::{error_body, V2Error};

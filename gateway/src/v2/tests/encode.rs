@@ -6,10 +6,12 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use switchyard_runtime::tensor::{element_count, DataType, Tensor, TensorData, ALL_DATA_TYPES};
 
-use super::binary::decode_binary;
-use super::json_data::parse_json_data;
-use super::request::Parameters;
-use super::response::{encode_infer_response, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON};
+use crate::v2::binary::decode_binary;
+use crate::v2::json_data::parse_json_data;
+use crate::v2::request::Parameters;
+use crate::v2::response::{
+    encode_infer_response, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
+};
 
 /// Reads a response as `tritonclient.http.InferResult` does: the JSON is
 /// `body[..header_len]`; each output with `parameters.binary_data_size`

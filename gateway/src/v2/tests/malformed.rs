@@ -3,13 +3,10 @@
 
 use bytes::Bytes;
 
-use super::error::V2Error;
-use super::limits::DecodeLimits;
-use super::request::{decode_infer_request, DecodedRequest};
-
-fn decode_json(json: &str) -> Result<DecodedRequest, V2Error> {
-    decode_infer_request(Bytes::copy_from_slice(json.as_bytes()), None, &DecodeLimits::default())
-}
+use super::decode_json;
+use crate::v2::error::V2Error;
+use crate::v2::limits::DecodeLimits;
+use crate::v2::request::decode_infer_request;
 
 type Check = fn(&V2Error) -> bool;
 
@@ -354,7 +351,7 @@ fn a_fault_in_an_output_is_still_named_after_the_counting_reader() {
 
 #[test]
 fn an_input_the_model_would_refuse_is_refused_before_its_data_is_decoded() {
-    use super::limits::SignatureLimit;
+    use crate::v2::limits::SignatureLimit;
     use switchyard_runtime::signature::{ModelSignature, TensorSpec};
     use switchyard_runtime::DataType;
     let spec =

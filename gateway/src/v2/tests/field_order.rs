@@ -1,17 +1,10 @@
 //! Request decoding reads an input's `data` in the same pass as the rest
 //! of the request when `name`, `datatype` and `shape` come first
-//! ([`super::raw_request`]), and later otherwise: both must give the same
+//! ([`crate::v2::raw_request`]), and later otherwise: both must give the same
 //! tensor, or the same error, for every input.
 
-use bytes::Bytes;
-
-use super::error::V2Error;
-use super::limits::DecodeLimits;
-use super::request::{decode_infer_request, DecodedRequest};
-
-fn decode(json: &str) -> Result<DecodedRequest, V2Error> {
-    decode_infer_request(Bytes::copy_from_slice(json.as_bytes()), None, &DecodeLimits::default())
-}
+use super::decode_json as decode;
+use crate::v2::error::V2Error;
 
 /// `(datatype, shape, data, parameters)` of one input.
 type Case = (&'static str, &'static str, &'static str, &'static str);

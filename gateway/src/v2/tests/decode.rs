@@ -4,13 +4,10 @@
 use bytes::Bytes;
 use switchyard_runtime::tensor::{DataType, Tensor, TensorData};
 
-use super::error::V2Error;
-use super::limits::DecodeLimits;
-use super::request::{decode_infer_request, DecodedRequest};
-
-fn decode_json(json: &str) -> Result<DecodedRequest, V2Error> {
-    decode_infer_request(Bytes::copy_from_slice(json.as_bytes()), None, &DecodeLimits::default())
-}
+use super::decode_json;
+use crate::v2::error::V2Error;
+use crate::v2::limits::DecodeLimits;
+use crate::v2::request::{decode_infer_request, DecodedRequest};
 
 fn decode_with_binary(json: &str, binary: &[u8]) -> Result<DecodedRequest, V2Error> {
     let mut body = json.as_bytes().to_vec();
@@ -69,7 +66,7 @@ fn binary_of(data: &TensorData) -> Vec<u8> {
         TensorData::Fixed(raw) => raw.to_vec(),
         TensorData::Strings(items) => {
             let mut out = Vec::new();
-            super::binary::encode_bytes_elements(items, &mut out);
+            crate::v2::binary::encode_bytes_elements(items, &mut out);
             out
         }
     }
@@ -173,7 +170,7 @@ fn tritonclient_style_mixed_request() {
     // a JSON input in between, outputs with binary_data flags.
     let a: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     let mut c = Vec::new();
-    super::binary::encode_bytes_elements(&[Bytes::from_static(b"hi")], &mut c);
+    crate::v2::binary::encode_bytes_elements(&[Bytes::from_static(b"hi")], &mut c);
     let header = format!(
         concat!(
             r#"{{"id":"7","parameters":{{"timeout":5000,"binary_data_output":true}},"inputs":["#,
