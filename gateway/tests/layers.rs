@@ -14,7 +14,8 @@
 //! (`crate::cache::key::CacheKey`, `super::run::Routing`, and
 //! `crate::ModelSpec` through the crate root's `pub use`), not comments or
 //! doc links, and not test code (`tests*.rs` and `*_tests.rs` files, files
-//! under a `tests` folder, `#[cfg(test)]` items).
+//! under a `tests` folder, a crate's shared `test_util.rs`, `#[cfg(test)]`
+//! items).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -61,7 +62,7 @@ impl Source {
     /// with contents `text`; `None` for test files and the crate root.
     fn new(rel: &str, text: &str) -> Option<Source> {
         let mut module: Vec<String> = rel.trim_end_matches(".rs").split('/').map(str::to_string).collect();
-        let is_test = |m: &String| m.starts_with("tests") || m.ends_with("_tests");
+        let is_test = |m: &String| m.starts_with("tests") || m.ends_with("_tests") || m == "test_util";
         if module.iter().any(is_test) || rel == "main.rs" || rel == "lib.rs" {
             return None;
         }
@@ -709,6 +710,9 @@ fn the_scanner_reads_use_trees_and_paths_but_not_comments() {
     assert!(!tested.contains("crate::x") && tested.contains("fn b"));
     assert!(Source::new("text/tests.rs", "").is_none() && Source::new("tests/fixtures.rs", "").is_none());
     assert!(Source::new("store/cache_tests.rs", "").is_none() && Source::new("lib.rs", "").is_none());
+    assert!(Source::new("v2/tests/decode.rs", "").is_none());
+    assert!(Source::new("cache/key/tests.rs", "").is_none());
+    assert!(Source::new("test_util.rs", "").is_none() && Source::new("test_utility.rs", "").is_some());
 }
 
 /// A crate made of `(file, code)` pairs, whose root re-exports `Leaf`

@@ -45,3 +45,21 @@ impl Budget {
         self.remaining().is_zero()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_util::{budget_ms, ms};
+    use crate::Budget;
+    use std::time::Duration;
+
+    #[test]
+    fn remaining_saturates_when_overspent() {
+        let budget = budget_ms(20).spend(ms(5));
+        assert_eq!(budget.remaining(), ms(15));
+        assert!(!budget.is_exhausted());
+        let spent = budget.with_spent(ms(25));
+        assert_eq!(spent.remaining(), Duration::ZERO);
+        assert!(spent.is_exhausted());
+        assert_eq!(Budget::new(ms(1)).spend(Duration::MAX).remaining(), Duration::ZERO);
+    }
+}

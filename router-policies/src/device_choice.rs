@@ -167,3 +167,6 @@ fn target(model: &CandidateModel, scored: &Scored<'_>) -> Target {
         basis: scored.prediction.basis,
     }
 }
+
+#[cfg(test)]
+mod tests;

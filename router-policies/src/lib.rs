@@ -34,7 +34,7 @@ mod reason;
 mod route_budget;
 
 #[cfg(test)]
-mod tests;
+mod test_util;
 
 pub use budget::Budget;
 pub use config_issue::ConfigIssue;

@@ -194,3 +194,6 @@ fn mul_count(duration: Duration, count: usize) -> Duration {
         Err(_) => Duration::MAX,
     }
 }
+
+#[cfg(test)]
+mod tests;

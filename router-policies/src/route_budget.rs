@@ -182,3 +182,6 @@ fn parse_timeout(value: &serde_json::Value) -> Result<Option<Duration>, BudgetEr
 fn truncate(raw: &str) -> String {
     raw.chars().take(MAX_ECHO).collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -171,3 +171,6 @@ impl CascadePolicy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -52,3 +52,64 @@ impl FixedPolicy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::test_util::*;
+    use crate::{Budget, FixedPolicy, Plan, Reason, MIN_RETRY_AFTER};
+
+    fn fixed(name: &str) -> FixedPolicy {
+        FixedPolicy { model: name.to_string() }
+    }
+
+    #[test]
+    fn runs_the_configured_model_on_its_best_pool() {
+        let plan = fixed("heavy").decide(budget_ms(50), &two_models(), &estimator());
+        let Plan::Single { target, fallbacks, reason } = plan else { panic!("{plan:?}") };
+        assert_eq!((target.model.as_str(), target.pool.as_str(), reason), ("heavy", "gpu", Reason::Fixed));
+        assert_eq!(names(&fallbacks), ["heavy/cpu", "cheap/gpu", "cheap/cpu"]);
+    }
+
+    #[test]
+    fn device_choice_still_applies() {
+        let mut f = two_models();
+        pool_mut(&mut f, "heavy", "gpu").queue_depth = 64; // 8 rounds * 10 ms
+        let plan = fixed("heavy").decide(budget_ms(50), &f, &estimator());
+        assert_eq!(plan.reason(), Reason::SpillOver);
+        assert_eq!(plan.primary().unwrap().pool, "cpu");
+    }
+
+    #[test]
+    fn never_sheds_for_time_even_when_the_budget_is_spent() {
+        let spent = Budget::new(ms(20)).with_spent(ms(30));
+        let plan = fixed("heavy").decide(spent, &two_models(), &estimator());
+        let target = plan.primary().unwrap();
+        assert_eq!((target.model.as_str(), target.pool.as_str()), ("heavy", "gpu"));
+        assert_eq!(plan.reason(), Reason::Fixed);
+    }
+
+    #[test]
+    fn unavailable_model_falls_back_to_the_next_candidate() {
+        let mut f = two_models();
+        model_mut(&mut f, "heavy").available = false;
+        let plan = fixed("heavy").decide(budget_ms(50), &f, &estimator());
+        assert_eq!(plan.reason(), Reason::Fallback);
+        assert_eq!(plan.primary().unwrap().model, "cheap");
+        assert_eq!(names(plan.fallbacks()), ["cheap/cpu"]);
+        // A model missing from the snapshot is treated the same way.
+        let plan = fixed("gone").decide(budget_ms(50), &two_models(), &estimator());
+        assert_eq!((plan.reason(), plan.primary().unwrap().model.as_str()), (Reason::Fallback, "cheap"));
+    }
+
+    #[test]
+    fn all_unavailable_sheds() {
+        let mut f = two_models();
+        f.candidates.iter_mut().for_each(|c| c.available = false);
+        let plan = fixed("heavy").decide(budget_ms(50), &f, &estimator());
+        assert_eq!(plan, Plan::Shed { retry_after: MIN_RETRY_AFTER, reason: Reason::Unavailable });
+        assert!(plan.fallbacks().is_empty());
+        assert!(plan.primary().is_none());
+        let empty = fleet(vec![]);
+        assert_eq!(fixed("heavy").decide(budget_ms(50), &empty, &estimator()).reason(), Reason::Unavailable);
+    }
+}

@@ -113,3 +113,6 @@ fn preference(a: &Placed<'_>, b: &Placed<'_>) -> Ordering {
     };
     order.then(a.index.cmp(&b.index))
 }
+
+#[cfg(test)]
+mod tests;

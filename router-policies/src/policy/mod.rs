@@ -18,6 +18,9 @@ mod latency_budget;
 mod pressure;
 mod weighted;
 
+#[cfg(test)]
+mod tests;
+
 pub use cascade::CascadePolicy;
 pub use fixed::FixedPolicy;
 pub use latency_budget::{LatencyBudgetPolicy, DEFAULT_SHED_MARGIN};

@@ -93,3 +93,6 @@ impl WeightedPolicy {
         !self.weights.iter().any(|w| w.model == model && super::weighted::share(w) > 0.0)
     }
 }
+
+#[cfg(test)]
+mod tests;

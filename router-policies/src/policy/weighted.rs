@@ -152,3 +152,6 @@ fn pick(entries: &[(usize, f64)], u: f64) -> Option<(usize, f64)> {
     // Rounding left `point` past the last boundary: the last entry.
     last
 }
+
+#[cfg(test)]
+mod tests;

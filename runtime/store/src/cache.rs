@@ -367,3 +367,6 @@ fn remove_stale(tmp: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

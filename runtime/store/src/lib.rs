@@ -37,8 +37,6 @@
 pub mod aws_env;
 mod backend;
 mod cache;
-#[cfg(test)]
-mod cache_tests;
 mod download;
 pub mod error;
 pub mod integrity;

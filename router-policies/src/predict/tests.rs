@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{Device, EstimateBasis, Estimator, LatencyBucket, LatencyModel};
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{Budget, CascadePolicy, CascadeStep, Plan, Reason, MIN_RETRY_AFTER};
 
 fn policy() -> CascadePolicy {

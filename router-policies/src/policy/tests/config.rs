@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{
     CascadePolicy, ConfigIssue, Device, Draw, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig,
     Reason, WeightedPolicy,

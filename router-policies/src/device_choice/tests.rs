@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{choose_pool, Device, EstimateBasis, LatencyModel, Placement};
 
 #[test]

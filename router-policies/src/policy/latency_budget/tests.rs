@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{
     Budget, EstimateBasis, LatencyBudgetPolicy, LatencyModel, Plan, Reason, MAX_RETRY_AFTER, MIN_RETRY_AFTER,
 };

@@ -1,20 +1,9 @@
-use super::fixtures::*;
-use crate::{Budget, BudgetError, BudgetSource, RouteBudget};
+use crate::test_util::*;
+use crate::{BudgetError, BudgetSource, RouteBudget};
 use serde_json::json;
 use std::time::Duration;
 
 const ROUTE: RouteBudget = RouteBudget { default: 20, max: 200 };
-
-#[test]
-fn remaining_saturates_when_overspent() {
-    let budget = budget_ms(20).spend(ms(5));
-    assert_eq!(budget.remaining(), ms(15));
-    assert!(!budget.is_exhausted());
-    let spent = budget.with_spent(ms(25));
-    assert_eq!(spent.remaining(), Duration::ZERO);
-    assert!(spent.is_exhausted());
-    assert_eq!(Budget::new(ms(1)).spend(Duration::MAX).remaining(), Duration::ZERO);
-}
 
 #[test]
 fn no_ask_uses_the_route_default() {

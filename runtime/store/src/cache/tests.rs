@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::cache::DiskCache;
+use super::DiskCache;
 use crate::listing::ObjectInfo;
 use crate::manifest::VersionManifest;
 use crate::settings::CacheSettings;

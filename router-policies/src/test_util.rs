@@ -1,4 +1,4 @@
-//! Builders for fleet snapshots used by the tests.
+//! Builders for fleet snapshots, shared by the crate's tests.
 
 use std::time::Duration;
 

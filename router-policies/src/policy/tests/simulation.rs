@@ -5,7 +5,7 @@
 //! queue delay). It checks that the estimator is conservative against that
 //! execution and that spill-over keeps completions inside the budget.
 
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{Budget, Draw, FixedPolicy, LatencyBudgetPolicy, PolicyConfig, Reason};
 use std::collections::VecDeque;
 

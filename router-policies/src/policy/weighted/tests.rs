@@ -1,4 +1,4 @@
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{Draw, ModelWeight, Plan, Reason, WeightedPolicy, MIN_RETRY_AFTER};
 
 fn weights(entries: &[(&str, f64)]) -> WeightedPolicy {

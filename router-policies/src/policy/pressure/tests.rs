@@ -1,7 +1,7 @@
 //! Degraded answers ([`PolicyConfig::is_degraded`]): which answers differ in
 //! what was answered from the policy's answer without pressure.
 
-use super::fixtures::{cpu, fleet, gpu, model};
+use crate::test_util::{cpu, fleet, gpu, model};
 use crate::{
     CascadePolicy, FixedPolicy, FleetView, LatencyBudgetPolicy, ModelWeight, PolicyConfig, Reason,
     WeightedPolicy,

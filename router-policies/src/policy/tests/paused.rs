@@ -2,7 +2,7 @@
 //! pools and models that serve, and uses a paused pool only when nothing
 //! else can take the request.
 
-use super::fixtures::*;
+use crate::test_util::*;
 use crate::{
     choose_pool, CascadePolicy, CascadeStep, FixedPolicy, LatencyBudgetPolicy, Placement, Plan, Reason,
     MIN_RETRY_AFTER,
