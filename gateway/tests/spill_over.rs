@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use switchyard::config::{parse, Config};
 use switchyard::prepare::open_repository;
-use switchyard::routing::{budget, execute, RouteRequest};
+use switchyard::routing::{budget, execute, RouteRequest, Strategy};
 use switchyard::state::AppState;
 use switchyard::target::{resolve, Target};
 use switchyard_runtime::{InferenceRequest, Tensor};
@@ -115,8 +115,8 @@ async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(D
     let route = budget::route_budget(target.route(&snap.config));
     let budget = budget::resolve(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
     let req = RouteRequest { target, request: request(), budget, received: scheduled };
-    let answer = execute(state.routing(&snap), req).await.ok()?;
-    Some((scheduled.elapsed(), answer.pool))
+    let finished = execute(state.routing(&snap), req, Strategy::Single).await.ok()?;
+    Some((scheduled.elapsed(), finished.answer.pool))
 }
 
 /// Closed-loop calibration: requests per second `route` sustains with

@@ -19,7 +19,7 @@ use crate::error::GatewayError;
 use crate::record::line::Ending;
 use crate::record::TrafficRecord;
 use crate::request_limits as limits;
-use crate::routing::{self, budget, RouteRequest};
+use crate::routing::{self, budget, RouteRequest, Strategy};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{self, produce::Job, respond::EventStream};
@@ -142,8 +142,11 @@ pub async fn run<'a>(
         outputs: request.outputs.clone().unwrap_or_default(),
         tenant: tenant.map(crate::record::line::hash_tenant),
     });
-    let compute =
-        routing::execute(state.routing(snap), RouteRequest { target: &target, request, budget, received });
+    let req = RouteRequest { target: &target, request, budget, received };
+    let compute = async {
+        let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
+        Ok(finished.answer)
+    };
     let result = state.cache.answer(&plan, budget.total, Box::pin(compute)).await;
     if let (Some(record), Some(capture)) = (record, capture) {
         let ending = Ending::of(&result.as_ref().map(|(a, c)| (a.clone(), c.as_str())));

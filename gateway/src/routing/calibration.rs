@@ -12,14 +12,20 @@
 //! (so the least escalation) whose agreement reaches `target`. It is shown
 //! in `/admin/stats` and `/metrics`; the live threshold never changes by
 //! itself.
+//!
+//! Every call of a calibrated route may be shadowed, plain or streamed
+//! (draft then final): [`super::execute`] calls [`Calibration::maybe_shadow`]
+//! once per call it answered. The shadow runs ask [`ShadowModels`]: the
+//! model repository, or a test's fake.
 
 use crate::config::calibrate_section::CalibrateConfig;
 use parking_lot::Mutex;
 use router_policies::CascadePolicy;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
-use switchyard_runtime::{InferenceRequest, ModelRepository, Tensor};
+use switchyard_runtime::{InferenceRequest, ModelRepository, RuntimeError, Tensor};
 
 /// Grid steps between 0 and 1.
 pub const GRID: usize = 100;
@@ -145,14 +151,14 @@ pub struct Shadow {
 
 impl Calibration {
     /// Draws whether this call of a calibrated route is shadowed; when it
-    /// is and the heavy model has an idle pool, starts the shadow run in
-    /// the background (on the current runtime) and returns at once.
-    pub fn maybe_shadow(
+    /// is and the heavy model has an idle pool, starts the shadow run on
+    /// `repo` in the background (on the current runtime) and returns at once.
+    pub fn maybe_shadow<M: ShadowModels>(
         self: &Arc<Self>,
         settings: &CalibrateConfig,
         policy: &CascadePolicy,
         models: &[String],
-        repo: &Arc<ModelRepository>,
+        repo: &Arc<M>,
         route: &str,
         inputs: &[(String, Tensor)],
     ) {
@@ -165,7 +171,7 @@ impl Calibration {
         ) else {
             return;
         };
-        if !idle(repo, &heavy) {
+        if !repo.idle(&heavy) {
             self.with_curve(route, settings.target, |c| c.skipped_busy += 1);
             return;
         }
@@ -177,17 +183,17 @@ impl Calibration {
             inputs: inputs.to_vec(),
         };
         let (this, repo, target) = (self.clone(), repo.clone(), settings.target);
-        tokio::spawn(async move { this.run(&repo, shadow, target).await });
+        tokio::spawn(async move { this.run(repo.as_ref(), shadow, target).await });
     }
 
-    async fn run(&self, repo: &ModelRepository, shadow: Shadow, target: f64) {
+    async fn run<M: ShadowModels>(&self, repo: &M, shadow: Shadow, target: f64) {
         let request = InferenceRequest { inputs: shadow.inputs, outputs: Some(vec![shadow.output.clone()]) };
-        let cheap = repo.infer(&shadow.cheap, None, request.clone()).await;
-        let heavy = repo.infer(&shadow.heavy, None, request).await;
+        let cheap = repo.shadow_run(&shadow.cheap, request.clone()).await;
+        let heavy = repo.shadow_run(&shadow.heavy, request).await;
         self.with_curve(&shadow.route, target, |curve| match (cheap, heavy) {
             (Ok(cheap), Ok(heavy)) => {
                 curve.shadow_runs += 1;
-                for (confidence, agrees) in rows(&cheap.outputs, &heavy.outputs, &shadow.output) {
+                for (confidence, agrees) in rows(&cheap, &heavy, &shadow.output) {
                     curve.add(confidence, agrees);
                 }
             }
@@ -210,13 +216,36 @@ impl Calibration {
     }
 }
 
-/// Whether `model` has a pool with nothing queued, a free worker, not paused.
-fn idle(repo: &ModelRepository, model: &str) -> bool {
-    repo.load_of(&[model.to_string()])
-        .models
-        .iter()
-        .flat_map(|m| &m.pools)
-        .any(|p| p.available && !p.paused && p.queue_depth == 0 && p.in_flight < p.workers)
+/// What shadow runs ask of the models.
+pub trait ShadowModels: Send + Sync + 'static {
+    /// True when `model` has a pool with nothing queued, a free worker,
+    /// not paused: only then is a drawn call shadowed.
+    fn idle(&self, model: &str) -> bool;
+
+    /// Runs `request` on `model`, on the pool it picks; the outputs.
+    fn shadow_run(
+        &self,
+        model: &str,
+        request: InferenceRequest,
+    ) -> impl Future<Output = Result<Vec<(String, Tensor)>, RuntimeError>> + Send;
+}
+
+impl ShadowModels for ModelRepository {
+    fn idle(&self, model: &str) -> bool {
+        self.load_of(&[model.to_string()])
+            .models
+            .iter()
+            .flat_map(|m| &m.pools)
+            .any(|p| p.available && !p.paused && p.queue_depth == 0 && p.in_flight < p.workers)
+    }
+
+    async fn shadow_run(
+        &self,
+        model: &str,
+        request: InferenceRequest,
+    ) -> Result<Vec<(String, Tensor)>, RuntimeError> {
+        Ok(self.infer(model, None, request).await?.outputs)
+    }
 }
 
 /// Per row: the cheap model's confidence (the row's largest value, as

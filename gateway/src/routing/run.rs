@@ -21,7 +21,7 @@ use router_policies::{Draw, Plan, Reason};
 use switchyard_runtime::InferenceRequest;
 
 /// Decides and executes one request (steps 1-4 above).
-pub async fn route<B: Backend>(
+pub(super) async fn route<B: Backend>(
     backend: &B,
     routing: &Routing<'_>,
     draw: Draw,

@@ -5,6 +5,7 @@
 use super::backend::{Backend, BackendError, BackendResponse};
 use super::run::route;
 use super::targets::Routing;
+use super::test_util::response;
 use crate::error::GatewayError;
 use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use parking_lot::Mutex;
@@ -67,15 +68,7 @@ impl Backend for Fake {
         let model = model.to_string();
         async move {
             let probs = outcome?;
-            let all = vec![
-                ("label".to_string(), Tensor::from_f32(vec![1], &[1.0]).unwrap()),
-                ("probabilities".to_string(), Tensor::from_f32(vec![1, probs.len()], &probs).unwrap()),
-            ];
-            let outputs = match request.outputs {
-                None => all,
-                Some(names) => all.into_iter().filter(|(n, _)| names.contains(n)).collect(),
-            };
-            Ok(BackendResponse { model, version: 1, pool, device: Device::Cpu, outputs, batch_size: 1 })
+            Ok(response(model, pool, &probs, request.outputs))
         }
     }
 }

@@ -27,12 +27,14 @@
 //! cascade policy, or a `draft` table; see `config::draft_section`).
 //! Every other target answers a stream with one `final` event.
 //!
-//! - [`draft`]: running the pair (parallel or sequential, cancellation).
-//! - [`produce`]: cache, orchestration and event encoding.
+//! Routing runs the pair (parallel or sequential, cancellation), decides,
+//! shadows and counts: [`crate::routing::execute`] with
+//! [`crate::routing::Strategy::DraftThenFinal`] ([`crate::routing::draft`]).
+//! This module only turns what it hands back into events:
+//! - [`produce`]: the cache, then the events and their encoding.
 //! - [`respond`]: the Pingora writer (chunking, heartbeat, disconnects).
 //! - [`sse`]: the wire format. Its counters are [`crate::metrics::streams`].
 
-pub mod draft;
 pub mod produce;
 pub mod respond;
 pub mod sse;

@@ -6,31 +6,29 @@
 //!    same key as a plain request): a hit is one `final` event, sent at
 //!    once. Identical requests in flight are computed once; a stream that
 //!    joins one gets its final only.
-//! 2. On a miss, a route with a cheap/heavy pair runs
-//!    [`super::draft::draft_then_final`] (drafts are emitted as they come);
-//!    any other target runs the plain routing path
-//!    ([`crate::routing::execute`]) and gets one `final` event.
+//! 2. On a miss, routing runs the call ([`crate::routing::execute`] with
+//!    [`Strategy::DraftThenFinal`]): a route with a cheap/heavy pair sends
+//!    its draft (emitted as it comes) then its final; any other target
+//!    answers once and gets one `final` event. Routing decides, shadows
+//!    and counts; this module only emits.
 //! 3. The final answer is stored by the cache (drafts never are), then
 //!    emitted; an error is emitted instead of a final.
 //!
 //! Events are emitted as V2 response parts; the front end encodes them
 //! (SSE in [`super::respond`], gRPC in `crate::grpc::stream`).
 
-use super::draft::{draft_then_final, Finished, PairRun, Ran};
 use crate::cache::{CacheStatus, Plan};
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
 use crate::metrics::streams::{StreamCount, StreamCounters};
-use crate::routing::backend::Backend;
-use crate::routing::targets::Routing;
-use crate::routing::MixedBackend;
-use crate::routing::{self, Answer, RouteRequest, SAFETY_MARGIN};
+use crate::routing::draft::{Finished, Ran};
+use crate::routing::{self, Answer, RouteRequest, Strategy};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::Target;
 use crate::v2::{DecodedRequest, InferResponseParts};
 use parking_lot::Mutex;
-use router_policies::{Budget, CascadePolicy, Estimator, PolicyConfig};
+use router_policies::Budget;
 use serde_json::Value;
 use std::time::Instant;
 use switchyard_runtime::InferenceRequest;
@@ -108,7 +106,6 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let Job { target, decoded, request, plan, budget, received, batched } = job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
-    let pair = route.and_then(|r| r.draft.pair.as_ref().map(|pair| (r, pair)));
     let computing = if matches!(plan, Plan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
     let max_response = config.server.limits.max_response_bytes;
     let encode = |answer: &Answer, info: EventInfo| {
@@ -126,17 +123,9 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     };
     let note: Mutex<Option<Finished>> = Mutex::new(None);
     let compute = async {
-        let finished = match pair {
-            Some((route, pair)) => {
-                let request = PairRequest { target: &target, route, budget, received, request };
-                run_pair(state, snap, pair, request, &on_draft).await?
-            }
-            None => {
-                let req = RouteRequest { target: &target, request, budget, received };
-                let answer = routing::execute(state.routing(snap), req).await?;
-                Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
-            }
-        };
+        let req = RouteRequest { target: &target, request, budget, received };
+        let strategy = Strategy::DraftThenFinal { on_draft: &on_draft };
+        let finished = routing::execute(state.routing(snap), req, strategy).await?;
         let answer = finished.answer.clone();
         *note.lock() = Some(finished);
         Ok(answer)
@@ -188,50 +177,6 @@ fn stated_confidence(route: Option<&RouteConfig>, answer: &Answer) -> Option<f32
     let output = &route?.draft.pair.as_ref()?.confidence_output;
     let c = routing::confidence::confidence(&answer.outputs, output);
     (!c.is_nan()).then_some(c)
-}
-
-/// A stream's request to a route with a pair.
-struct PairRequest<'a> {
-    target: &'a Target,
-    route: &'a RouteConfig,
-    budget: Budget,
-    received: Instant,
-    request: InferenceRequest,
-}
-
-/// Draft then final on the real runtime; counts the final's decision.
-async fn run_pair(
-    state: &AppState,
-    snap: &Snapshot,
-    pair: &CascadePolicy,
-    req: PairRequest<'_>,
-    on_draft: &(dyn Fn(&Answer, Option<f32>) + Sync),
-) -> Result<Finished, GatewayError> {
-    let policy = PolicyConfig::Cascade(pair.clone());
-    let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
-    let routing = Routing {
-        route: &req.target.public_name,
-        models: &req.target.models,
-        policy: &policy,
-        estimator: &estimator,
-        budget: req.budget,
-        received: req.received,
-    };
-    // A stream's final is not cut short by the budget (the client asked to
-    // wait for it); upstream calls still end by the route's maximum budget.
-    let backend = MixedBackend::new(snap, &state.upstreams, req.received + req.route.max_budget);
-    let run = PairRun {
-        routing: &routing,
-        pair,
-        mode: req.route.draft.mode,
-        parallel_queue_limit: req.route.draft.parallel_queue_limit,
-    };
-    let mut outcome = draft_then_final(&backend, &run, req.request, on_draft).await;
-    if let Ok(finished) = &mut outcome {
-        routing::judge(&mut finished.answer, &policy, || backend.fleet(routing.models));
-    }
-    state.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
-    outcome
 }
 
 /// One event: the V2 response for `answer` (each output JSON or binary as

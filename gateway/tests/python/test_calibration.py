@@ -2,17 +2,21 @@
 shadow runs of both models on a share of the calls, after they are
 answered, only while the heavy model is idle; the suggested threshold for a
 target agreement equals the one computed offline from the same rows with
-onnxruntime (within one grid step); a busy heavy model stops the shadows."""
+onnxruntime (within one grid step); a busy heavy model stops the shadows;
+streamed calls (draft then final, over SSE or a gRPC stream) are shadowed
+and counted like plain ones."""
 
 import json
+import queue
 
 import numpy as np
 import pytest
 import requests
+import tritonclient.grpc as grpcclient
 
 from conftest import MODELS, Gateway
 from routing_util import DIGITS_MODELS, Reference, write_config
-from sse_util import admin, pause, resume, wait_for
+from sse_util import Stream, admin, pause, resume, wait_for
 
 TARGET = 0.99
 
@@ -28,7 +32,8 @@ calibrate = { shadow = 1.0, target = %s }
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
-    gw = Gateway(config=write_config(tmp_path_factory.mktemp("calibration"), CONFIG))
+    gw = Gateway(config=write_config(tmp_path_factory.mktemp("calibration"), CONFIG),
+                 extra_args=["--grpc-listen", "127.0.0.1:0"])
     yield gw
     gw.stop()
 
@@ -101,3 +106,58 @@ def test_a_busy_heavy_model_stops_the_shadows_and_answers_do_not_wait(gw):
     after = calibration(gw)
     assert after["skipped_busy"] - before["skipped_busy"] == len(sure)
     assert after["shadow_runs"] == before["shadow_runs"]
+
+
+def shadowed(gw):
+    """Calls of the route the shadow has seen: run, skipped or failed."""
+    view = calibration(gw)
+    return view["shadow_runs"] + view["skipped_busy"] + view.get("failed", 0)
+
+
+def decided(gw):
+    """Routing decisions counted for the route."""
+    return sum(d["count"] for d in admin(gw, "/admin/stats")["decisions"] if d["route"] == "digits")
+
+
+def sse_call(gw, row):
+    body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": row.tolist()}]}
+    stream = Stream(gw, "digits", body, headers={"cache-control": "no-store"})
+    try:
+        events = stream.all()
+    finally:
+        stream.close()
+    assert [name for name, _ in events][-1] == "final", events
+    return events[-1][1]["parameters"]["draft_mode"]
+
+
+def grpc_call(gw, row):
+    responses = queue.Queue()
+    client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{gw.grpc_port}")
+    client.start_stream(callback=lambda result, error: responses.put((result, error)),
+                        headers={"cache-control": "no-store"})
+    x = grpcclient.InferInput("X", [1, 64], "FP32")
+    x.set_data_from_numpy(row[None, :])
+    client.async_stream_infer("digits", [x], request_id="shadowed")
+    try:
+        while True:
+            result, error = responses.get(timeout=30)
+            assert error is None, error
+            p = result.get_response().parameters
+            if p["triton_final_response"].bool_param:
+                return p["draft_mode"].string_param
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+@pytest.mark.parametrize("call", [sse_call, grpc_call], ids=["sse", "grpc-stream"])
+def test_streamed_calls_are_shadowed_and_counted_like_plain_ones(gw, call):
+    """Draft then final runs inside routing: the stream's call takes the
+    same path as a plain one, so the calibration shadow sees it and its
+    decision is counted once."""
+    x = np.asarray(json.loads((MODELS / "digits-test.json").read_text())["X"], np.float32)
+    row = x[1 if call is grpc_call else 0]
+    before = (shadowed(gw), decided(gw))
+    assert call(gw, row) in ("parallel", "sequential_under_load"), "the route's pair ran"
+    wait_for(lambda: shadowed(gw) == before[0] + 1, "the streamed call's shadow")
+    assert decided(gw) == before[1] + 1

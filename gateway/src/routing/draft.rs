@@ -1,4 +1,8 @@
-//! Draft then final: running a route's cheap/heavy pair for one stream.
+//! Draft then final: running a route's cheap/heavy pair for one streamed
+//! call. Reached only through [`super::execute`] with
+//! [`super::Strategy::DraftThenFinal`], which resolves the pair, counts the
+//! final's decision and shadows the call like any other; the front ends
+//! turn the drafts and the final into events (`crate::stream`).
 //!
 //! 1. Plan with the pair's cascade policy (fresh fleet view, budget spent
 //!    so far). When it is not a cascade plan (only one model usable, or
@@ -32,15 +36,15 @@
 //!    when its answer is needed returns its error, after the draft was
 //!    sent; the caller ends the stream with an `error` event.
 
+use super::backend::Backend;
+use super::cascade::with_output;
+use super::confidence::confidence;
+use super::run::route;
+use super::targets::{run_targets, Routing};
 use crate::answer::Answer;
 use crate::config::draft_section::DraftMode;
 use crate::draw;
 use crate::error::GatewayError;
-use crate::routing::backend::Backend;
-use crate::routing::cascade::with_output;
-use crate::routing::confidence::confidence;
-use crate::routing::run::route;
-use crate::routing::targets::{run_targets, Routing};
 use router_policies::{CascadePolicy, CascadeStep, FleetView, Plan, Reason, Target};
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -48,7 +52,7 @@ use std::task::Poll;
 use switchyard_runtime::InferenceRequest;
 
 /// How one stream runs its pair.
-pub struct PairRun<'a> {
+pub(super) struct PairRun<'a> {
     /// The request's routing (its policy is the pair's cascade).
     pub routing: &'a Routing<'a>,
     /// Cheap, heavy, confidence output and threshold.
@@ -87,7 +91,8 @@ impl Ran {
     }
 }
 
-/// The final answer and what the events say about it.
+/// What [`super::execute`] ends with: the final answer, and how a
+/// draft-then-final run reached it (what a stream's events say about it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
     /// The final answer (the confidence output removed unless asked for).
@@ -98,6 +103,13 @@ pub struct Finished {
     pub confidence: Option<f32>,
     /// How the pair ran.
     pub ran: Ran,
+}
+
+impl Finished {
+    /// One answer from the route's policy: no draft, no pair.
+    pub fn single(answer: Answer) -> Finished {
+        Finished { answer, from_draft: false, confidence: None, ran: Ran::Single }
+    }
 }
 
 /// An answer of one leg with its confidence (NaN when unknown).
@@ -116,8 +128,9 @@ fn known(c: f32) -> Option<f32> {
     (!c.is_nan()).then_some(c)
 }
 
-/// Runs the pair for one stream (steps above); drafts go to `on_draft`.
-pub async fn draft_then_final<B: Backend>(
+/// Runs the pair for one streamed call (steps above); drafts go to
+/// `on_draft`. Counting and shadowing are [`super::execute`]'s.
+pub(super) async fn draft_then_final<B: Backend>(
     backend: &B,
     run: &PairRun<'_>,
     request: InferenceRequest,

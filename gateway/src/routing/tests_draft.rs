@@ -1,163 +1,17 @@
 //! Draft-then-final orchestration against a scripted backend whose runs can
-//! be held until released, so that ordering and cancellation are checked
-//! deterministically. The same paths run on the real runtime in
-//! `gateway/tests/python/test_sse.py`.
+//! be held until released ([`crate::routing::test_util::Fake`]), so that
+//! ordering and cancellation are checked deterministically. The same paths
+//! run on the real runtime in `gateway/tests/python/test_sse.py`; that
+//! `execute` counts and shadows these calls is `super::super::tests_execute`.
 
 use super::*;
-use crate::routing::backend::{BackendError, BackendResponse};
+use crate::routing::test_util::{failed, model, pair, Fake, CONFIDENT, HEAVY, UNSURE};
 use parking_lot::Mutex;
-use router_policies::{
-    Budget, CandidateModel, Device, Estimator, LatencyBucket, LatencyModel, PolicyConfig, PoolView,
-};
-use std::collections::HashMap;
-use std::future::Future;
+use router_policies::{Budget, Estimator, PolicyConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard_runtime::{RuntimeError, Tensor};
+use switchyard_runtime::Tensor;
 use tokio::sync::Notify;
-
-/// One model's scripted behaviour: its probabilities (or error), and a
-/// gate it waits on before answering when set.
-struct Script {
-    outcome: Result<Vec<f32>, RuntimeError>,
-    gate: Option<Arc<Notify>>,
-}
-
-/// Answers from scripts; logs `start M`, `done M` and `dropped M`.
-/// Successful runs answer on their second poll at the earliest, as a run
-/// queued on a pool does; failures answer at once.
-struct Fake {
-    fleet: FleetView,
-    scripts: HashMap<String, Script>,
-    log: Arc<Mutex<Vec<String>>>,
-    /// The log as the stream's writer saw it when it took each draft.
-    log_at_draft_written: Mutex<Vec<Vec<String>>>,
-}
-
-/// Logs `dropped M` when a run is dropped before it answered.
-struct DropLog {
-    model: String,
-    done: bool,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Drop for DropLog {
-    fn drop(&mut self) {
-        if !self.done {
-            self.log.lock().push(format!("dropped {}", self.model));
-        }
-    }
-}
-
-impl Fake {
-    fn new(heavy_queue: usize) -> Fake {
-        let fleet =
-            FleetView { candidates: vec![model("cheap", 0, true, 0), model("heavy", 1, true, heavy_queue)] };
-        Fake {
-            fleet,
-            scripts: HashMap::new(),
-            log: Arc::new(Mutex::new(Vec::new())),
-            log_at_draft_written: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn on(mut self, model: &str, outcome: Result<Vec<f32>, RuntimeError>, gate: Option<Arc<Notify>>) -> Fake {
-        self.scripts.insert(model.into(), Script { outcome, gate });
-        self
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.log.lock().clone()
-    }
-}
-
-impl Backend for Fake {
-    fn fleet(&self, _models: &[String]) -> FleetView {
-        self.fleet.clone()
-    }
-
-    fn has_output(&self, _model: &str, output: &str) -> bool {
-        output == "probabilities"
-    }
-
-    fn run(
-        &self,
-        model: &str,
-        pool: Option<&str>,
-        request: InferenceRequest,
-    ) -> impl Future<Output = Result<BackendResponse, BackendError>> + Send {
-        let script = self.scripts.get(model);
-        let outcome = script.map_or_else(|| Err(unavailable(model)), |s| s.outcome.clone());
-        let gate = script.and_then(|s| s.gate.clone());
-        let (model, pool, log) = (model.to_string(), pool.unwrap_or("cpu").to_string(), self.log.clone());
-        async move {
-            log.lock().push(format!("start {model}"));
-            let mut guard = DropLog { model: model.clone(), done: false, log: log.clone() };
-            if let Some(gate) = gate {
-                gate.notified().await;
-            }
-            if outcome.is_ok() {
-                // Like a queued run, a successful one answers on a later poll;
-                // failures (a full queue, a missing device) are immediate.
-                tokio::task::yield_now().await;
-            }
-            guard.done = true;
-            log.lock().push(format!("done {model}"));
-            let probs = outcome?;
-            let all = vec![
-                ("label".to_string(), Tensor::from_f32(vec![1], &[1.0]).unwrap()),
-                ("probabilities".to_string(), Tensor::from_f32(vec![1, probs.len()], &probs).unwrap()),
-            ];
-            let outputs = match request.outputs {
-                None => all,
-                Some(names) => all.into_iter().filter(|(n, _)| names.contains(n)).collect(),
-            };
-            Ok(BackendResponse { model, version: 1, pool, device: Device::Cpu, outputs, batch_size: 1 })
-        }
-    }
-}
-
-fn model(name: &str, rank: u32, available: bool, queue_depth: usize) -> CandidateModel {
-    let pool = PoolView {
-        name: "cpu".into(),
-        device: Device::Cpu,
-        available,
-        paused: false,
-        workers: 1,
-        queue_depth,
-        in_flight: 0,
-        queue_capacity: Some(100),
-        max_batch_size: 4,
-        relative_cost: 1.0,
-        latency: LatencyModel {
-            buckets: vec![LatencyBucket { max_batch: 1, latency: Duration::from_millis(1), samples: 10 }],
-            stats_age: Duration::ZERO,
-        },
-    };
-    CandidateModel {
-        name: name.into(),
-        quality_rank: rank,
-        relative_cost: 1.0 + rank as f64,
-        available,
-        pools: vec![pool],
-    }
-}
-
-fn unavailable(model: &str) -> RuntimeError {
-    RuntimeError::DeviceUnavailable { model: model.into(), reason: "not scripted".into() }
-}
-
-fn failed(model: &str) -> RuntimeError {
-    RuntimeError::Execution { model: model.into(), reason: "boom".into() }
-}
-
-const CONFIDENT: [f32; 2] = [0.9, 0.1];
-const UNSURE: [f32; 2] = [0.5, 0.5];
-const HEAVY: [f32; 2] = [0.3, 0.7];
-
-fn pair() -> CascadePolicy {
-    CascadePolicy { confidence_output: "probabilities".into(), threshold: 0.8, cheap: None, heavy: None }
-}
 
 /// Runs the pair with `mode` and the client asking for `label` only;
 /// returns the outcome and the drafts seen (model, confidence).

@@ -1,0 +1,226 @@
+//! [`execute`]: the one place an inference call's routing decision is made
+//! and counted, for plain calls, SSE streams and gRPC streams alike.
+//!
+//! 1. Resolve the call into an [`Execution`], the typed target this stage
+//!    hands to the next: the policy (the route's; `fixed` on a model
+//!    addressed directly; the route's cheap/heavy pair for a
+//!    draft-then-final call), the deadline of its backend calls, the pair's
+//!    settings and the route's calibration.
+//! 2. Run it ([`Execution::run`]): the policy's plan with its fallbacks
+//!    ([`super::run`]), or the pair, draft then final ([`super::draft`]).
+//! 3. Shadow the call for calibration when the route calibrates
+//!    ([`super::calibration`]), after it is answered, off the response path.
+//! 4. Mark a degraded answer ([`judge`]).
+//! 5. Count the decision ([`super::decisions`]).
+
+use super::backend::Backend;
+use super::calibration::{Calibration, ShadowModels};
+use super::decisions::DecisionCounters;
+use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
+use super::mixed_backend::MixedBackend;
+use super::run::route;
+use super::targets::Routing;
+use crate::answer::Answer;
+use crate::config::calibrate_section::CalibrateConfig;
+use crate::config::draft_section::DraftConfig;
+use crate::config::RouteConfig;
+use crate::error::GatewayError;
+use crate::snapshot::Snapshot;
+use crate::target::Target;
+use crate::upstream::Upstreams;
+use router_policies::{Budget, CascadePolicy, Estimator, FixedPolicy, FleetView, PolicyConfig};
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+use switchyard_runtime::InferenceRequest;
+
+/// Share of a request's remaining budget the placement keeps in reserve:
+/// a pool is used only when its predicted completion leaves 30% of the
+/// budget spare, which absorbs the error of the latency estimates (pools
+/// sharing cores slow each other down between two statistics updates).
+pub const SAFETY_MARGIN: f64 = 0.3;
+
+/// What the handler hands to [`execute`]: a request validated completely
+/// (its budget too), so that nothing [`execute`] fails with is specific
+/// to this request's headers.
+pub struct RouteRequest<'a> {
+    /// The route or model the client addressed.
+    pub target: &'a Target,
+    /// Inputs and requested outputs, checked against the signature.
+    pub request: InferenceRequest,
+    /// The request's budget, resolved by the handler ([`super::budget::resolve`]).
+    pub budget: Budget,
+    /// When the gateway received the request; budgets count from here.
+    pub received: Instant,
+}
+
+/// What routing reads and counts for one request: the config and models
+/// of its snapshot, the running upstreams, and the decision counters.
+#[derive(Clone, Copy)]
+pub struct RoutingContext<'a> {
+    /// The request's config generation and its models.
+    pub snap: &'a Snapshot,
+    /// Upstream servers and their models.
+    pub upstreams: &'a Upstreams,
+    /// Where decisions are counted (admin stats, metrics).
+    pub decisions: &'a DecisionCounters,
+    /// Calibrated routes' shadow runs and curves ([`super::calibration`]).
+    pub calibration: &'a Arc<Calibration>,
+}
+
+/// How [`execute`] answers a call.
+#[derive(Clone, Copy)]
+pub enum Strategy<'a> {
+    /// One answer from the route's policy (a plain call).
+    Single,
+    /// A streamed call: on a route with a cheap/heavy pair (its `draft`
+    /// settings), the cheap answer goes to `on_draft` as soon as it is
+    /// ready and the final follows ([`super::draft`]); any other target
+    /// answers as [`Strategy::Single`].
+    DraftThenFinal {
+        /// Takes each draft (the cheap answer and its confidence).
+        on_draft: DraftSink<'a>,
+    },
+}
+
+/// Chooses a model and pool for the request with the route's policy (or
+/// its pair, per `strategy`) and runs it; shadows a calibrated route's
+/// call and counts the decision in `ctx.decisions` (module docs).
+///
+/// A model addressed directly (not through a route) runs under a `fixed`
+/// policy on itself, with the direct-model budget defaults.
+pub async fn execute(
+    ctx: RoutingContext<'_>,
+    req: RouteRequest<'_>,
+    strategy: Strategy<'_>,
+) -> Result<Finished, GatewayError> {
+    let RoutingContext { snap, upstreams, decisions, calibration } = ctx;
+    let execution = Execution::of(req.target.route(&snap.config), &req, strategy);
+    let backend = MixedBackend::new(snap, upstreams, execution.deadline);
+    let observers = Observers { decisions, calibration, models: &snap.repo };
+    execution.run(&backend, &observers, req.request).await
+}
+
+/// Where one call is counted and shadowed: the decision counters, the
+/// calibration and the models its shadow runs ask.
+pub(super) struct Observers<'a, M> {
+    pub(super) decisions: &'a DecisionCounters,
+    pub(super) calibration: &'a Arc<Calibration>,
+    pub(super) models: &'a Arc<M>,
+}
+
+/// One call's routing, resolved before anything runs (step 1).
+pub(super) struct Execution<'a> {
+    target: &'a Target,
+    policy: Cow<'a, PolicyConfig>,
+    budget: Budget,
+    received: Instant,
+    /// When the backend's calls end: arrival plus the budget, or plus the
+    /// route's maximum budget for a draft-then-final call (the client
+    /// asked to wait for the final; upstream calls still end).
+    pub(super) deadline: Instant,
+    draft: Option<Draft<'a>>,
+    calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
+}
+
+/// A draft-then-final call's pair, its settings and where drafts go.
+struct Draft<'a> {
+    pair: &'a CascadePolicy,
+    settings: &'a DraftConfig,
+    on_draft: DraftSink<'a>,
+}
+
+impl<'a> Execution<'a> {
+    /// Resolves `req` to `route` (`None`: a model addressed directly)
+    /// under `strategy`.
+    pub(super) fn of(
+        route: Option<&'a RouteConfig>,
+        req: &RouteRequest<'a>,
+        strategy: Strategy<'a>,
+    ) -> Execution<'a> {
+        let draft = match strategy {
+            Strategy::Single => None,
+            Strategy::DraftThenFinal { on_draft } => {
+                route.and_then(|r| Some(Draft { pair: r.draft.pair.as_ref()?, settings: &r.draft, on_draft }))
+            }
+        };
+        let policy = match (&draft, route) {
+            (Some(draft), _) => Cow::Owned(PolicyConfig::Cascade(draft.pair.clone())),
+            (None, Some(r)) => Cow::Borrowed(&r.policy),
+            (None, None) => {
+                Cow::Owned(PolicyConfig::Fixed(FixedPolicy { model: req.target.default_model().to_string() }))
+            }
+        };
+        let wait = match (&draft, route) {
+            (Some(_), Some(r)) => r.max_budget,
+            _ => req.budget.total,
+        };
+        Execution {
+            target: req.target,
+            policy,
+            budget: req.budget,
+            received: req.received,
+            deadline: req.received + wait,
+            draft,
+            calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
+        }
+    }
+
+    /// Steps 2-5 on `backend`: runs the call, shadows it, judges and
+    /// counts its outcome.
+    pub(super) async fn run<B: Backend, M: ShadowModels>(
+        &self,
+        backend: &B,
+        observers: &Observers<'_, M>,
+        request: InferenceRequest,
+    ) -> Result<Finished, GatewayError> {
+        let estimator = Estimator { safety_margin: SAFETY_MARGIN, ..Estimator::default() };
+        let routing = Routing {
+            route: &self.target.public_name,
+            models: &self.target.models,
+            policy: &self.policy,
+            estimator: &estimator,
+            budget: self.budget,
+            received: self.received,
+        };
+        // The shadow gets its own copy of the inputs (shared buffers).
+        let shadow_inputs = self.calibrate.map(|_| request.inputs.clone());
+        let mut outcome = match &self.draft {
+            Some(draft) => {
+                let run = PairRun {
+                    routing: &routing,
+                    pair: draft.pair,
+                    mode: draft.settings.mode,
+                    parallel_queue_limit: draft.settings.parallel_queue_limit,
+                };
+                draft_then_final(backend, &run, request, draft.on_draft).await
+            }
+            None => route(backend, &routing, crate::draw::next_draw(), request).await.map(Finished::single),
+        };
+        if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
+            let models = observers.models;
+            observers.calibration.maybe_shadow(
+                settings,
+                cascade,
+                routing.models,
+                models,
+                routing.route,
+                &inputs,
+            );
+        }
+        if let Ok(finished) = &mut outcome {
+            judge(&mut finished.answer, &self.policy, || backend.fleet(routing.models));
+        }
+        observers.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
+        outcome
+    }
+}
+
+/// Sets [`Answer::degraded`]: whether `policy` gives another model's answer
+/// without pressure ([`PolicyConfig::is_degraded`]). Call once on the
+/// final answer, after every step that may have rewritten its reason.
+/// `fleet` builds the route's fleet view, only for policies that read it.
+pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: impl FnOnce() -> FleetView) {
+    let view = if policy.judges_by_fleet() { fleet() } else { FleetView::default() };
+    answer.degraded = policy.is_degraded(&view, &answer.model, answer.reason);
+}
