@@ -44,3 +44,6 @@ pub mod telemetry;
 pub mod upstream;
 pub mod upstream_error;
 pub mod v2;
+
+#[cfg(test)]
+mod test_util;

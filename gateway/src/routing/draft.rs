@@ -343,5 +343,4 @@ async fn sequential<B: Backend>(
 }
 
 #[cfg(test)]
-#[path = "tests_draft.rs"]
 mod tests;

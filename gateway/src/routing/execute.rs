@@ -224,3 +224,6 @@ pub fn judge(answer: &mut Answer, policy: &PolicyConfig, fleet: impl FnOnce() ->
     let view = if policy.judges_by_fleet() { fleet() } else { FleetView::default() };
     answer.degraded = policy.is_degraded(&view, &answer.model, answer.reason);
 }
+
+#[cfg(test)]
+mod tests;

@@ -100,5 +100,4 @@ pub fn device(kind: DeviceKind) -> Device {
 }
 
 #[cfg(test)]
-#[path = "tests_fleet.rs"]
 mod tests;

@@ -26,13 +26,6 @@ pub mod mixed_backend;
 pub mod run;
 pub mod targets;
 
-#[cfg(test)]
-mod test_util;
-#[cfg(test)]
-mod tests_execute;
-#[cfg(test)]
-mod tests_run;
-
 pub use crate::answer::Answer;
 pub use execute::{execute, judge, RouteRequest, RoutingContext, Strategy, SAFETY_MARGIN};
 pub use mixed_backend::MixedBackend;

@@ -62,3 +62,6 @@ async fn last_resort<B: Backend>(
     let response = backend.run(model, None, request).await?;
     Ok(answer(response, Reason::Fallback, routing))
 }
+
+#[cfg(test)]
+mod tests;

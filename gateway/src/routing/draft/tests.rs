@@ -1,11 +1,11 @@
 //! Draft-then-final orchestration against a scripted backend whose runs can
-//! be held until released ([`crate::routing::test_util::Fake`]), so that
+//! be held until released ([`crate::test_util::Fake`]), so that
 //! ordering and cancellation are checked deterministically. The same paths
 //! run on the real runtime in `gateway/tests/python/test_sse.py`; that
-//! `execute` counts and shadows these calls is `super::super::tests_execute`.
+//! `execute` counts and shadows these calls is `super::super::execute::tests`.
 
 use super::*;
-use crate::routing::test_util::{failed, model, pair, Fake, CONFIDENT, HEAVY, UNSURE};
+use crate::test_util::{failed, model, pair, Fake, CONFIDENT, HEAVY, UNSURE};
 use parking_lot::Mutex;
 use router_policies::{Budget, Estimator, PolicyConfig};
 use std::sync::Arc;

@@ -2,11 +2,11 @@
 //! The same paths run on the real runtime in the Python integration tests
 //! (`gateway/tests/python/test_routing.py`).
 
-use super::backend::{Backend, BackendError, BackendResponse};
-use super::run::route;
-use super::targets::Routing;
-use super::test_util::response;
+use super::route;
 use crate::error::GatewayError;
+use crate::routing::backend::{Backend, BackendError, BackendResponse};
+use crate::routing::targets::Routing;
+use crate::test_util::response;
 use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use parking_lot::Mutex;
 use router_policies::{

@@ -1,18 +1,18 @@
 //! [`super::execute`]'s one path, on the scripted backend and shadow models
-//! of [`super::test_util`]: a draft-then-final call is resolved from the
+//! of [`crate::test_util`]: a draft-then-final call is resolved from the
 //! route's `draft` settings, shadowed for calibration and counted like a
 //! plain call. The real binary's side is in
 //! `gateway/tests/python/test_calibration.py` (SSE and gRPC streams).
 
-use super::draft::{Finished, Ran};
-use super::execute::{Execution, Observers, RouteRequest, Strategy};
-use super::test_util::{Fake, Shadows, HEAVY, UNSURE};
+use super::{Execution, Observers, RouteRequest, Strategy};
 use crate::answer::Answer;
 use crate::config::{parse, Config};
 use crate::error::GatewayError;
 use crate::routing::calibration::Calibration;
 use crate::routing::decisions::DecisionCounters;
+use crate::routing::draft::{Finished, Ran};
 use crate::target::Target;
+use crate::test_util::{Fake, Shadows, HEAVY, UNSURE};
 use parking_lot::Mutex;
 use router_policies::{Budget, Device, Reason};
 use std::path::Path;

@@ -1,9 +1,9 @@
-//! Test fakes shared by the routing tests: a scripted backend whose runs
+//! Test fakes shared by the crate's tests (today the routing tests): a scripted backend whose runs
 //! can be held until released (so that ordering and cancellation are
 //! checked deterministically), and models for calibration's shadow runs.
 
-use super::backend::{Backend, BackendError, BackendResponse};
-use super::calibration::ShadowModels;
+use crate::routing::backend::{Backend, BackendError, BackendResponse};
+use crate::routing::calibration::ShadowModels;
 use parking_lot::Mutex;
 use router_policies::{
     CandidateModel, CascadePolicy, Device, FleetView, LatencyBucket, LatencyModel, PoolView,
@@ -25,12 +25,12 @@ struct Script {
 /// Answers from scripts; logs `start M`, `done M` and `dropped M`.
 /// Successful runs answer on their second poll at the earliest, as a run
 /// queued on a pool does; failures answer at once.
-pub(super) struct Fake {
-    pub(super) fleet: FleetView,
+pub(crate) struct Fake {
+    pub(crate) fleet: FleetView,
     scripts: HashMap<String, Script>,
     log: Arc<Mutex<Vec<String>>>,
     /// The log as the stream's writer saw it when it took each draft.
-    pub(super) log_at_draft_written: Mutex<Vec<Vec<String>>>,
+    pub(crate) log_at_draft_written: Mutex<Vec<Vec<String>>>,
 }
 
 /// Logs `dropped M` when a run is dropped before it answered.
@@ -51,7 +51,7 @@ impl Drop for DropLog {
 impl Fake {
     /// Cheap and heavy models, one CPU pool each; the heavy pool holds
     /// `heavy_queue` queued requests.
-    pub(super) fn new(heavy_queue: usize) -> Fake {
+    pub(crate) fn new(heavy_queue: usize) -> Fake {
         let fleet =
             FleetView { candidates: vec![model("cheap", 0, true, 0), model("heavy", 1, true, heavy_queue)] };
         Fake {
@@ -63,7 +63,7 @@ impl Fake {
     }
 
     /// `model` answers `outcome` (its probabilities), after `gate` when set.
-    pub(super) fn on(
+    pub(crate) fn on(
         mut self,
         model: &str,
         outcome: Result<Vec<f32>, RuntimeError>,
@@ -74,7 +74,7 @@ impl Fake {
     }
 
     /// What ran, in order.
-    pub(super) fn log(&self) -> Vec<String> {
+    pub(crate) fn log(&self) -> Vec<String> {
         self.log.lock().clone()
     }
 }
@@ -119,7 +119,7 @@ impl Backend for Fake {
 
 /// A scripted model's answer on a CPU pool: `label` (one row) and
 /// `probabilities` (`probs`), as many of them as `requested` names.
-pub(super) fn response(
+pub(crate) fn response(
     model: String,
     pool: String,
     probs: &[f32],
@@ -137,7 +137,7 @@ pub(super) fn response(
 }
 
 /// A candidate with one CPU pool.
-pub(super) fn model(name: &str, rank: u32, available: bool, queue_depth: usize) -> CandidateModel {
+pub(crate) fn model(name: &str, rank: u32, available: bool, queue_depth: usize) -> CandidateModel {
     let pool = PoolView {
         name: "cpu".into(),
         device: Device::Cpu,
@@ -164,37 +164,37 @@ pub(super) fn model(name: &str, rank: u32, available: bool, queue_depth: usize) 
 }
 
 /// A model the fake has no script for.
-pub(super) fn unavailable(model: &str) -> RuntimeError {
+pub(crate) fn unavailable(model: &str) -> RuntimeError {
     RuntimeError::DeviceUnavailable { model: model.into(), reason: "not scripted".into() }
 }
 
 /// An execution failure of `model`.
-pub(super) fn failed(model: &str) -> RuntimeError {
+pub(crate) fn failed(model: &str) -> RuntimeError {
     RuntimeError::Execution { model: model.into(), reason: "boom".into() }
 }
 
-pub(super) const CONFIDENT: [f32; 2] = [0.9, 0.1];
-pub(super) const UNSURE: [f32; 2] = [0.5, 0.5];
-pub(super) const HEAVY: [f32; 2] = [0.3, 0.7];
+pub(crate) const CONFIDENT: [f32; 2] = [0.9, 0.1];
+pub(crate) const UNSURE: [f32; 2] = [0.5, 0.5];
+pub(crate) const HEAVY: [f32; 2] = [0.3, 0.7];
 
 /// The pair of cheap and heavy, confident at 0.8.
-pub(super) fn pair() -> CascadePolicy {
+pub(crate) fn pair() -> CascadePolicy {
     CascadePolicy { confidence_output: "probabilities".into(), threshold: 0.8, cheap: None, heavy: None }
 }
 
 /// Models for calibration's shadow runs: each answers fixed probabilities
 /// (one row), or fails when it has none; every run is logged.
-pub(super) struct Shadows {
+pub(crate) struct Shadows {
     /// Whether the heavy model is idle (else the draw is skipped).
-    pub(super) idle: bool,
+    pub(crate) idle: bool,
     probabilities: HashMap<String, Vec<f32>>,
     /// The models run, in order.
-    pub(super) runs: Mutex<Vec<String>>,
+    pub(crate) runs: Mutex<Vec<String>>,
 }
 
 impl Shadows {
     /// Idle models answering `probabilities` per model name.
-    pub(super) fn new(probabilities: &[(&str, &[f32])]) -> Arc<Shadows> {
+    pub(crate) fn new(probabilities: &[(&str, &[f32])]) -> Arc<Shadows> {
         let probabilities = probabilities.iter().map(|(m, p)| (m.to_string(), p.to_vec())).collect();
         Arc::new(Shadows { idle: true, probabilities, runs: Mutex::new(Vec::new()) })
     }
