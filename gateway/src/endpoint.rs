@@ -4,10 +4,10 @@
 //! Shared by the handlers, the cache (which never replays raw bytes to a
 //! stream) and the metrics (which label requests by endpoint).
 
-use crate::v2::{Parameters, V2Error};
 use http::header::ACCEPT;
 use http::{HeaderMap, Method};
 use serde_json::Value;
+use switchyard_protocol::v2::{Parameters, V2Error};
 
 /// The `Content-Type` of an event stream (server-sent events).
 pub const EVENT_STREAM: &str = "text/event-stream";

@@ -3,9 +3,9 @@
 //! and metrics alike.
 
 use crate::upstream_error::UpstreamError;
-use crate::v2::V2Error;
 use std::borrow::Cow;
 use std::time::Duration;
+use switchyard_protocol::v2::V2Error;
 use switchyard_runtime::{ErrorClass, RuntimeError};
 use thiserror::Error;
 

@@ -3,10 +3,9 @@
 //!
 //! A request's path, top to bottom: [`app`] (Pingora phases: admission,
 //! body, dispatch, access log) -> [`handlers`] (one function per endpoint)
-//! -> [`v2`] (decode/encode) and the runtime.
+//! -> [`switchyard_protocol::v2`] (decode/encode) and the runtime.
 
 pub mod admin;
-pub mod answer;
 pub mod app;
 pub mod auth;
 pub mod bound;
@@ -43,7 +42,6 @@ pub mod target;
 pub mod telemetry;
 pub mod upstream;
 pub mod upstream_error;
-pub mod v2;
 
 #[cfg(test)]
 mod test_util;

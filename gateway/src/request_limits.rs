@@ -9,7 +9,7 @@
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::target::Target;
-use crate::v2::{size, DecodedRequest, RowLimit};
+use switchyard_protocol::v2::{size, DecodedRequest, RowLimit};
 use switchyard_runtime::{DataType, ModelSignature, Tensor};
 
 /// The row limit of `target`: the smallest `max_rows` of its local models

@@ -1,7 +1,7 @@
 //! The workspace's layers, checked from its own source. Every member of
 //! the workspace is in [`MEMBERS`]: a crate with a layers table in its
-//! `ARCHITECTURE.md` (`gateway`, `runtime`, `runtime/store`,
-//! `router-policies`), or a leaf consumer that nothing uses (`benchmarks`,
+//! `ARCHITECTURE.md` (`gateway`, `gateway/protocol`, `runtime`,
+//! `runtime/store`, `router-policies`), or a leaf consumer that nothing uses (`benchmarks`,
 //! `fuzz`). In a tabled crate,
 //! every module of `src` belongs to one layer of the table, a module may use
 //! only modules of its own or lower layers, and no two modules (nor two
@@ -40,6 +40,7 @@ const MEMBERS: &[(&str, u32, Cover)] = &[
     ("router-policies", 1, Cover::Layers("router-policies/ARCHITECTURE.md")),
     ("runtime", 1, Cover::Layers("runtime/ARCHITECTURE.md")),
     ("runtime/store", 2, Cover::Layers("runtime/store/ARCHITECTURE.md")),
+    ("gateway/protocol", 2, Cover::Layers("gateway/protocol/ARCHITECTURE.md")),
     ("gateway", 3, Cover::Layers("gateway/ARCHITECTURE.md")),
     ("benchmarks", 4, Cover::LeafConsumer),
     ("fuzz", 4, Cover::LeafConsumer),
@@ -605,6 +606,11 @@ fn the_store_keeps_its_layers_without_circles() {
 #[test]
 fn router_policies_keep_their_layers_without_circles() {
     assert_layered("router-policies");
+}
+
+#[test]
+fn the_protocol_keeps_its_layers_without_circles() {
+    assert_layered("gateway/protocol");
 }
 
 /// The values of `key = [ "a", "b" ]` in a TOML text (one array of plain

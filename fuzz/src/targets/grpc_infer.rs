@@ -11,7 +11,7 @@
 use prost::Message;
 use switchyard::grpc::decode::decode_model_infer;
 use switchyard::grpc::proto::ModelInferRequest;
-use switchyard::v2::DecodeLimits;
+use switchyard_protocol::v2::DecodeLimits;
 
 /// Decodes `data` as a gRPC infer request and checks the outcome.
 pub fn run(data: &[u8]) {

@@ -8,7 +8,7 @@
 //! past the body are tried too); the rest is the body.
 
 use bytes::Bytes;
-use switchyard::v2::{decode_infer_request, DecodeLimits};
+use switchyard_protocol::v2::{decode_infer_request, DecodeLimits};
 
 /// Decodes `data` as a binary-extension request and checks the outcome.
 pub fn run(data: &[u8]) {

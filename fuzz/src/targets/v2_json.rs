@@ -1,7 +1,7 @@
 //! The V2 infer request decoder on a JSON body (no binary part).
 
 use bytes::Bytes;
-use switchyard::v2::{decode_infer_request, DecodeLimits, DecodedRequest, V2Error};
+use switchyard_protocol::v2::{decode_infer_request, DecodeLimits, DecodedRequest, V2Error};
 
 /// Decodes `data` as a JSON infer request and checks the outcome.
 pub fn run(data: &[u8]) {

@@ -30,9 +30,9 @@
 //! new field in [`DecodedRequest`] or [`RequestedOutput`] fails to build
 //! until it is either keyed or explicitly ignored here.
 
-use crate::v2::{DecodedRequest, Parameters, RequestedOutput};
 use serde_json::Value;
 use std::path::Path;
+use switchyard_protocol::v2::{DecodedRequest, Parameters, RequestedOutput};
 use switchyard_runtime::{Tensor, TensorData};
 
 /// Version of the key layout; change it when the encoding below changes.

@@ -7,13 +7,13 @@
 
 use super::key::CacheKey;
 use super::stats::CacheStats;
-use crate::answer::Answer;
 use moka::future::Cache;
 use moka::notification::RemovalCause;
 use moka::Expiry;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchyard_protocol::answer::Answer;
 
 /// One cached answer and how long it lives.
 #[derive(Debug, Clone)]

@@ -57,13 +57,11 @@ pub mod stats;
 pub mod value_codec;
 pub mod writer;
 
-use crate::answer::Answer;
 use crate::config::{CacheConfig, Config, RouteCache};
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::target::Target;
 use crate::telemetry;
-use crate::v2::DecodedRequest;
 use coalesce::Coalescer;
 use control::Control;
 use http::HeaderMap;
@@ -78,6 +76,8 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use switchyard_protocol::answer::Answer;
+use switchyard_protocol::v2::DecodedRequest;
 use tracing::Instrument;
 use writer::{WriteJob, Writer};
 

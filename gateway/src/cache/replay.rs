@@ -25,13 +25,13 @@
 //! `l1_max_bytes`) and live at most the route's `ttl_s`.
 
 use super::key::CacheKey;
-use crate::answer::Answer;
 use crate::header_names::X_CACHE;
 use crate::reply::Reply;
 use moka::future::Cache;
 use moka::Expiry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchyard_protocol::answer::Answer;
 
 /// The raw-bytes key of one request (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

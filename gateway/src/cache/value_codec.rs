@@ -21,9 +21,9 @@
 //! included) is an error (treated as a miss), never a panic. A new format version makes old values
 //! unreadable, which the cache treats as misses.
 
-use crate::answer::Answer;
 use bytes::{BufMut, Bytes, BytesMut};
 use router_policies::{Device, Reason};
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::{DataType, Tensor, TensorData};
 use thiserror::Error;
 

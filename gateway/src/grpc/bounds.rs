@@ -23,8 +23,8 @@
 
 use super::proto::*;
 use super::wire::{fields, packed_varints, varint, WireValue};
-use crate::v2::{DecodeLimits, V2Error};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use switchyard_protocol::v2::{DecodeLimits, V2Error};
 
 /// Most elements of one input (`server.max_request_elements`); the codec
 /// is built by the generated service without the config, so the listener

@@ -11,9 +11,9 @@
 use super::params::to_json;
 use super::proto::model_infer_request::{InferInputTensor, InferRequestedOutputTensor};
 use super::proto::{InferTensorContents, ModelInferRequest};
-use crate::v2::binary::decode_binary;
-use crate::v2::{DecodeLimits, DecodedRequest, Parameters, RequestedOutput, V2Error};
 use bytes::Bytes;
+use switchyard_protocol::v2::binary::decode_binary;
+use switchyard_protocol::v2::{DecodeLimits, DecodedRequest, Parameters, RequestedOutput, V2Error};
 use switchyard_runtime::tensor::{DataType, TensorData};
 use switchyard_runtime::Tensor;
 

@@ -8,9 +8,9 @@
 use super::params::from_json;
 use super::proto::model_infer_response::InferOutputTensor;
 use super::proto::ModelInferResponse;
-use crate::v2::binary::encode_bytes_elements;
-use crate::v2::InferResponseParts;
 use bytes::Bytes;
+use switchyard_protocol::v2::binary::encode_bytes_elements;
+use switchyard_protocol::v2::InferResponseParts;
 use switchyard_runtime::tensor::TensorData;
 
 /// Encodes one response.

@@ -1,6 +1,6 @@
 //! The metadata calls (`ServerMetadata`, `ModelMetadata`, `ModelConfig`)
 //! answer with the very documents the REST endpoints send
-//! ([`crate::inference::views`], [`crate::v2::metadata`]), read into the
+//! ([`crate::inference::views`], [`switchyard_protocol::v2::metadata`]), read into the
 //! protobuf messages through their descriptors (the protobuf JSON mapping
 //! accepts Triton's field names and enum names, e.g. `TYPE_FP32`), so the
 //! two protocols cannot drift apart.
@@ -45,7 +45,7 @@ pub fn from_document<T: prost::Message + Default>(
 mod tests {
     use super::super::proto::{ModelConfig, ModelMetadataResponse, ServerMetadataResponse};
     use super::*;
-    use crate::v2::{self, DynamicBatchingView, ServingView};
+    use switchyard_protocol::v2::{self, DynamicBatchingView, ServingView};
     use switchyard_runtime::signature::{ModelSignature, TensorSpec};
     use switchyard_runtime::tensor::DataType;
 

@@ -10,7 +10,7 @@
 //! Triton's clients already expect gRPC on a port of its own (8001).
 //!
 //! One code path with REST: a call's protobuf is decoded into the same
-//! [`crate::v2::DecodedRequest`] ([`decode`]) and run by
+//! [`switchyard_protocol::v2::DecodedRequest`] ([`decode`]) and run by
 //! [`crate::inference`] (signature checks, budget, cache, routing, output
 //! shaping), names are authorized by [`crate::auth`] from the call's
 //! metadata, metadata calls send the REST documents ([`metadata`]), and

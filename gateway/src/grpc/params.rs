@@ -10,9 +10,9 @@
 
 use super::proto::infer_parameter::ParameterChoice;
 use super::proto::InferParameter;
-use crate::v2::Parameters;
 use serde_json::Value;
 use std::collections::HashMap;
+use switchyard_protocol::v2::Parameters;
 
 /// A gRPC parameter map as JSON parameters.
 pub fn to_json(parameters: HashMap<String, InferParameter>) -> Parameters {

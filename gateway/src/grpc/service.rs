@@ -121,7 +121,7 @@ impl GrpcInferenceService for GrpcFront {
         request: Request<ServerMetadataRequest>,
     ) -> Result<Response<ServerMetadataResponse>, Status> {
         self.unary(Rpc::ServerMetadata, parts(request).0, "", false, |_, _, _| async {
-            from_document("inference.ServerMetadataResponse", &crate::v2::server_metadata())
+            from_document("inference.ServerMetadataResponse", &switchyard_protocol::v2::server_metadata())
         })
         .await
     }

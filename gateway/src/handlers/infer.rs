@@ -14,8 +14,8 @@ use crate::state::AppState;
 use crate::stream::Response;
 use crate::target::resolve;
 use crate::telemetry;
-use crate::v2;
 use http::HeaderMap;
+use switchyard_protocol::v2;
 
 /// Triton's header giving the JSON part's length in a binary request.
 pub const HEADER_LENGTH: &str = "inference-header-content-length";

@@ -5,7 +5,7 @@ use crate::inference::views;
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use crate::v2;
+use switchyard_protocol::v2;
 
 /// `GET /v2`
 pub fn server() -> Reply {

@@ -13,7 +13,6 @@
 
 pub mod views;
 
-use crate::answer::Answer;
 use crate::cache::{CacheStatus, Plan};
 use crate::error::GatewayError;
 use crate::record::line::Ending;
@@ -25,10 +24,11 @@ use crate::state::AppState;
 use crate::stream::{self, produce::Job, respond::EventStream};
 use crate::target::Target;
 use crate::telemetry;
-use crate::v2::{self, DecodeLimits, DecodedRequest, InferResponseParts};
 use http::HeaderMap;
 use std::sync::Arc;
 use std::time::Instant;
+use switchyard_protocol::answer::Answer;
+use switchyard_protocol::v2::{self, DecodeLimits, DecodedRequest, InferResponseParts};
 use switchyard_runtime::{InferenceRequest, ModelSignature};
 
 /// The bounds a request to `target` is decoded under, and the signature

@@ -7,8 +7,8 @@ use crate::error::GatewayError;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::{resolve, signature};
-use crate::v2::{self, ServingView};
 use serde_json::Value;
+use switchyard_protocol::v2::{self, ServingView};
 
 /// The V2 model metadata of `name` (`GET /v2/models/{m}`).
 pub fn model_metadata(

@@ -1,13 +1,13 @@
 //! One recorded call as a JSON line (format version 1; see the module
 //! docs of [`crate::record`]). Encoded on the writer thread.
 
-use crate::answer::Answer;
 use crate::error::GatewayError;
-use crate::v2::binary::encode_bytes_elements;
-use crate::v2::Parameters;
 use base64::Engine;
 use router_policies::{Device, Reason};
 use serde_json::{json, Value};
+use switchyard_protocol::answer::Answer;
+use switchyard_protocol::v2::binary::encode_bytes_elements;
+use switchyard_protocol::v2::Parameters;
 use switchyard_runtime::tensor::TensorData;
 use switchyard_runtime::Tensor;
 

@@ -261,7 +261,7 @@ pub struct CallOutcome {
 
 /// A replayed call's answer, with the inputs it ran on (for the reference).
 pub struct AnsweredCall {
-    answer: Arc<crate::answer::Answer>,
+    answer: Arc<switchyard_protocol::answer::Answer>,
     inputs: Vec<(String, Tensor)>,
 }
 

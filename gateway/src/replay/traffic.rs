@@ -4,12 +4,12 @@
 //! line (a truncated last line, a line of another format version, data
 //! that does not fit its shape).
 
-use crate::v2::binary::decode_binary;
-use crate::v2::{DecodedRequest, Parameters, RequestedOutput};
 use base64::Engine;
 use router_policies::Reason;
 use serde::Deserialize;
 use std::path::Path;
+use switchyard_protocol::v2::binary::decode_binary;
+use switchyard_protocol::v2::{DecodedRequest, Parameters, RequestedOutput};
 use switchyard_runtime::tensor::{element_count, DataType};
 use switchyard_runtime::Tensor;
 

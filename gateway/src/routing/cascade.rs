@@ -18,9 +18,9 @@
 use super::backend::Backend;
 use super::confidence::confidence;
 use super::targets::{answer, run_targets, Routing};
-use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{CascadePolicy, CascadeStep, Reason, Target};
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
 /// Runs a cascade plan (steps above).

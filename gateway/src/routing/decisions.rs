@@ -4,12 +4,12 @@
 //! same four labels. Every label is low-cardinality: routes and models come
 //! from config, devices and reasons from closed sets.
 
-use crate::answer::Answer;
 use crate::error::GatewayError;
 use parking_lot::Mutex;
 use router_policies::{Device, Reason};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use switchyard_protocol::answer::Answer;
 
 /// Label used for `model`/`device` when no model ran (shed requests).
 pub const NONE: &str = "none";

@@ -41,7 +41,6 @@ use super::cascade::with_output;
 use super::confidence::confidence;
 use super::run::route;
 use super::targets::{run_targets, Routing};
-use crate::answer::Answer;
 use crate::config::draft_section::DraftMode;
 use crate::draw;
 use crate::error::GatewayError;
@@ -49,6 +48,7 @@ use router_policies::{CascadePolicy, CascadeStep, FleetView, Plan, Reason, Targe
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::task::Poll;
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
 /// How one stream runs its pair.

@@ -20,7 +20,6 @@ use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
 use super::mixed_backend::MixedBackend;
 use super::run::route;
 use super::targets::Routing;
-use crate::answer::Answer;
 use crate::config::calibrate_section::CalibrateConfig;
 use crate::config::draft_section::DraftConfig;
 use crate::config::RouteConfig;
@@ -32,6 +31,7 @@ use router_policies::{Budget, CascadePolicy, Estimator, FixedPolicy, FleetView, 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
 /// Share of a request's remaining budget the placement keeps in reserve:

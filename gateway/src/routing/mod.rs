@@ -26,6 +26,6 @@ pub mod mixed_backend;
 pub mod run;
 pub mod targets;
 
-pub use crate::answer::Answer;
 pub use execute::{execute, judge, RouteRequest, RoutingContext, Strategy, SAFETY_MARGIN};
 pub use mixed_backend::MixedBackend;
+pub use switchyard_protocol::answer::Answer;

@@ -15,9 +15,9 @@
 use super::backend::{Backend, BackendError};
 use super::cascade::run_cascade;
 use super::targets::{answer, run_targets, shed, Routing};
-use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{Draw, Plan, Reason};
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
 /// Decides and executes one request (steps 1-4 above).

@@ -4,10 +4,10 @@
 //! ([`super::run`]) and by the cascade ([`super::cascade`]) alike.
 
 use super::backend::{Backend, BackendResponse};
-use crate::answer::Answer;
 use crate::error::GatewayError;
 use router_policies::{Budget, Estimator, PolicyConfig, Reason, Target};
 use std::time::Instant;
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
 /// Everything fixed about one request's routing.

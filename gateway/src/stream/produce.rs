@@ -26,11 +26,11 @@ use crate::routing::{self, Answer, RouteRequest, Strategy};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::target::Target;
-use crate::v2::{DecodedRequest, InferResponseParts};
 use parking_lot::Mutex;
 use router_policies::Budget;
 use serde_json::Value;
 use std::time::Instant;
+use switchyard_protocol::v2::{DecodedRequest, InferResponseParts};
 use switchyard_runtime::InferenceRequest;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -204,7 +204,7 @@ fn encode_event(
     if let Some(cache) = info.cache {
         parameters.insert("cache".into(), cache.as_str().into());
     }
-    let outputs = crate::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?;
+    let outputs = switchyard_protocol::v2::shape_outputs(decoded, answer.outputs.clone(), batched)?;
     crate::request_limits::check_response(max_response, &outputs)?;
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),

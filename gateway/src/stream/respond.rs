@@ -89,7 +89,8 @@ pub async fn respond(session: &mut Session, stream: EventStream<'_>) -> pingora:
                 if stage == Stage::Final {
                     tracing::debug!(cache = cache.as_str(), "final event");
                 }
-                let bytes = sse::event(stage.as_str(), &crate::v2::encode_infer_response(&parts).body);
+                let bytes =
+                    sse::event(stage.as_str(), &switchyard_protocol::v2::encode_infer_response(&parts).body);
                 send(session, &mut header_sent, cache, bytes).await
             }
             Step::Emitted(Some(Emitted::Failed(err))) => {

@@ -30,12 +30,12 @@ use super::v2_codec::{decode_response, encode_request, EncodedRequest};
 use crate::telemetry::propagation::trace_headers;
 use crate::telemetry::spans::{self, UpstreamCall};
 use crate::upstream_error::{UpstreamError, UpstreamFailure};
-use crate::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use switchyard_protocol::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
 use switchyard_runtime::{InferenceRequest, Tensor};
 use tracing::Span;
 

@@ -11,13 +11,13 @@
 //! gateway answers 502).
 
 use super::v2_check::{BadResponse, Expected};
-use crate::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
-use crate::v2::json_data::parse_json_data;
-use crate::v2::DecodeLimits;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
+use switchyard_protocol::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
+use switchyard_protocol::v2::json_data::parse_json_data;
+use switchyard_protocol::v2::DecodeLimits;
 use switchyard_runtime::{DataType, InferenceRequest, Tensor, TensorData};
 
 /// A request body and its `Inference-Header-Content-Length`.

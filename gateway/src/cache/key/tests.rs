@@ -1,7 +1,7 @@
 use super::*;
-use crate::v2::{decode_infer_request, DecodeLimits};
 use bytes::Bytes;
 use std::path::PathBuf;
+use switchyard_protocol::v2::{decode_infer_request, DecodeLimits};
 use switchyard_runtime::DataType;
 
 fn scope<'a>(name: &'a str, version: u64, path: &'a Path, tenant: Option<&'a str>) -> KeyScope<'a> {

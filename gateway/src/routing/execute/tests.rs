@@ -5,7 +5,6 @@
 //! `gateway/tests/python/test_calibration.py` (SSE and gRPC streams).
 
 use super::{Execution, Observers, RouteRequest, Strategy};
-use crate::answer::Answer;
 use crate::config::{parse, Config};
 use crate::error::GatewayError;
 use crate::routing::calibration::Calibration;
@@ -18,6 +17,7 @@ use router_policies::{Budget, Device, Reason};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use switchyard_protocol::answer::Answer;
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Route `r`: a calibrated cascade over cheap and heavy (every call

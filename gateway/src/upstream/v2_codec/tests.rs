@@ -8,7 +8,7 @@ use switchyard_runtime::ModelSignature;
 fn requested(names: &[String]) -> Expected<'_> {
     Expected { requested: Some(names), ..Expected::default() }
 }
-use crate::v2::{decode_infer_request, encode_infer_response, InferResponseParts};
+use switchyard_protocol::v2::{decode_infer_request, encode_infer_response, InferResponseParts};
 use switchyard_runtime::{DataType, TensorSpec};
 
 fn tensors() -> Vec<(String, Tensor)> {
@@ -33,7 +33,7 @@ fn requests_decode_to_the_same_tensors_on_a_v2_server() {
     assert!(decoded.outputs.is_empty() && decoded.binary_data_output);
 }
 
-fn response(binary: bool) -> crate::v2::EncodedBody {
+fn response(binary: bool) -> switchyard_protocol::v2::EncodedBody {
     let outputs = tensors().into_iter().map(|(n, t)| (n, t, binary)).collect();
     encode_infer_response(&InferResponseParts {
         model_name: "m".into(),

@@ -9,7 +9,7 @@ use super::error::V2Error;
 
 /// Decodes the `binary_data_size` bytes of input `input` (a zero-copy
 /// slice of the request body) as `count` elements of `dtype`.
-pub(crate) fn decode_binary(
+pub fn decode_binary(
     input: &str,
     dtype: DataType,
     shape: &[usize],
@@ -76,7 +76,7 @@ fn decode_bytes_elements(input: &str, count: usize, data: Bytes) -> Result<Vec<B
 }
 
 /// Appends `BYTES` elements in the binary layout.
-pub(crate) fn encode_bytes_elements(items: &[Bytes], out: &mut Vec<u8>) {
+pub fn encode_bytes_elements(items: &[Bytes], out: &mut Vec<u8>) {
     for item in items {
         // Elements come from the runtime; one over 4 GiB cannot be framed
         // and would be refused earlier by any body limit, so saturate.
@@ -87,7 +87,7 @@ pub(crate) fn encode_bytes_elements(items: &[Bytes], out: &mut Vec<u8>) {
 }
 
 /// Size in bytes of `data` in the binary layout.
-pub(crate) fn binary_size(data: &TensorData) -> usize {
+pub fn binary_size(data: &TensorData) -> usize {
     match data {
         TensorData::Fixed(raw) => raw.len(),
         TensorData::Strings(items) => items.iter().map(|s| s.len() + 4).sum(),

@@ -30,7 +30,7 @@
 //!   [`DecodeLimits::signature`] (REST) an input the model would refuse
 //!   (name, datatype, shape) is refused before its data is decoded.
 
-pub(crate) mod binary;
+pub mod binary;
 mod bounded;
 pub mod classification;
 mod element;
@@ -38,13 +38,13 @@ pub mod error;
 mod fields;
 mod float16;
 mod input_check;
-pub(crate) mod json_data;
+pub mod json_data;
 mod json_seeds;
 pub mod limits;
 pub mod metadata;
 pub mod outputs;
 mod raw_output;
-pub(crate) mod raw_request;
+pub mod raw_request;
 pub mod request;
 pub mod response;
 pub mod size;

@@ -325,7 +325,7 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
 /// fields that say how to read it) as `count` elements of `dtype` laid out
 /// for `shape`. `count` must be the shape's element count, already checked
 /// against the limits.
-pub(crate) fn parse_json_data(
+pub fn parse_json_data(
     input: &str,
     dtype: DataType,
     shape: &[usize],
