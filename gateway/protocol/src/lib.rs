@@ -11,10 +11,13 @@
 //!
 //! Why a crate of its own: these types have consumers besides the
 //! gateway's REST handlers: the gRPC front end (which shares the binary
-//! codec and `Answer`), the fuzz targets (which drive the decoder alone),
-//! and the benchmarks' load generator. A consumer takes the codec without
+//! codec and `Answer`), the upstream V2 client, and the fuzz targets
+//! (which drive the decoder alone). A consumer takes the codec without
 //! Pingora, tonic, Redis or the runtime's pools. The crate names only the
-//! runtime's tensor types and the policies' `Reason` and `Device`.
+//! runtime's tensor types and the policies' `Reason` and `Device`. The
+//! benchmarks' load generator keeps its own request writer on purpose: a
+//! client that shared the server's codec would hide the codec's bugs from
+//! the benchmarks and the compatibility tests.
 
 pub mod answer;
 pub mod v2;
