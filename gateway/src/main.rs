@@ -5,10 +5,10 @@ use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use switchyard::config::{self, Config, ConfigIssue};
-use switchyard::reload::{read_config_file, CliOverrides, ConfigSource};
-use switchyard::replay::Pace;
-use switchyard::serve;
+use switchyard::{
+    load_config_file, load_default_config, read_config_file, CliOverrides, Config, ConfigIssue, ConfigSource,
+    Pace,
+};
 
 /// Switchyard: an inference routing gateway.
 #[derive(Parser)]
@@ -99,7 +99,7 @@ fn positive_speed(text: &str) -> Result<f64, String> {
 /// `v2` feature in the workspace manifest): 3.x frees and re-takes a page
 /// for the one 4 KiB buffer each response header needs ("mimalloc 2.x
 /// rather than 3.x" in the same notes). ONNX Runtime's own allocations
-/// stay with glibc (see `switchyard::memory`).
+/// stay with glibc (see `gateway/src/memory.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -115,11 +115,11 @@ fn main() -> ExitCode {
                 PaceArg::Fast => Pace::Fast,
                 PaceArg::Recorded => Pace::Recorded { speed },
             };
-            switchyard::telemetry::init(cli.log_json, None)
+            switchyard::init_logging(cli.log_json, None)
                 .and_then(|_log_guard| replay_command(&config, &traffic, against.as_deref(), json, pace))
         }
         Command::CheckConfig { file } => {
-            switchyard::telemetry::init(cli.log_json, None).and_then(|_log_guard| check_command(&file))
+            switchyard::init_logging(cli.log_json, None).and_then(|_log_guard| check_command(&file))
         }
     };
     match result {
@@ -135,7 +135,7 @@ fn main() -> ExitCode {
 fn load(path: Option<&PathBuf>) -> (Option<blake3::Hash>, Result<Config, Vec<ConfigIssue>>) {
     match path {
         Some(p) => read_config_file(p),
-        None => (None, config::load_default()),
+        None => (None, load_default_config()),
     }
 }
 
@@ -165,8 +165,8 @@ fn serve_command(
     let source = ConfigSource { path, loaded_digest: digest, overrides };
     // Logs and traces start once the config (its `[telemetry]`) is known;
     // the guard flushes pending log lines when serving ends.
-    let _log_guard = switchyard::telemetry::init(log_json, config.telemetry.as_ref()).context("logging")?;
-    serve::run(config, source, ports_file).context("serve")?;
+    let _log_guard = switchyard::init_logging(log_json, config.telemetry.as_ref()).context("logging")?;
+    switchyard::serve(config, source, ports_file).context("serve")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -177,7 +177,7 @@ fn replay_command(
     json: bool,
     pace: Pace,
 ) -> anyhow::Result<ExitCode> {
-    match switchyard::replay::replay(candidate, traffic, against, pace) {
+    match switchyard::replay(candidate, traffic, against, pace) {
         Ok(report) if json => {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
@@ -194,7 +194,7 @@ fn replay_command(
 }
 
 fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let mut config = match config::load_file(file) {
+    let mut config = match load_config_file(file) {
         Ok(c) => c,
         Err(issues) => {
             print_issues(&file.display().to_string(), &issues);
@@ -203,10 +203,10 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
     };
     // What `serve` checks: the trace exporter (built when its logging
     // starts), then `prepare::prepare`, the same function `serve` runs.
-    let exporter = config.telemetry.as_ref().map_or(Ok(()), switchyard::telemetry::otlp::check);
+    let exporter = config.telemetry.as_ref().map_or(Ok(()), switchyard::check_trace_exporter);
     let checked = exporter.context("logging").and_then(|()| {
-        let upstreams = switchyard::upstream::Upstreams::new(&config.proxy);
-        switchyard::prepare::prepare(&mut config, &upstreams).map(drop)
+        let upstreams = switchyard::Upstreams::new(&config.proxy);
+        switchyard::prepare(&mut config, &upstreams).map(drop)
     });
     match checked {
         Ok(()) => {

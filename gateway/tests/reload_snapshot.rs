@@ -7,10 +7,7 @@
 #![allow(clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use switchyard::config::parse;
-use switchyard::prepare::open_repository;
-use switchyard::reload::build::next_snapshot;
-use switchyard::snapshot::Snapshot;
+use switchyard::{next_snapshot, open_repository, parse_config as parse, Snapshot};
 
 /// ONNX Runtime from `$ORT_DYLIB_PATH` (as `make test` sets it), else the
 /// set-up's copy in the workspace's `.cache`.

@@ -42,11 +42,10 @@
 use http::HeaderMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use switchyard::config::{parse, Config};
-use switchyard::prepare::open_repository;
-use switchyard::routing::{budget, execute, RouteRequest, Strategy};
-use switchyard::state::AppState;
-use switchyard::target::{resolve, Target};
+use switchyard::{
+    execute, open_repository, parse_config, resolve_budget, resolve_target, route_budget, AppState, Config,
+    RouteRequest, Strategy, Target,
+};
 use switchyard_runtime::{InferenceRequest, Tensor};
 
 /// Rows per request.
@@ -95,7 +94,7 @@ models = ["wide-pinned"]
 budget_ms = {{ default = {BUDGET_MS}, max = 10000 }}
 "#
     );
-    parse(&text, std::path::Path::new("/")).expect("test config")
+    parse_config(&text, std::path::Path::new("/")).expect("test config")
 }
 
 fn request() -> InferenceRequest {
@@ -112,8 +111,8 @@ fn env_f64(name: &str, default: f64) -> f64 {
 async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(Duration, String)> {
     let snap = state.snapshot.load();
     // The route's default budget, as the handler resolves it.
-    let route = budget::route_budget(target.route(&snap.config));
-    let budget = budget::resolve(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
+    let route = route_budget(target.route(&snap.config));
+    let budget = resolve_budget(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
     let req = RouteRequest { target, request: request(), budget, received: scheduled };
     let finished = execute(state.routing(&snap), req, Strategy::Single).await.ok()?;
     Some((scheduled.elapsed(), finished.answer.pool))
@@ -122,8 +121,9 @@ async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(D
 /// Closed-loop calibration: requests per second `route` sustains with
 /// `streams` requests in flight (2 s).
 async fn capacity(state: Arc<AppState>, config: Arc<Config>, route: &str, streams: usize) -> f64 {
-    let target =
-        Arc::new(resolve(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"));
+    let target = Arc::new(
+        resolve_target(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"),
+    );
     let start = Instant::now();
     let deadline = start + Duration::from_secs(2);
     let mut handles = Vec::new();
@@ -158,8 +158,9 @@ struct Phase {
 /// scheduled send time.
 async fn phase(state: Arc<AppState>, config: Arc<Config>, route: &str, rate: f64, secs: f64) -> Phase {
     let preferred = Arc::new(preferred());
-    let target =
-        Arc::new(resolve(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"));
+    let target = Arc::new(
+        resolve_target(&config, &state.catalog(&state.snapshot.load()), route, None).expect("route"),
+    );
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * secs) as usize;
     let start = Instant::now();

@@ -8,12 +8,12 @@ use std::path::Path;
 /// config parses again to the same models and routes; a rejected one says where
 /// (a field path, or `(syntax)`) and why.
 pub fn run(data: &[u8]) {
-    switchyard::config::use_resolver(offline_resolver);
+    switchyard::use_config_resolver(offline_resolver);
     let Ok(text) = std::str::from_utf8(data) else { return };
     // A folder that does not exist: no model file or tokenizer is found,
     // nothing on this machine is read.
     let base = Path::new("/nonexistent/switchyard-fuzz");
-    match switchyard::config::parse(text, base) {
+    match switchyard::parse_config(text, base) {
         Err(issues) => {
             assert!(!issues.is_empty(), "rejected without an issue");
             for issue in &issues {
@@ -21,12 +21,12 @@ pub fn run(data: &[u8]) {
             }
         }
         Ok(config) => {
-            let names = |c: &switchyard::config::Config| {
+            let names = |c: &switchyard::Config| {
                 let models = c.models.iter().map(|m| (m.name.clone(), m.path.clone()));
                 let routes = c.routes.iter().map(|r| (r.name.clone(), r.fingerprint.clone()));
                 (models.collect::<Vec<_>>(), routes.collect::<Vec<_>>())
             };
-            let again = switchyard::config::parse(text, base).map(|c| names(&c));
+            let again = switchyard::parse_config(text, base).map(|c| names(&c));
             assert_eq!(again.ok(), Some(names(&config)), "parsing is not deterministic");
         }
     }

@@ -1,6 +1,6 @@
 //! The gRPC front end's request decoding: bytes as a protobuf
 //! `ModelInferRequest` (prost, as tonic decodes a call's message), then
-//! [`switchyard::grpc::decode::decode_model_infer`] to the V2 request the
+//! [`switchyard::decode_model_infer`] to the V2 request the
 //! rest of the gateway runs. Malformed protobuf is refused by the codec
 //! (tonic answers it `INTERNAL`, gRPC's code for an unparseable message);
 //! a message that parses must decode to a 4xx error or to a request
@@ -9,8 +9,7 @@
 //! and the same way twice.
 
 use prost::Message;
-use switchyard::grpc::decode::decode_model_infer;
-use switchyard::grpc::proto::ModelInferRequest;
+use switchyard::{decode_model_infer, ModelInferRequest};
 use switchyard_protocol::v2::DecodeLimits;
 
 /// Decodes `data` as a gRPC infer request and checks the outcome.

@@ -1,12 +1,12 @@
 //! The SSE event framing of draft-then-final streams
-//! (`switchyard::stream::sse::event`), checked against a reader written
+//! (`switchyard::sse_event`), checked against a reader written
 //! from the WHATWG rules: whatever bytes the payload holds, a client reads
 //! back one event with the same name and the payload's lines.
 //!
 //! Input layout: the first byte picks the event name; the rest is the
 //! payload.
 
-use switchyard::stream::sse::event;
+use switchyard::sse_event as event;
 
 const NAMES: [&str; 4] = ["draft", "final", "error", "message"];
 

@@ -115,6 +115,7 @@ impl<T: Clone + Send + Sync> Coalescer<T> {
     }
 
     /// Keys being computed now.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.inflight.lock().len()
     }

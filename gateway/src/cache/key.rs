@@ -55,7 +55,7 @@ pub struct CacheKey(pub [u8; 32]);
 
 impl CacheKey {
     /// Lower-case hex, as used in Redis key names.
-    pub fn to_hex(&self) -> String {
+    pub fn to_hex(self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 }

@@ -133,6 +133,7 @@ impl L1 {
     }
 
     /// Applies pending evictions now (tests and stats).
+    #[cfg(test)]
     pub async fn run_pending_tasks(&self) {
         self.cache.run_pending_tasks().await;
     }

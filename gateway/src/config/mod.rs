@@ -47,14 +47,14 @@ pub mod upstream_section;
 pub mod validate;
 
 pub use cache_section::{CacheConfig, RedisConfig, RouteCache};
-pub use control_section::{AdminConfig, ApiKey, ReloadConfig, RouteAuth, TokenSource};
+pub use control_section::{AdminConfig, RouteAuth, TokenSource};
 pub use issue::ConfigIssue;
 pub use prefix_route_section::PrefixRouteConfig;
 pub use resolver::use_resolver;
 pub use route_section::RouteConfig;
 pub use server_section::{Limits, ServerConfig};
 pub use types::{Config, ProxyConfig};
-pub use upstream_section::{UpstreamConfig, UpstreamKind, UpstreamModelConfig};
+pub use upstream_section::{UpstreamConfig, UpstreamModelConfig};
 
 use std::path::Path;
 

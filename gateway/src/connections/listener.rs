@@ -66,11 +66,6 @@ pub struct ListenerStatus {
 }
 
 impl ListenerStatus {
-    /// The listener's name (for logs).
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
     /// True once the socket is closed (and every connection it had queued
     /// was accepted).
     pub fn is_closed(&self) -> bool {

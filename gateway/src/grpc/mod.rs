@@ -46,4 +46,3 @@ pub mod stream;
 pub mod wire;
 
 pub use listener::GrpcListener;
-pub use service::GrpcFront;

@@ -18,5 +18,4 @@ pub mod headers;
 pub mod phases;
 pub mod watchdog;
 
-pub use crate::prefix::{PrefixRoute, PrefixRoutes};
 pub use phases::{ProxyCtx, Start};

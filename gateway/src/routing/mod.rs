@@ -26,6 +26,5 @@ pub mod mixed_backend;
 pub mod run;
 pub mod targets;
 
-pub use execute::{execute, judge, RouteRequest, RoutingContext, Strategy, SAFETY_MARGIN};
-pub use mixed_backend::MixedBackend;
+pub use execute::{execute, RouteRequest, RoutingContext, Strategy};
 pub use switchyard_protocol::answer::Answer;

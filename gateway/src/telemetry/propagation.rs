@@ -73,6 +73,7 @@ pub fn trace_headers(span: &Span) -> Vec<(&'static str, String)> {
 
 /// Sets `span`'s trace headers on `headers` (see [`trace_headers`]);
 /// leaves `headers` alone when there is nothing to propagate.
+#[cfg(test)]
 pub fn inject(span: &Span, headers: &mut http::HeaderMap) {
     for (name, value) in trace_headers(span) {
         if let Ok(value) = http::HeaderValue::from_str(&value) {

@@ -116,6 +116,7 @@ impl RequestObs {
     }
 
     /// The request's span: disabled when tracing is off.
+    #[cfg(test)]
     pub fn span(&self) -> &Span {
         &self.slot.span
     }

@@ -30,4 +30,4 @@ pub mod v2_check;
 pub mod v2_codec;
 
 pub use catalog::Catalog;
-pub use registry::{RemoteModel, SignatureState, Upstream, Upstreams};
+pub use registry::{Upstream, Upstreams};

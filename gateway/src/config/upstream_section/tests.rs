@@ -1,7 +1,8 @@
 //! `[[upstreams]]` and `[[prefix_routes]]`: defaults, references, and
 //! mistakes reported with their field paths.
 
-use crate::config::{parse, ConfigIssue, UpstreamKind};
+use super::UpstreamKind;
+use crate::config::{parse, ConfigIssue};
 use std::path::Path;
 use std::time::Duration;
 
