@@ -118,7 +118,7 @@ impl CacheStatus {
 
 /// What to do for one request, decided before any work is done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub enum CachePlan {
     /// Neither read nor write the cache.
     Bypass,
     /// Do not read; store the fresh answer (`Cache-Control: no-cache`).
@@ -201,16 +201,16 @@ impl ResponseCache {
         tenant: Option<&str>,
         request: &DecodedRequest,
         headers: &HeaderMap,
-    ) -> Plan {
+    ) -> CachePlan {
         if self.tiers.is_none() || !target.is_route {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         }
         let Some(route) = config.route(&target.public_name).filter(|r| r.cache.enabled) else {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         };
         let control = Control::from_headers(headers);
         if control == Control::NoStore {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         }
         let models = target
             .models
@@ -233,8 +233,8 @@ impl ResponseCache {
         };
         let key = key::request_key(&scope, request);
         match control {
-            Control::NoCache => Plan::Refresh(key, route.cache),
-            _ => Plan::Lookup(key, route.cache),
+            Control::NoCache => CachePlan::Refresh(key, route.cache),
+            _ => CachePlan::Lookup(key, route.cache),
         }
     }
 
@@ -242,10 +242,10 @@ impl ResponseCache {
     /// `compute` is not polled on a hit. `budget` is the request's resolved
     /// latency budget: it decides which outcomes of an identical in-flight
     /// request this one shares (module docs).
-    pub async fn answer(&self, plan: &Plan, budget: Duration, compute: Compute<'_>) -> Outcome {
+    pub async fn answer(&self, plan: &CachePlan, budget: Duration, compute: Compute<'_>) -> Outcome {
         let (tiers, key, policy) = match (plan, &self.tiers) {
-            (Plan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
-            (Plan::Refresh(key, policy), Some(tiers)) => {
+            (CachePlan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
+            (CachePlan::Refresh(key, policy), Some(tiers)) => {
                 CacheStats::bump(&self.stats.bypass);
                 let fresh = compute.await?;
                 let answer = self
@@ -399,12 +399,12 @@ impl ResponseCache {
     pub async fn remember(
         &self,
         key: ReplayKey,
-        plan: &Plan,
+        plan: &CachePlan,
         answer: &Arc<Answer>,
         reply: &Reply,
         request_id: Option<String>,
     ) {
-        let (Some(tiers), Plan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
+        let (Some(tiers), CachePlan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
         if !cacheable(answer) {
             return;
         }

@@ -14,7 +14,7 @@
 pub mod views;
 
 use crate::answer::Answer;
-use crate::cache::{CacheStatus, Plan};
+use crate::cache::{CachePlan, CacheStatus};
 use crate::error::GatewayError;
 use crate::record::line::Ending;
 use crate::record::TrafficRecord;
@@ -93,7 +93,7 @@ pub struct Answered {
     /// Where it came from (`x-cache`).
     pub cache: CacheStatus,
     /// What the cache did; the REST replay cache keys on it.
-    pub plan: Plan,
+    pub plan: CachePlan,
     /// The request `id`, kept for the replay cache.
     pub id: Option<String>,
 }
