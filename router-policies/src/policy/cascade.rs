@@ -3,7 +3,7 @@
 //! inputs are easy and a confidence score (e.g. the top softmax probability)
 //! tells the hard ones apart; it also drives draft-then-final streaming.
 //!
-//! The gateway calls [`CascadePolicy::decide`] first, runs the cheap target,
+//! The gateway calls [`CascadePolicy::decide`] first, runs the cheap placement,
 //! reads the confidence from `confidence_output`, then calls
 //! [`CascadePolicy::after_cheap`] with the budget left.
 
@@ -48,7 +48,7 @@ impl CascadePolicy {
     ///    (a model whose pools are all paused counts only when no other
     ///    model is usable; the heavy model counts even then).
     /// 3. Both usable: a cascade plan, reason `cascade`; the cheap model is
-    ///    placed with the whole remaining budget, the heavy target is as
+    ///    placed with the whole remaining budget, the heavy placement is as
     ///    predicted now. Fallbacks: the cheap model's other pools, then the
     ///    heavy model's pools, then the other usable models in route order.
     /// 4. Only one usable: run it alone, reason `fallback`.
@@ -69,8 +69,8 @@ impl CascadePolicy {
                 let order: Vec<&Placed<'_>> =
                     std::iter::once(heavy).chain(placed.iter().filter(|p| p.index != heavy.index)).collect();
                 Plan::Cascade {
-                    cheap: cheap.choice.target.clone(),
-                    heavy: heavy.choice.target.clone(),
+                    cheap: cheap.choice.placement.clone(),
+                    heavy: heavy.choice.placement.clone(),
                     threshold: self.threshold,
                     fallbacks: fallbacks(cheap, order),
                     reason: Reason::Cascade,
@@ -106,7 +106,7 @@ impl CascadePolicy {
         let heavy = self.resolve(fleet).1.and_then(|m| choose_pool(m, budget.remaining(), estimator));
         match heavy {
             None => CascadeStep::AcceptUnconfident(Reason::CascadeUnavailable),
-            Some(choice) if choice.fits() => CascadeStep::Escalate(choice.target, Reason::CascadeEscalate),
+            Some(choice) if choice.fits() => CascadeStep::Escalate(choice.placement, Reason::CascadeEscalate),
             Some(_) => CascadeStep::AcceptUnconfident(Reason::CascadeNoBudget),
         }
     }

@@ -83,7 +83,7 @@ impl LatencyBudgetPolicy {
         }
         let margin = if self.shed_margin.is_nan() { 0.0 } else { self.shed_margin.max(0.0) };
         let allowed = remaining.as_secs_f64() * (1.0 + margin);
-        if !never_shed && first.choice.target.predicted.as_secs_f64() > allowed {
+        if !never_shed && first.choice.placement.predicted.as_secs_f64() > allowed {
             return shed(drain, Reason::Shed);
         }
         single(first, &placed, Reason::BudgetFastest)
@@ -104,7 +104,7 @@ impl LatencyBudgetPolicy {
 fn preference(a: &Placed<'_>, b: &Placed<'_>) -> Ordering {
     let by_quality = b.model.quality_rank.cmp(&a.model.quality_rank);
     let by_cost = a.model.relative_cost.total_cmp(&b.model.relative_cost);
-    let by_time = a.choice.target.predicted.cmp(&b.choice.target.predicted);
+    let by_time = a.choice.placement.predicted.cmp(&b.choice.placement.predicted);
     let order = match (a.choice.fits(), b.choice.fits()) {
         (true, false) => return Ordering::Less,
         (false, true) => return Ordering::Greater,
