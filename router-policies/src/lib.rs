@@ -22,13 +22,13 @@
 #![deny(missing_docs)]
 
 mod budget;
-mod config_issue;
 mod device_choice;
 mod draw;
 mod evaluate;
 mod fleet;
 mod plan;
 mod policy;
+mod policy_issue;
 mod predict;
 mod reason;
 mod route_budget;
@@ -37,7 +37,6 @@ mod route_budget;
 mod test_util;
 
 pub use budget::Budget;
-pub use config_issue::ConfigIssue;
 pub use device_choice::{choose_pool, PoolChoice, PoolFit};
 pub use draw::Draw;
 pub use fleet::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
@@ -46,6 +45,7 @@ pub use policy::{
     CascadePolicy, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig, WeightedPolicy,
     DEFAULT_SHED_MARGIN,
 };
+pub use policy_issue::PolicyIssue;
 pub use predict::{EstimateBasis, Estimator, Prediction};
 pub use reason::Reason;
 pub use route_budget::{BudgetError, BudgetSource, ResolvedBudget, RouteBudget, BUDGET_HEADER};

@@ -10,11 +10,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::device_choice::choose_pool;
 use crate::evaluate::{fallbacks, find, next_candidate_or_shed, place_all, place_every, single, Placed};
 use crate::fleet::{CandidateModel, FleetView};
 use crate::plan::{CascadeStep, Plan};
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -145,29 +145,29 @@ impl CascadePolicy {
 
     /// Appends issues: threshold in `[0, 1]`; output named; the route has
     /// two models; `cheap`/`heavy` are route models and differ.
-    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<PolicyIssue>) {
         if !(0.0..=1.0).contains(&self.threshold) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.threshold",
                 format!("must be between 0 and 1, got {}", self.threshold),
             ));
         }
         if self.confidence_output.trim().is_empty() {
-            issues.push(ConfigIssue::new("policy.confidence_output", "must name the cheap model's output"));
+            issues.push(PolicyIssue::new("policy.confidence_output", "must name the cheap model's output"));
         }
         if route_models.len() < 2 {
-            issues.push(ConfigIssue::new("policy", "a cascade needs a route with at least two models"));
+            issues.push(PolicyIssue::new("policy", "a cascade needs a route with at least two models"));
         }
         for (field, name) in [("cheap", &self.cheap), ("heavy", &self.heavy)] {
             if let Some(name) = name.as_ref().filter(|n| !route_models.contains(n)) {
-                issues.push(ConfigIssue::new(
+                issues.push(PolicyIssue::new(
                     format!("policy.{field}"),
                     format!("model {name:?} is not one of the route's models {route_models:?}"),
                 ));
             }
         }
         if self.cheap.is_some() && self.cheap == self.heavy {
-            issues.push(ConfigIssue::new("policy.heavy", "must differ from policy.cheap"));
+            issues.push(PolicyIssue::new("policy.heavy", "must differ from policy.cheap"));
         }
     }
 }

@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::evaluate::{find, next_candidate_or_shed, place_all, single};
 use crate::fleet::FleetView;
 use crate::plan::Plan;
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -43,9 +43,9 @@ impl FixedPolicy {
     }
 
     /// Appends issues: the model must be one of the route's models.
-    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<PolicyIssue>) {
         if !route_models.contains(&self.model) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.model",
                 format!("model {:?} is not one of the route's models {route_models:?}", self.model),
             ));

@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::evaluate::{place_all, shed_unusable, single, Placed};
 use crate::fleet::FleetView;
 use crate::plan::{shed, Plan};
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -90,9 +90,9 @@ impl LatencyBudgetPolicy {
     }
 
     /// Appends issues: `shed_margin` must be a number >= 0.
-    pub(crate) fn validate(&self, issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, issues: &mut Vec<PolicyIssue>) {
         if self.shed_margin.is_nan() || self.shed_margin < 0.0 {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.shed_margin",
                 format!("must be >= 0 (inf never sheds), got {}", self.shed_margin),
             ));
