@@ -43,8 +43,8 @@ use super::placements::{run_placements, Routing};
 use super::run::route;
 use crate::answer::Answer;
 use crate::config::draft_section::DraftMode;
-use crate::draw;
 use crate::error::GatewayError;
+use crate::random_draws;
 use router_policies::{CascadePolicy, CascadeStep, FleetView, Placement, Plan, Reason};
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -140,7 +140,7 @@ pub(super) async fn draft_then_final<B: Backend>(
     let fleet = backend.fleet(routing.models);
     let plan = run.pair.decide(routing.budget_now(), &fleet, routing.estimator);
     let Plan::Cascade { cheap, heavy, fallbacks, .. } = plan else {
-        let answer = route(backend, routing, draw::next_draw(), request).await?;
+        let answer = route(backend, routing, random_draws::next_draw(), request).await?;
         let confidence = known(confidence(&answer.outputs, &run.pair.confidence_output));
         return Ok(Finished { answer, from_draft: false, confidence, ran: Ran::Single });
     };

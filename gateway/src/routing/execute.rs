@@ -195,7 +195,9 @@ impl<'a> Execution<'a> {
                 };
                 draft_then_final(backend, &run, request, draft.on_draft).await
             }
-            None => route(backend, &routing, crate::draw::next_draw(), request).await.map(Finished::single),
+            None => route(backend, &routing, crate::random_draws::next_draw(), request)
+                .await
+                .map(Finished::single),
         };
         if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
             let models = observers.models;
