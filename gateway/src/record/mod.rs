@@ -36,7 +36,7 @@
 //! can read them, and sample only what you may store.
 //!
 //! What is not recorded yet: streamed calls (SSE, `ModelStreamInfer`).
-//! Exact repeats answered from the REST replay cache are recorded as the
+//! Exact repeats answered from the REST exact-repeat cache are recorded as the
 //! cache hits they are: a sampled request skips that fast path.
 
 pub mod held;
