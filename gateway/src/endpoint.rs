@@ -1,8 +1,8 @@
 //! What a request to the V2 REST API asks for, read from its path and
 //! headers before anything else is done: which endpoint ([`parse_path`])
 //! and whether the answer should be an event stream ([`wants_stream`]).
-//! Shared by the handlers, the cache (which never replays raw bytes to a
-//! stream) and the metrics (which label requests by endpoint).
+//! Shared by the handlers, the cache (whose exact-repeat path never answers
+//! a stream) and the metrics (which label requests by endpoint).
 
 use http::header::ACCEPT;
 use http::{HeaderMap, Method};

@@ -6,12 +6,12 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use crate::fleet::{CandidateModel, PoolView};
-use crate::plan::Target;
+use crate::plan::Placement;
 use crate::predict::{Estimator, Prediction};
 
 /// How the chosen pool relates to the budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub enum PoolFit {
     /// The cheapest pool that fits the budget (the usual case).
     Fits,
     /// A costlier pool that fits, because the pool that would serve an idle
@@ -35,24 +35,24 @@ pub enum Placement {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolChoice {
     /// Where to run.
-    pub target: Target,
-    /// The prediction behind `target`.
+    pub placement: Placement,
+    /// The prediction behind `placement`.
     pub prediction: Prediction,
     /// Whether and how it fits.
-    pub placement: Placement,
+    pub fit: PoolFit,
     /// The model's other admissible pools, best first (fallbacks).
-    pub alternatives: Vec<Target>,
+    pub alternatives: Vec<Placement>,
 }
 
 impl PoolChoice {
     /// True unless no pool fits the budget.
     pub fn fits(&self) -> bool {
-        !matches!(self.placement, Placement::Late | Placement::Paused)
+        !matches!(self.fit, PoolFit::Late | PoolFit::Paused)
     }
 
-    /// True when the chosen pool is paused (placement [`Placement::Paused`]).
+    /// True when the chosen pool is paused (fit [`PoolFit::Paused`]).
     pub fn is_paused(&self) -> bool {
-        self.placement == Placement::Paused
+        self.fit == PoolFit::Paused
     }
 }
 
@@ -76,16 +76,16 @@ struct Scored<'a> {
 ///    Paused pools come after all of these.
 /// 4. The first is chosen; the rest become `alternatives` (paused pools
 ///    only when the chosen pool is paused too).
-/// 5. Placement: [`Placement::Paused`] when the chosen pool is paused (a
+/// 5. Fit: [`PoolFit::Paused`] when the chosen pool is paused (a
 ///    paused pool never fits and ranks after every other pool, so it is
 ///    chosen only when every admissible pool is paused);
-///    [`Placement::Late`] when it misses; [`Placement::Fallback`]
+///    [`PoolFit::Late`] when it misses; [`PoolFit::Fallback`]
 ///    when it fits and the cheapest configured pool (lowest cost, then
-///    position) is unavailable; [`Placement::SpillOver`] when it fits but is
+///    position) is unavailable; [`PoolFit::SpillOver`] when it fits but is
 ///    not the *idle choice* (the available pool with the lowest cost, then
 ///    execution time, then position) and the idle choice would fit on
 ///    execution time alone but is full or its queue makes it miss; else
-///    [`Placement::Fits`].
+///    [`PoolFit::Fits`].
 pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Estimator) -> Option<PoolChoice> {
     if !model.available {
         return None;
@@ -115,28 +115,28 @@ pub fn choose_pool(model: &CandidateModel, remaining: Duration, estimator: &Esti
         .iter()
         .enumerate()
         .min_by(|(ia, a), (ib, b)| a.relative_cost.total_cmp(&b.relative_cost).then(ia.cmp(ib)));
-    let placement = match idle {
-        _ if chosen.pool.paused => Placement::Paused,
-        _ if !fits(chosen) => Placement::Late,
-        _ if preferred.is_some_and(|(_, p)| !p.available) => Placement::Fallback,
+    let fit = match idle {
+        _ if chosen.pool.paused => PoolFit::Paused,
+        _ if !fits(chosen) => PoolFit::Late,
+        _ if preferred.is_some_and(|(_, p)| !p.available) => PoolFit::Fallback,
         Some(idle)
             if idle.index != chosen.index
                 && idle.prediction.execution <= remaining
                 && (idle.pool.is_full() || !fits(idle)) =>
         {
-            Placement::SpillOver
+            PoolFit::SpillOver
         }
-        _ => Placement::Fits,
+        _ => PoolFit::Fits,
     };
     Some(PoolChoice {
-        target: target(model, chosen),
+        placement: placement(model, chosen),
         prediction: chosen.prediction,
-        placement,
+        fit,
         // A paused pool is no fallback for a pool that serves.
         alternatives: rest
             .iter()
             .filter(|s| chosen.pool.paused || !s.pool.paused)
-            .map(|s| target(model, s))
+            .map(|s| placement(model, s))
             .collect(),
     })
 }
@@ -157,9 +157,9 @@ fn rank(a: &Scored<'_>, b: &Scored<'_>, a_fits: bool, b_fits: bool) -> Ordering 
     order.then(a.index.cmp(&b.index))
 }
 
-/// The target naming `model` on the scored pool.
-fn target(model: &CandidateModel, scored: &Scored<'_>) -> Target {
-    Target {
+/// The placement naming `model` on the scored pool.
+fn placement(model: &CandidateModel, scored: &Scored<'_>) -> Placement {
+    Placement {
         model: model.name.clone(),
         pool: scored.pool.name.clone(),
         device: scored.pool.device,

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::device_choice::{choose_pool, Placement, PoolChoice};
+use crate::device_choice::{choose_pool, PoolChoice, PoolFit};
 use crate::fleet::{CandidateModel, FleetView};
-use crate::plan::{Plan, Target, MAX_FALLBACKS};
+use crate::plan::{Placement, Plan, MAX_FALLBACKS};
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -23,7 +23,7 @@ pub(crate) struct Placed<'a> {
 
 /// Every usable model of `fleet` (available, with an admissible pool),
 /// placed for `remaining`, in fleet order. A model placed on a paused pool
-/// ([`Placement::Paused`]) counts as usable only when no model is placed
+/// ([`PoolFit::Paused`]) counts as usable only when no model is placed
 /// on a pool that serves: requests spill over to the other models as they
 /// would for a full pool, and wait on a paused pool (within their budget)
 /// only when there is nowhere else to go.
@@ -60,12 +60,12 @@ pub(crate) fn find<'p, 'a>(placed: &'p [Placed<'a>], name: &str) -> Option<&'p P
     placed.iter().find(|p| p.model.name == name)
 }
 
-/// The reason a single-target plan reports, by precedence: `fallback` over
+/// The reason a single-placement plan reports, by precedence: `fallback` over
 /// `spill_over` over the policy's own `base`.
-pub(crate) fn placed_reason(base: Reason, placement: Placement) -> Reason {
-    match (base, placement) {
-        (Reason::Fallback, _) | (_, Placement::Fallback) => Reason::Fallback,
-        (_, Placement::SpillOver) => Reason::SpillOver,
+pub(crate) fn placed_reason(base: Reason, fit: PoolFit) -> Reason {
+    match (base, fit) {
+        (Reason::Fallback, _) | (_, PoolFit::Fallback) => Reason::Fallback,
+        (_, PoolFit::SpillOver) => Reason::SpillOver,
         (base, _) => base,
     }
 }
@@ -76,20 +76,20 @@ pub(crate) fn placed_reason(base: Reason, placement: Placement) -> Reason {
 pub(crate) fn fallbacks<'p, 'a: 'p>(
     chosen: &Placed<'a>,
     others: impl IntoIterator<Item = &'p Placed<'a>>,
-) -> Vec<Target> {
+) -> Vec<Placement> {
     let mut list = chosen.choice.alternatives.clone();
     for other in others.into_iter().filter(|o| o.index != chosen.index) {
         if list.len() >= MAX_FALLBACKS {
             break;
         }
-        list.push(other.choice.target.clone());
+        list.push(other.choice.placement.clone());
         list.extend(other.choice.alternatives.iter().cloned());
     }
     list.truncate(MAX_FALLBACKS);
     list
 }
 
-/// A single-target plan for `chosen` with fallbacks from `others` and the
+/// A single-placement plan for `chosen` with fallbacks from `others` and the
 /// reason from [`placed_reason`].
 pub(crate) fn single<'p, 'a: 'p>(
     chosen: &Placed<'a>,
@@ -97,9 +97,9 @@ pub(crate) fn single<'p, 'a: 'p>(
     base: Reason,
 ) -> Plan {
     Plan::Single {
-        target: chosen.choice.target.clone(),
+        placement: chosen.choice.placement.clone(),
         fallbacks: fallbacks(chosen, others),
-        reason: placed_reason(base, chosen.choice.placement),
+        reason: placed_reason(base, chosen.choice.fit),
     }
 }
 

@@ -98,7 +98,7 @@ pub struct PoolView {
     /// queue does not drain until it is resumed, so its predicted wait is
     /// unbounded. It is chosen only when no other pool of its model can
     /// take the request, and its model only when no other model can (see
-    /// [`crate::Placement::Paused`]).
+    /// [`crate::PoolFit::Paused`]).
     pub paused: bool,
     /// Workers executing batches in parallel (0 is read as 1).
     pub workers: usize,

@@ -8,7 +8,7 @@
 //!    runtime's statistics;
 //! 3. calls [`PolicyConfig::decide`] with the budget (time spent so far
 //!    included), the snapshot, the shared [`Estimator`] and a random
-//!    [`Draw`], and executes the [`Plan`]: one [`Target`], a cascade, or a
+//!    [`Draw`], and executes the [`Plan`]: one [`Placement`], a cascade, or a
 //!    shed with Retry-After; on failure it tries the plan's fallbacks;
 //! 4. for a cascade, calls [`CascadePolicy::after_cheap`] with the cheap
 //!    model's confidence;
@@ -22,13 +22,13 @@
 #![deny(missing_docs)]
 
 mod budget;
-mod config_issue;
 mod device_choice;
 mod draw;
 mod evaluate;
 mod fleet;
 mod plan;
 mod policy;
+mod policy_issue;
 mod predict;
 mod reason;
 mod route_budget;
@@ -37,15 +37,15 @@ mod route_budget;
 mod test_util;
 
 pub use budget::Budget;
-pub use config_issue::ConfigIssue;
-pub use device_choice::{choose_pool, Placement, PoolChoice};
+pub use device_choice::{choose_pool, PoolChoice, PoolFit};
 pub use draw::Draw;
 pub use fleet::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
-pub use plan::{CascadeStep, Plan, Target, MAX_FALLBACKS, MAX_RETRY_AFTER, MIN_RETRY_AFTER};
+pub use plan::{CascadeStep, Placement, Plan, MAX_FALLBACKS, MAX_RETRY_AFTER, MIN_RETRY_AFTER};
 pub use policy::{
     CascadePolicy, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig, WeightedPolicy,
     DEFAULT_SHED_MARGIN,
 };
+pub use policy_issue::PolicyIssue;
 pub use predict::{EstimateBasis, Estimator, Prediction};
 pub use reason::Reason;
 pub use route_budget::{BudgetError, BudgetSource, ResolvedBudget, RouteBudget, BUDGET_HEADER};

@@ -11,12 +11,12 @@ use crate::reason::Reason;
 pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Longest Retry-After a shed plan carries.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// Most fallback targets a plan carries.
+/// Most fallback placements a plan carries.
 pub const MAX_FALLBACKS: usize = 8;
 
 /// One model on one pool, with the prediction that got it chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
+pub struct Placement {
     /// The model's name (`x-switchyard-model`).
     pub model: String,
     /// The pool's name within the model.
@@ -31,7 +31,7 @@ pub struct Target {
 
 /// A policy's decision for one request.
 ///
-/// Every runnable plan carries `fallbacks`: targets to try, in order, when
+/// Every runnable plan carries `fallbacks`: placements to try, in order, when
 /// the chosen one errors or turns out to be unavailable. They are the chosen
 /// model's other pools first (in the device-choice order), then the next
 /// usable candidate models, each with its pools; at most [`MAX_FALLBACKS`].
@@ -39,12 +39,12 @@ pub struct Target {
 /// re-decide instead when much time has passed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Plan {
-    /// Run one target.
+    /// Run one placement.
     Single {
         /// Where to run.
-        target: Target,
+        placement: Placement,
         /// What to try next on failure.
-        fallbacks: Vec<Target>,
+        fallbacks: Vec<Placement>,
         /// Why.
         reason: Reason,
     },
@@ -52,15 +52,15 @@ pub enum Plan {
     /// [`CascadePolicy::after_cheap`](crate::CascadePolicy::after_cheap)
     /// whether to run the heavy one.
     Cascade {
-        /// The cheap model's target.
-        cheap: Target,
-        /// The heavy model's target as predicted now; used as-is by
+        /// The cheap model's placement.
+        cheap: Placement,
+        /// The heavy model's placement as predicted now; used as-is by
         /// parallel draft mode, re-decided by `after_cheap` otherwise.
-        heavy: Target,
+        heavy: Placement,
         /// Confidence at or above which the cheap answer is final.
         threshold: f32,
-        /// What to try next when the cheap target fails.
-        fallbacks: Vec<Target>,
+        /// What to try next when the cheap placement fails.
+        fallbacks: Vec<Placement>,
         /// Why.
         reason: Reason,
     },
@@ -82,17 +82,17 @@ impl Plan {
         }
     }
 
-    /// The first target to run (the cheap one of a cascade); `None` when shed.
-    pub fn primary(&self) -> Option<&Target> {
+    /// The first placement to run (the cheap one of a cascade); `None` when shed.
+    pub fn primary(&self) -> Option<&Placement> {
         match self {
-            Plan::Single { target, .. } => Some(target),
+            Plan::Single { placement, .. } => Some(placement),
             Plan::Cascade { cheap, .. } => Some(cheap),
             Plan::Shed { .. } => None,
         }
     }
 
-    /// The fallback targets; empty when shed.
-    pub fn fallbacks(&self) -> &[Target] {
+    /// The fallback placements; empty when shed.
+    pub fn fallbacks(&self) -> &[Placement] {
         match self {
             Plan::Single { fallbacks, .. } | Plan::Cascade { fallbacks, .. } => fallbacks,
             Plan::Shed { .. } => &[],
@@ -106,8 +106,8 @@ pub enum CascadeStep {
     /// The cheap answer is confident enough: it is final
     /// ([`Reason::CascadeConfident`]).
     Accept(Reason),
-    /// Run the heavy model on `target` ([`Reason::CascadeEscalate`]).
-    Escalate(Target, Reason),
+    /// Run the heavy model on `placement` ([`Reason::CascadeEscalate`]).
+    Escalate(Placement, Reason),
     /// The cheap answer is not confident but is final anyway, because the
     /// heavy model cannot fit the remaining budget
     /// ([`Reason::CascadeNoBudget`]) or has no usable pool

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config_issue::ConfigIssue;
 use crate::fleet::{LatencyModel, PoolView};
+use crate::policy_issue::PolicyIssue;
 
 /// What a prediction is based on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -97,24 +97,24 @@ impl Estimator {
     }
 
     /// Checks the settings; paths are relative to the estimator table.
-    pub fn validate(&self) -> Result<(), Vec<ConfigIssue>> {
+    pub fn validate(&self) -> Result<(), Vec<PolicyIssue>> {
         let mut issues = Vec::new();
         if self.prior_batch_us == 0 {
-            issues.push(ConfigIssue::new("prior_batch_us", "must be at least 1 µs"));
+            issues.push(PolicyIssue::new("prior_batch_us", "must be at least 1 µs"));
         }
         if !(0.0..1.0).contains(&self.safety_margin) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "safety_margin",
                 format!("must be in [0, 1), got {}", self.safety_margin),
             ));
         }
         if !(self.stale_penalty.is_finite() && self.stale_penalty >= 1.0) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "stale_penalty",
                 format!("must be a finite number >= 1, got {}", self.stale_penalty),
             ));
         }
-        crate::config_issue::into_result(issues)
+        crate::policy_issue::into_result(issues)
     }
 
     /// Predicts completion of one new request queued on `pool` now.

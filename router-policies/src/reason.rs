@@ -47,7 +47,7 @@ pub enum Reason {
     /// from the fleet), so the next usable candidate was chosen; or the
     /// model's preferred (cheapest) pool is unavailable, e.g. CUDA missing,
     /// so another pool serves. The gateway also reports it when the planned
-    /// target failed and a fallback target answered.
+    /// placement failed and a fallback placement answered.
     Fallback,
     /// `shed`: overload. Even the fastest option misses the budget by more
     /// than the configured margin, or every usable pool's queue is full;

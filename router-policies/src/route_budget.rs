@@ -13,7 +13,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
+use crate::policy_issue::PolicyIssue;
 
 /// Request header carrying a budget in whole milliseconds.
 pub const BUDGET_HEADER: &str = "x-latency-budget-ms";
@@ -94,18 +94,18 @@ impl BudgetError {
 
 impl RouteBudget {
     /// Checks `default >= 1` and `max >= default`; paths are `budget_ms.*`.
-    pub fn validate(&self) -> Result<(), Vec<ConfigIssue>> {
+    pub fn validate(&self) -> Result<(), Vec<PolicyIssue>> {
         let mut issues = Vec::new();
         if self.default == 0 {
-            issues.push(ConfigIssue::new("budget_ms.default", "must be at least 1 ms"));
+            issues.push(PolicyIssue::new("budget_ms.default", "must be at least 1 ms"));
         }
         if self.max < self.default {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "budget_ms.max",
                 format!("must be at least budget_ms.default ({} ms), got {} ms", self.default, self.max),
             ));
         }
-        crate::config_issue::into_result(issues)
+        crate::policy_issue::into_result(issues)
     }
 
     /// Resolves one request's budget.

@@ -75,8 +75,8 @@ pub fn model_mut<'a>(fleet: &'a mut FleetView, model: &str) -> &'a mut Candidate
 }
 
 /// Names of a plan's fallbacks as `model/pool`.
-pub fn names(targets: &[crate::Target]) -> Vec<String> {
-    targets.iter().map(|t| format!("{}/{}", t.model, t.pool)).collect()
+pub fn names(placements: &[crate::Placement]) -> Vec<String> {
+    placements.iter().map(|t| format!("{}/{}", t.model, t.pool)).collect()
 }
 
 /// A deterministic 64-bit generator (splitmix64) for draws.

@@ -220,7 +220,7 @@ pub fn cache_families(c: &CacheSnapshot) -> Vec<MetricFamily> {
         (
             "switchyard_cache_replay_hits_total",
             "L1 hits answered by exact-repeat replay (the request's bytes seen before).",
-            c.replay_hits,
+            c.repeat_hits,
         ),
         ("switchyard_cache_stores_total", "Answers stored in L1.", c.stores),
         ("switchyard_cache_evictions_total", "L1 entries evicted to respect l1_max_bytes.", c.evictions),

@@ -51,7 +51,7 @@ pub mod fleet;
 pub mod key;
 pub mod l1;
 pub mod l2;
-pub mod replay;
+pub mod repeat;
 pub mod service;
 pub mod stats;
 pub mod value_codec;
@@ -68,8 +68,8 @@ use http::HeaderMap;
 use key::{CacheKey, KeyScope, ModelGeneration};
 use l1::{L1Entry, L1};
 use l2::L2;
-pub use replay::ReplayParts;
-use replay::{ReplayCache, ReplayEntry, ReplayKey};
+pub use repeat::RepeatParts;
+use repeat::{RepeatCache, RepeatEntry, RepeatKey};
 use stats::{CacheSnapshot, CacheStats};
 use std::future::Future;
 use std::path::Path;
@@ -118,7 +118,7 @@ impl CacheStatus {
 
 /// What to do for one request, decided before any work is done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub enum CachePlan {
     /// Neither read nor write the cache.
     Bypass,
     /// Do not read; store the fresh answer (`Cache-Control: no-cache`).
@@ -163,7 +163,7 @@ struct Tiers {
     l2: Option<Arc<L2>>,
     writer: Option<Arc<Writer>>,
     coalescer: Coalescer<Shared>,
-    replay: ReplayCache,
+    repeats: RepeatCache,
 }
 
 /// The cache: L1, optional L2, the in-flight map and the counters.
@@ -185,7 +185,7 @@ impl ResponseCache {
                 l2,
                 writer,
                 coalescer: Coalescer::default(),
-                replay: ReplayCache::new(c.l1_max_bytes / 4),
+                repeats: RepeatCache::new(c.l1_max_bytes / 4),
             }
         });
         ResponseCache { tiers, stats }
@@ -201,16 +201,16 @@ impl ResponseCache {
         tenant: Option<&str>,
         request: &DecodedRequest,
         headers: &HeaderMap,
-    ) -> Plan {
+    ) -> CachePlan {
         if self.tiers.is_none() || !target.is_route {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         }
         let Some(route) = config.route(&target.public_name).filter(|r| r.cache.enabled) else {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         };
         let control = Control::from_headers(headers);
         if control == Control::NoStore {
-            return Plan::Bypass;
+            return CachePlan::Bypass;
         }
         let models = target
             .models
@@ -233,8 +233,8 @@ impl ResponseCache {
         };
         let key = key::request_key(&scope, request);
         match control {
-            Control::NoCache => Plan::Refresh(key, route.cache),
-            _ => Plan::Lookup(key, route.cache),
+            Control::NoCache => CachePlan::Refresh(key, route.cache),
+            _ => CachePlan::Lookup(key, route.cache),
         }
     }
 
@@ -242,10 +242,10 @@ impl ResponseCache {
     /// `compute` is not polled on a hit. `budget` is the request's resolved
     /// latency budget: it decides which outcomes of an identical in-flight
     /// request this one shares (module docs).
-    pub async fn answer(&self, plan: &Plan, budget: Duration, compute: Compute<'_>) -> Outcome {
+    pub async fn answer(&self, plan: &CachePlan, budget: Duration, compute: Compute<'_>) -> Outcome {
         let (tiers, key, policy) = match (plan, &self.tiers) {
-            (Plan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
-            (Plan::Refresh(key, policy), Some(tiers)) => {
+            (CachePlan::Lookup(key, policy), Some(tiers)) => (tiers, key, policy),
+            (CachePlan::Refresh(key, policy), Some(tiers)) => {
                 CacheStats::bump(&self.stats.bypass);
                 let fresh = compute.await?;
                 let answer = self
@@ -357,38 +357,38 @@ impl ResponseCache {
     }
 
     /// The raw-bytes key of an infer request (`parts`) when exact-repeat
-    /// replay applies to it ([`replay`]): a cached route, no
+    /// cache applies to it ([`repeat`]): a cached route, no
     /// `Cache-Control` directive, not an event stream.
-    pub fn replay_key(
+    pub fn repeat_key(
         &self,
         config: &Config,
         target: &Target,
         headers: &HeaderMap,
-        parts: ReplayParts<'_>,
-    ) -> Option<ReplayKey> {
+        parts: RepeatParts<'_>,
+    ) -> Option<RepeatKey> {
         self.tiers.as_ref()?;
         config.route(&target.public_name).filter(|r| target.is_route && r.cache.enabled)?;
         if Control::from_headers(headers) != Control::Normal || crate::endpoint::accepts_event_stream(headers)
         {
             return None;
         }
-        Some(ReplayKey::of(&parts))
+        Some(RepeatKey::of(&parts))
     }
 
     /// The remembered reply for `key`, while L1 still holds the very
     /// answer it was built from; counted as an L1 hit. A stale entry is
     /// dropped and `None` returned (the request then takes the full path).
-    pub async fn replay(&self, key: &ReplayKey) -> Option<Arc<ReplayEntry>> {
+    pub async fn remembered(&self, key: &RepeatKey) -> Option<Arc<RepeatEntry>> {
         let tiers = self.tiers.as_ref()?;
-        let entry = tiers.replay.get(key).await?;
+        let entry = tiers.repeats.get(key).await?;
         match tiers.l1.get(&entry.canonical).await {
             Some(held) if Arc::ptr_eq(&held, &entry.answer) => {
                 CacheStats::bump(&self.stats.l1_hits);
-                CacheStats::bump(&self.stats.replay_hits);
+                CacheStats::bump(&self.stats.repeat_hits);
                 Some(entry)
             }
             _ => {
-                tiers.replay.invalidate(key).await;
+                tiers.repeats.invalidate(key).await;
                 None
             }
         }
@@ -398,18 +398,18 @@ impl ResponseCache {
     /// request under `key`; only after a lookup plan, whose answer L1 holds.
     pub async fn remember(
         &self,
-        key: ReplayKey,
-        plan: &Plan,
+        key: RepeatKey,
+        plan: &CachePlan,
         answer: &Arc<Answer>,
         reply: &Reply,
         request_id: Option<String>,
     ) {
-        let (Some(tiers), Plan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
+        let (Some(tiers), CachePlan::Lookup(canonical, policy)) = (&self.tiers, plan) else { return };
         if !cacheable(answer) {
             return;
         }
-        let entry = ReplayEntry::new(*canonical, answer.clone(), reply.clone(), request_id, policy.ttl);
-        tiers.replay.insert(key, entry).await;
+        let entry = RepeatEntry::new(*canonical, answer.clone(), reply.clone(), request_id, policy.ttl);
+        tiers.repeats.insert(key, entry).await;
     }
 
     /// Background work for the server's lifetime: connect L2, then run the

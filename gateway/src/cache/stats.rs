@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct CacheStats {
     /// Lookups answered from L1.
     pub l1_hits: AtomicU64,
-    /// Of the L1 hits, those answered by exact-repeat replay (the
-    /// request's bytes seen before; see [`super::replay`]).
-    pub replay_hits: AtomicU64,
+    /// Of the L1 hits, those answered by the exact-repeat cache (the
+    /// request's bytes seen before; see [`super::repeat`]).
+    pub repeat_hits: AtomicU64,
     /// Lookups not found in L1.
     pub l1_misses: AtomicU64,
     /// Lookups answered from L2 (Redis).
@@ -72,8 +72,10 @@ pub struct CacheSnapshot {
     pub l1_max_bytes: u64,
     /// See [`CacheStats::l1_hits`].
     pub l1_hits: u64,
-    /// See [`CacheStats::replay_hits`].
-    pub replay_hits: u64,
+    /// See [`CacheStats::repeat_hits`] (JSON `replay_hits`, its name
+    /// before the exact-repeat cache was renamed).
+    #[serde(rename = "replay_hits")]
+    pub repeat_hits: u64,
     /// See [`CacheStats::l1_misses`].
     pub l1_misses: u64,
     /// See [`CacheStats::l2_hits`].
@@ -112,7 +114,7 @@ impl CacheStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         CacheSnapshot {
             l1_hits: get(&self.l1_hits),
-            replay_hits: get(&self.replay_hits),
+            repeat_hits: get(&self.repeat_hits),
             l1_misses: get(&self.l1_misses),
             l2_hits: get(&self.l2_hits),
             l2_misses: get(&self.l2_misses),

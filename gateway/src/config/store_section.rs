@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_store::{CacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri};
+use switchyard_store::{DiskCacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri};
 
 /// `[repository]` as written.
 #[derive(Debug, Deserialize, Default)]
@@ -139,7 +139,7 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
     settings.s3.path_style = raw.path_style;
     settings.s3.profile = raw.profile.clone();
     settings.s3.anonymous = raw.anonymous.unwrap_or(false);
-    settings.cache.max_bytes = raw.cache_max_bytes.map_or(CacheSettings::DEFAULT_MAX_BYTES, |b| b.0);
+    settings.cache.max_bytes = raw.cache_max_bytes.map_or(DiskCacheSettings::DEFAULT_MAX_BYTES, |b| b.0);
     if settings.cache.max_bytes == 0 {
         issues.push("repository.cache_max_bytes", "must be more than 0");
     }

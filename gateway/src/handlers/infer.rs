@@ -1,9 +1,9 @@
-//! `POST /v2/models/{m}[/versions/{v}]/infer`: the exact-repeat replay
+//! `POST /v2/models/{m}[/versions/{v}]/infer`: the exact-repeat
 //! cache, decode (JSON or Triton's binary tensors), [`crate::inference`]
 //! (shared with gRPC), encode.
 
 use super::Request;
-use crate::cache::ReplayParts;
+use crate::cache::RepeatParts;
 use crate::error::GatewayError;
 use crate::header_names as names;
 use crate::inference::{self, Answered, Outcome};
@@ -39,21 +39,21 @@ pub async fn infer<'a>(
     let header_len = header_length(headers)?;
     // Every check that can fail this request alone comes before the cache
     // and coalescing, so no cached or shared answer hides it and it never
-    // reaches an identical request. Replay answers from the raw body,
+    // reaches an identical request. The exact-repeat cache answers from the raw body,
     // which does not cover the budget header: that is checked first.
     let route_budget = budget::route_budget(target.route(config));
     budget::check_header(route_budget, headers)?;
     // A sampled request skips the exact-repeat fast path, so its traffic
     // record has its decoded inputs (a repeat is then an L1 hit).
     let sampled = state.recorders.draw(target.route(config).and_then(|r| r.record.as_ref()));
-    let replay_key = if sampled {
+    let repeat_key = if sampled {
         None
     } else {
-        state.cache.replay_key(
+        state.cache.repeat_key(
             config,
             &target,
             headers,
-            ReplayParts {
+            RepeatParts {
                 generation: snap.generation,
                 name: &target.public_name,
                 version,
@@ -63,8 +63,8 @@ pub async fn infer<'a>(
             },
         )
     };
-    if let Some(entry) = match &replay_key {
-        Some(key) => state.cache.replay(key).await,
+    if let Some(entry) = match &repeat_key {
+        Some(key) => state.cache.remembered(key).await,
         None => None,
     } {
         if let Some(id) = &entry.request_id {
@@ -103,7 +103,7 @@ pub async fn infer<'a>(
         .with_static_header(names::X_SWITCHYARD_DEVICE, answer.device.as_str())
         .with_static_header(names::X_SWITCHYARD_REASON, answer.reason.as_str())
         .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
-    if let Some(key) = replay_key {
+    if let Some(key) = repeat_key {
         state.cache.remember(key, &plan, &answer, &reply, id).await;
     }
     Ok(reply.into())

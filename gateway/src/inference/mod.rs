@@ -13,7 +13,7 @@
 
 pub mod views;
 
-use crate::cache::{CacheStatus, Plan};
+use crate::cache::{CachePlan, CacheStatus};
 use crate::error::GatewayError;
 use crate::record::line::Ending;
 use crate::record::TrafficRecord;
@@ -92,9 +92,9 @@ pub struct Answered {
     pub answer: Arc<Answer>,
     /// Where it came from (`x-cache`).
     pub cache: CacheStatus,
-    /// What the cache did; the REST replay cache keys on it.
-    pub plan: Plan,
-    /// The request `id`, kept for the replay cache.
+    /// What the cache did; the REST exact-repeat cache keys on it.
+    pub plan: CachePlan,
+    /// The request `id`, kept for the exact-repeat cache.
     pub id: Option<String>,
 }
 

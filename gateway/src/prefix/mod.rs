@@ -6,11 +6,11 @@
 //! [`crate::proxy`].
 //!
 //! - [`routes`]: the table and upstream paths.
-//! - [`cache`]: a route's cache and its keys.
-//! - [`cache_policy`], [`sharing`]: what may be stored, for whom.
+//! - [`http_cache`]: a route's HTTP response cache and its keys.
+//! - [`http_cache_policy`], [`sharing`]: what may be stored, for whom.
 
-pub mod cache;
-pub mod cache_policy;
+pub mod http_cache;
+pub mod http_cache_policy;
 pub mod routes;
 pub mod sharing;
 

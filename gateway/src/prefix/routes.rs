@@ -6,7 +6,7 @@
 //! `/apps/foobar`. Paths under `/v2` never reach this table (the V2 API is
 //! the gateway's own; config refuses prefixes there).
 
-use super::cache::PrefixCache;
+use super::http_cache::PrefixCache;
 use crate::config::{PrefixRouteConfig, ProxyConfig};
 use crate::reply::Reply;
 use crate::upstream::{Upstream, Upstreams};

@@ -1,6 +1,6 @@
 //! Whom a stored response may answer: the credentials a request carries
 //! that its cache key does not hold, and which of them a stored response
-//! was allowed for (see [`super::cache_policy`] for the rules that set it).
+//! was allowed for (see [`super::http_cache_policy`] for the rules that set it).
 
 /// Credentials a request carries that its cache key does not hold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,11 +10,11 @@
 //! - [`phases`]: what each Pingora hook does for these requests.
 //! - [`watchdog`]: the response-head deadline Pingora cannot enforce.
 //! - [`headers`]: forwarding and hop-by-hop rules.
-//! - [`cache_step`]: the opt-in body-keyed response cache's part in a
+//! - [`http_cache_step`]: the opt-in body-keyed response cache's part in a
 //!   request (lookup, fill).
 
-pub mod cache_step;
 pub mod headers;
+pub mod http_cache_step;
 pub mod phases;
 pub mod watchdog;
 

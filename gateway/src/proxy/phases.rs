@@ -4,7 +4,7 @@
 //!
 //! 1. [`start`] (`request_filter`): size limit on the declared length
 //!    (413); the cache lookup when the route has one
-//!    ([`super::cache_step`]: the body, at most 64 KiB, is read and kept
+//!    ([`super::http_cache_step`]: the body, at most 64 KiB, is read and kept
 //!    in Pingora's retry buffer, which re-sends it upstream on a miss).
 //!    Otherwise the body is not touched: Pingora streams it to the
 //!    upstream as it arrives.
@@ -46,8 +46,8 @@
 //!    the response had started, only its access-log label
 //!    ([`error_label`]), e.g. `upstream_truncated`.
 
-use super::cache_step::{lookup, CacheStep, Filling, Looked};
 use super::headers::{forward_request, set_trace_context, strip_hop_by_hop, Forwarding};
+use super::http_cache_step::{lookup, Filling, HttpCacheStep, Looked};
 use super::watchdog::{Deadline, Limit, Watchdog};
 use crate::config::Limits;
 use crate::prefix::PrefixRoute;
@@ -87,7 +87,7 @@ pub struct ProxyCtx {
     /// Request body bytes sent upstream.
     pub request_bytes: u64,
     response_bytes: u64,
-    cache: CacheStep,
+    cache: HttpCacheStep,
     filling: Option<Filling>,
     /// The current attempt's head deadline, while the head is awaited.
     watchdog: Option<Watchdog>,
@@ -143,7 +143,7 @@ pub async fn start(
         forwarding,
         request_bytes: 0,
         response_bytes: 0,
-        cache: CacheStep::Off,
+        cache: HttpCacheStep::Off,
         filling: None,
         watchdog: None,
         awaiting_head: false,

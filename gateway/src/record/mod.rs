@@ -36,7 +36,7 @@
 //! can read them, and sample only what you may store.
 //!
 //! What is not recorded yet: streamed calls (SSE, `ModelStreamInfer`).
-//! Exact repeats answered from the REST replay cache are recorded as the
+//! Exact repeats answered from the REST exact-repeat cache are recorded as the
 //! cache hits they are: a sampled request skips that fast path.
 
 pub mod held;
@@ -82,7 +82,7 @@ pub struct Recorders {
 impl Recorders {
     /// Whether this request is sampled under `record` (a uniform draw).
     pub fn draw(&self, record: Option<&RecordConfig>) -> bool {
-        record.is_some_and(|r| crate::draw::next_draw().value() < r.sample)
+        record.is_some_and(|r| crate::random_draws::next_draw().value() < r.sample)
     }
 
     /// Queues `record` for its route's file; never blocks. A record whose

@@ -25,7 +25,7 @@ pub fn route_budget(route: Option<&RouteConfig>) -> RouteBudget {
 }
 
 /// Checks the `x-latency-budget-ms` header alone, before the body is
-/// decoded (exact-repeat replay answers from the raw bytes, which do not
+/// decoded (the exact-repeat cache answers from the raw bytes, which do not
 /// include the headers).
 pub fn check_header(route: RouteBudget, headers: &HeaderMap) -> Result<(), GatewayError> {
     resolve(route, headers, &serde_json::Map::new()).map(|_| ())

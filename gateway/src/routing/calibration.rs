@@ -162,7 +162,7 @@ impl Calibration {
         route: &str,
         inputs: &[(String, Tensor)],
     ) {
-        if crate::draw::next_draw().value() >= settings.shadow {
+        if crate::random_draws::next_draw().value() >= settings.shadow {
             return;
         }
         let (Some(cheap), Some(heavy)) = (

@@ -1,6 +1,6 @@
 //! Executing a cascade plan.
 //!
-//! 1. Run the cheap target (with the plan's fallbacks), asking it for the
+//! 1. Run the cheap placement (with the plan's fallbacks), asking it for the
 //!    confidence output too when the client did not request it.
 //! 2. If a fallback of another model answered, that answer is final
 //!    (reason `fallback`).
@@ -9,7 +9,7 @@
 //!    left now.
 //! 4. Accept: the cheap answer, without the extra output
 //!    (`cascade_confident`, `cascade_no_budget`, `cascade_unavailable`).
-//! 5. Escalate: run the heavy target with the client's original request;
+//! 5. Escalate: run the heavy placement with the client's original request;
 //!    its answer is final (`cascade_escalate`). If that pool fails with an
 //!    error another pool may not have, the runtime's choice of the heavy
 //!    model's pools runs it (`fallback`); if that fails too, the cheap
@@ -17,9 +17,9 @@
 
 use super::backend::Backend;
 use super::confidence::confidence;
-use super::targets::{answer, run_targets, Routing};
+use super::placements::{answer, run_placements, Routing};
 use crate::error::GatewayError;
-use router_policies::{CascadePolicy, CascadeStep, Reason, Target};
+use router_policies::{CascadePolicy, CascadeStep, Placement, Reason};
 use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
 
@@ -28,13 +28,14 @@ pub async fn run_cascade<B: Backend>(
     backend: &B,
     routing: &Routing<'_>,
     policy: &CascadePolicy,
-    cheap: &Target,
-    fallbacks: &[Target],
+    cheap: &Placement,
+    fallbacks: &[Placement],
     request: InferenceRequest,
 ) -> Result<Answer, GatewayError> {
     let output = policy.confidence_output.as_str();
     let (cheap_request, added) = with_output(&request, output, backend.has_output(&cheap.model, output));
-    let mut first = run_targets(backend, routing, cheap, fallbacks, Reason::Cascade, cheap_request).await?;
+    let mut first =
+        run_placements(backend, routing, cheap, fallbacks, Reason::Cascade, cheap_request).await?;
     let score = confidence(&first.outputs, output);
     if added {
         first.outputs.retain(|(name, _)| name != output);

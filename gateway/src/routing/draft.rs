@@ -8,7 +8,7 @@
 //!    so far). When it is not a cascade plan (only one model usable, or
 //!    none), the plain routing path answers: one final, no draft.
 //! 2. Pick the mode: `sequential` as configured, or `parallel` unless the
-//!    heavy target's pool already holds `parallel_queue_limit` queued
+//!    heavy placement's pool already holds `parallel_queue_limit` queued
 //!    requests (default: one full batch per worker), in which case the
 //!    stream runs sequentially so that speculative heavy work does not
 //!    pile onto a saturated pool (`sequential_under_load`).
@@ -39,12 +39,12 @@
 use super::backend::Backend;
 use super::cascade::with_output;
 use super::confidence::confidence;
+use super::placements::{run_placements, Routing};
 use super::run::route;
-use super::targets::{run_targets, Routing};
 use crate::config::draft_section::DraftMode;
-use crate::draw;
 use crate::error::GatewayError;
-use router_policies::{CascadePolicy, CascadeStep, FleetView, Plan, Reason, Target};
+use crate::random_draws;
+use router_policies::{CascadePolicy, CascadeStep, FleetView, Placement, Plan, Reason};
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::task::Poll;
@@ -75,7 +75,7 @@ pub enum Ran {
     Sequential,
     /// Parallel configured, sequential because the heavy pool was loaded.
     SequentialUnderLoad,
-    /// No cascade plan: one target answered, no draft.
+    /// No cascade plan: one placement answered, no draft.
     Single,
 }
 
@@ -140,7 +140,7 @@ pub(super) async fn draft_then_final<B: Backend>(
     let fleet = backend.fleet(routing.models);
     let plan = run.pair.decide(routing.budget_now(), &fleet, routing.estimator);
     let Plan::Cascade { cheap, heavy, fallbacks, .. } = plan else {
-        let answer = route(backend, routing, draw::next_draw(), request).await?;
+        let answer = route(backend, routing, random_draws::next_draw(), request).await?;
         let confidence = known(confidence(&answer.outputs, &run.pair.confidence_output));
         return Ok(Finished { answer, from_draft: false, confidence, ran: Ran::Single });
     };
@@ -156,17 +156,17 @@ pub(super) async fn draft_then_final<B: Backend>(
     }
 }
 
-/// The targets of both legs: the planned pool, then the model's other pools.
+/// The placements of both legs: the planned pool, then the model's other pools.
 struct Legs {
-    cheap: Target,
-    cheap_fallbacks: Vec<Target>,
-    heavy: Target,
-    heavy_fallbacks: Vec<Target>,
+    cheap: Placement,
+    cheap_fallbacks: Vec<Placement>,
+    heavy: Placement,
+    heavy_fallbacks: Vec<Placement>,
 }
 
 impl Legs {
-    fn new(cheap: Target, heavy: Target, fallbacks: &[Target]) -> Legs {
-        let of = |model: &str, except: &str| -> Vec<Target> {
+    fn new(cheap: Placement, heavy: Placement, fallbacks: &[Placement]) -> Legs {
+        let of = |model: &str, except: &str| -> Vec<Placement> {
             fallbacks.iter().filter(|t| t.model == model && t.pool != except).cloned().collect()
         };
         Legs {
@@ -178,29 +178,29 @@ impl Legs {
     }
 }
 
-/// True when the heavy target's pool already holds at least `limit`
+/// True when the heavy placement's pool already holds at least `limit`
 /// queued requests (default: workers times the largest batch).
-fn heavy_is_loaded(fleet: &FleetView, heavy: &Target, limit: Option<usize>) -> bool {
+fn heavy_is_loaded(fleet: &FleetView, heavy: &Placement, limit: Option<usize>) -> bool {
     let Some((_, model)) = fleet.find(&heavy.model) else { return false };
     let Some(pool) = model.pools.iter().find(|p| p.name == heavy.pool) else { return false };
     let limit = limit.unwrap_or(pool.workers.max(1) * pool.max_batch_size.max(1));
     pool.queue_depth >= limit
 }
 
-/// Runs one leg: `target` then `fallbacks`, with the confidence output
+/// Runs one leg: `placement` then `fallbacks`, with the confidence output
 /// added when needed; returns the answer without it and its confidence.
 async fn leg<B: Backend>(
     backend: &B,
     run: &PairRun<'_>,
-    target: &Target,
-    fallbacks: &[Target],
+    placement: &Placement,
+    fallbacks: &[Placement],
     reason: Reason,
     request: &InferenceRequest,
 ) -> Result<Scored, GatewayError> {
     let output = run.pair.confidence_output.as_str();
-    let has_it = !output.is_empty() && backend.has_output(&target.model, output);
+    let has_it = !output.is_empty() && backend.has_output(&placement.model, output);
     let (asked, added) = with_output(request, output, has_it);
-    let mut answer = run_targets(backend, run.routing, target, fallbacks, reason, asked).await?;
+    let mut answer = run_placements(backend, run.routing, placement, fallbacks, reason, asked).await?;
     let confidence = confidence(&answer.outputs, output);
     if added {
         answer.outputs.retain(|(name, _)| name != output);
@@ -301,17 +301,17 @@ async fn sequential<B: Backend>(
     on_draft: DraftSink<'_>,
     ran: Ran,
 ) -> Result<Finished, GatewayError> {
-    let heavy_leg = |target: Target, reason: Option<Reason>| {
+    let heavy_leg = |placement: Placement, reason: Option<Reason>| {
         let request = &request;
         async move {
-            let fallbacks: Vec<Target> = legs
+            let fallbacks: Vec<Placement> = legs
                 .heavy_fallbacks
                 .iter()
                 .chain([&legs.heavy])
-                .filter(|t| t.pool != target.pool)
+                .filter(|t| t.pool != placement.pool)
                 .cloned()
                 .collect();
-            let heavy = leg(backend, run, &target, &fallbacks, Reason::CascadeEscalate, request).await?;
+            let heavy = leg(backend, run, &placement, &fallbacks, Reason::CascadeEscalate, request).await?;
             Ok(heavy_final(heavy, reason, ran))
         }
     };
@@ -331,7 +331,7 @@ async fn sequential<B: Backend>(
     let step =
         run.pair.after_cheap(draft.confidence, run.routing.budget_now(), &fleet, run.routing.estimator);
     match step {
-        CascadeStep::Escalate(target, _) => heavy_leg(target, None).await,
+        CascadeStep::Escalate(placement, _) => heavy_leg(placement, None).await,
         CascadeStep::AcceptUnconfident(Reason::CascadeUnavailable) => {
             Ok(repeat(draft, Reason::CascadeUnavailable, ran))
         }

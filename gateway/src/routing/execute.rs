@@ -18,8 +18,8 @@ use super::calibration::{Calibration, ShadowModels};
 use super::decisions::DecisionCounters;
 use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
 use super::mixed_backend::MixedBackend;
+use super::placements::Routing;
 use super::run::route;
-use super::targets::Routing;
 use crate::config::calibrate_section::CalibrateConfig;
 use crate::config::draft_section::DraftConfig;
 use crate::config::RouteConfig;
@@ -195,7 +195,9 @@ impl<'a> Execution<'a> {
                 };
                 draft_then_final(backend, &run, request, draft.on_draft).await
             }
-            None => route(backend, &routing, crate::draw::next_draw(), request).await.map(Finished::single),
+            None => route(backend, &routing, crate::random_draws::next_draw(), request)
+                .await
+                .map(Finished::single),
         };
         if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
             let models = observers.models;

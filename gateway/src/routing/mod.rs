@@ -7,7 +7,7 @@
 //! Per request: the handler resolves the budget ([`budget`]) before the
 //! cache is consulted; then [`execute`] builds the fleet view ([`fleet`]),
 //! lets the route's policy (`router-policies`) decide, executes the plan
-//! with fallbacks ([`run`], [`targets`], [`cascade`]) or runs the route's
+//! with fallbacks ([`run`], [`placements`], [`cascade`]) or runs the route's
 //! cheap/heavy pair ([`draft`]), shadows a calibrated route's call
 //! ([`calibration`]), marks a degraded answer ([`judge`]), and counts the
 //! decision ([`decisions`]).
@@ -23,8 +23,8 @@ pub mod draft;
 mod execute;
 pub mod fleet;
 pub mod mixed_backend;
+pub mod placements;
 pub mod run;
-pub mod targets;
 
 pub use execute::{execute, RouteRequest, RoutingContext, Strategy};
 pub use switchyard_protocol::answer::Answer;

@@ -1,4 +1,4 @@
-//! Executing a policy's [`Plan`]: one target with its fallbacks, a cascade,
+//! Executing a policy's [`Plan`]: one placement with its fallbacks, a cascade,
 //! or a shed.
 //!
 //! 1. Take a fresh fleet view and decide with the budget spent so far.
@@ -6,7 +6,7 @@
 //!    when the reason is `unavailable`, first let the runtime try the
 //!    route's default model on any pool, so that its own error (e.g. why
 //!    CUDA is missing) reaches the client.
-//! 3. `Single`: run the target; on an error that another pool or model may
+//! 3. `Single`: run the placement; on an error that another pool or model may
 //!    not have (overload, unavailable device, execution failure) try the
 //!    fallbacks in order while budget remains. An answer from a fallback
 //!    says `fallback`.
@@ -14,7 +14,7 @@
 
 use super::backend::{Backend, BackendError};
 use super::cascade::run_cascade;
-use super::targets::{answer, run_targets, shed, Routing};
+use super::placements::{answer, run_placements, shed, Routing};
 use crate::error::GatewayError;
 use router_policies::{Draw, Plan, Reason};
 use switchyard_protocol::answer::Answer;
@@ -31,12 +31,12 @@ pub(super) async fn route<B: Backend>(
     let plan = crate::telemetry::spans::decide()
         .in_scope(|| routing.policy.decide(routing.budget_now(), &fleet, routing.estimator, draw));
     match plan {
-        Plan::Single { target, fallbacks, reason } => {
-            run_targets(backend, routing, &target, &fallbacks, reason, request).await
+        Plan::Single { placement, fallbacks, reason } => {
+            run_placements(backend, routing, &placement, &fallbacks, reason, request).await
         }
         Plan::Cascade { cheap, fallbacks, .. } => match routing.policy.as_cascade() {
             Some(policy) => run_cascade(backend, routing, policy, &cheap, &fallbacks, request).await,
-            None => run_targets(backend, routing, &cheap, &fallbacks, Reason::Cascade, request).await,
+            None => run_placements(backend, routing, &cheap, &fallbacks, Reason::Cascade, request).await,
         },
         Plan::Shed { reason: Reason::Unavailable, retry_after } => {
             last_resort(backend, routing, request).await.map_err(|e| {

@@ -68,7 +68,7 @@ pub fn start<'a>(state: &'a AppState, snap: &'a Snapshot, job: Job) -> EventStre
     let route = job.target.is_route.then(|| config.route(&job.target.public_name)).flatten();
     let heartbeat = route.map_or(crate::config::draft_section::DEFAULT_HEARTBEAT, |r| r.draft.heartbeat);
     let computing = match job.plan {
-        crate::cache::Plan::Lookup(..) => crate::cache::CacheStatus::Miss,
+        crate::cache::CachePlan::Lookup(..) => crate::cache::CacheStatus::Miss,
         _ => crate::cache::CacheStatus::Bypass,
     };
     let (tx, events) = tokio::sync::mpsc::unbounded_channel();

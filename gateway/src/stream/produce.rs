@@ -17,7 +17,7 @@
 //! Events are emitted as V2 response parts; the front end encodes them
 //! (SSE in [`super::respond`], gRPC in `crate::grpc::stream`).
 
-use crate::cache::{CacheStatus, Plan};
+use crate::cache::{CachePlan, CacheStatus};
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
 use crate::metrics::streams::{StreamCount, StreamCounters};
@@ -43,7 +43,7 @@ pub struct Job {
     /// Inputs and requested outputs.
     pub request: InferenceRequest,
     /// What the cache does.
-    pub plan: Plan,
+    pub plan: CachePlan,
     /// The request's budget, resolved by the handler.
     pub budget: Budget,
     /// When the request arrived.
@@ -106,7 +106,8 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     let Job { target, decoded, request, plan, budget, received, batched } = job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
-    let computing = if matches!(plan, Plan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
+    let computing =
+        if matches!(plan, CachePlan::Lookup(..)) { CacheStatus::Miss } else { CacheStatus::Bypass };
     let max_response = config.server.limits.max_response_bytes;
     let encode = |answer: &Answer, info: EventInfo| {
         encode_event(&target, &decoded, (batched, max_response), answer, info)

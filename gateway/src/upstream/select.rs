@@ -19,7 +19,7 @@
 //! [`pick_two`] is the pure core of step 3.
 
 use super::address::{Address, Attempt};
-use crate::draw::next_draw;
+use crate::random_draws::next_draw;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -3,18 +3,18 @@
 //! inputs are easy and a confidence score (e.g. the top softmax probability)
 //! tells the hard ones apart; it also drives draft-then-final streaming.
 //!
-//! The gateway calls [`CascadePolicy::decide`] first, runs the cheap target,
+//! The gateway calls [`CascadePolicy::decide`] first, runs the cheap placement,
 //! reads the confidence from `confidence_output`, then calls
 //! [`CascadePolicy::after_cheap`] with the budget left.
 
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::device_choice::choose_pool;
 use crate::evaluate::{fallbacks, find, next_candidate_or_shed, place_all, place_every, single, Placed};
 use crate::fleet::{CandidateModel, FleetView};
 use crate::plan::{CascadeStep, Plan};
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -48,7 +48,7 @@ impl CascadePolicy {
     ///    (a model whose pools are all paused counts only when no other
     ///    model is usable; the heavy model counts even then).
     /// 3. Both usable: a cascade plan, reason `cascade`; the cheap model is
-    ///    placed with the whole remaining budget, the heavy target is as
+    ///    placed with the whole remaining budget, the heavy placement is as
     ///    predicted now. Fallbacks: the cheap model's other pools, then the
     ///    heavy model's pools, then the other usable models in route order.
     /// 4. Only one usable: run it alone, reason `fallback`.
@@ -69,8 +69,8 @@ impl CascadePolicy {
                 let order: Vec<&Placed<'_>> =
                     std::iter::once(heavy).chain(placed.iter().filter(|p| p.index != heavy.index)).collect();
                 Plan::Cascade {
-                    cheap: cheap.choice.target.clone(),
-                    heavy: heavy.choice.target.clone(),
+                    cheap: cheap.choice.placement.clone(),
+                    heavy: heavy.choice.placement.clone(),
                     threshold: self.threshold,
                     fallbacks: fallbacks(cheap, order),
                     reason: Reason::Cascade,
@@ -106,7 +106,7 @@ impl CascadePolicy {
         let heavy = self.resolve(fleet).1.and_then(|m| choose_pool(m, budget.remaining(), estimator));
         match heavy {
             None => CascadeStep::AcceptUnconfident(Reason::CascadeUnavailable),
-            Some(choice) if choice.fits() => CascadeStep::Escalate(choice.target, Reason::CascadeEscalate),
+            Some(choice) if choice.fits() => CascadeStep::Escalate(choice.placement, Reason::CascadeEscalate),
             Some(_) => CascadeStep::AcceptUnconfident(Reason::CascadeNoBudget),
         }
     }
@@ -145,29 +145,29 @@ impl CascadePolicy {
 
     /// Appends issues: threshold in `[0, 1]`; output named; the route has
     /// two models; `cheap`/`heavy` are route models and differ.
-    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<PolicyIssue>) {
         if !(0.0..=1.0).contains(&self.threshold) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.threshold",
                 format!("must be between 0 and 1, got {}", self.threshold),
             ));
         }
         if self.confidence_output.trim().is_empty() {
-            issues.push(ConfigIssue::new("policy.confidence_output", "must name the cheap model's output"));
+            issues.push(PolicyIssue::new("policy.confidence_output", "must name the cheap model's output"));
         }
         if route_models.len() < 2 {
-            issues.push(ConfigIssue::new("policy", "a cascade needs a route with at least two models"));
+            issues.push(PolicyIssue::new("policy", "a cascade needs a route with at least two models"));
         }
         for (field, name) in [("cheap", &self.cheap), ("heavy", &self.heavy)] {
             if let Some(name) = name.as_ref().filter(|n| !route_models.contains(n)) {
-                issues.push(ConfigIssue::new(
+                issues.push(PolicyIssue::new(
                     format!("policy.{field}"),
                     format!("model {name:?} is not one of the route's models {route_models:?}"),
                 ));
             }
         }
         if self.cheap.is_some() && self.cheap == self.heavy {
-            issues.push(ConfigIssue::new("policy.heavy", "must differ from policy.cheap"));
+            issues.push(PolicyIssue::new("policy.heavy", "must differ from policy.cheap"));
         }
     }
 }

@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::evaluate::{find, next_candidate_or_shed, place_all, single};
 use crate::fleet::FleetView;
 use crate::plan::Plan;
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -43,9 +43,9 @@ impl FixedPolicy {
     }
 
     /// Appends issues: the model must be one of the route's models.
-    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<PolicyIssue>) {
         if !route_models.contains(&self.model) {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.model",
                 format!("model {:?} is not one of the route's models {route_models:?}", self.model),
             ));
@@ -65,8 +65,11 @@ mod tests {
     #[test]
     fn runs_the_configured_model_on_its_best_pool() {
         let plan = fixed("heavy").decide(budget_ms(50), &two_models(), &estimator());
-        let Plan::Single { target, fallbacks, reason } = plan else { panic!("{plan:?}") };
-        assert_eq!((target.model.as_str(), target.pool.as_str(), reason), ("heavy", "gpu", Reason::Fixed));
+        let Plan::Single { placement, fallbacks, reason } = plan else { panic!("{plan:?}") };
+        assert_eq!(
+            (placement.model.as_str(), placement.pool.as_str(), reason),
+            ("heavy", "gpu", Reason::Fixed)
+        );
         assert_eq!(names(&fallbacks), ["heavy/cpu", "cheap/gpu", "cheap/cpu"]);
     }
 
@@ -83,8 +86,8 @@ mod tests {
     fn never_sheds_for_time_even_when_the_budget_is_spent() {
         let spent = Budget::new(ms(20)).with_spent(ms(30));
         let plan = fixed("heavy").decide(spent, &two_models(), &estimator());
-        let target = plan.primary().unwrap();
-        assert_eq!((target.model.as_str(), target.pool.as_str()), ("heavy", "gpu"));
+        let placement = plan.primary().unwrap();
+        assert_eq!((placement.model.as_str(), placement.pool.as_str()), ("heavy", "gpu"));
         assert_eq!(plan.reason(), Reason::Fixed);
     }
 

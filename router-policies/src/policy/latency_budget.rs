@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::evaluate::{place_all, shed_unusable, single, Placed};
 use crate::fleet::FleetView;
 use crate::plan::{shed, Plan};
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -83,16 +83,16 @@ impl LatencyBudgetPolicy {
         }
         let margin = if self.shed_margin.is_nan() { 0.0 } else { self.shed_margin.max(0.0) };
         let allowed = remaining.as_secs_f64() * (1.0 + margin);
-        if !never_shed && first.choice.target.predicted.as_secs_f64() > allowed {
+        if !never_shed && first.choice.placement.predicted.as_secs_f64() > allowed {
             return shed(drain, Reason::Shed);
         }
         single(first, &placed, Reason::BudgetFastest)
     }
 
     /// Appends issues: `shed_margin` must be a number >= 0.
-    pub(crate) fn validate(&self, issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, issues: &mut Vec<PolicyIssue>) {
         if self.shed_margin.is_nan() || self.shed_margin < 0.0 {
-            issues.push(ConfigIssue::new(
+            issues.push(PolicyIssue::new(
                 "policy.shed_margin",
                 format!("must be >= 0 (inf never sheds), got {}", self.shed_margin),
             ));
@@ -104,7 +104,7 @@ impl LatencyBudgetPolicy {
 fn preference(a: &Placed<'_>, b: &Placed<'_>) -> Ordering {
     let by_quality = b.model.quality_rank.cmp(&a.model.quality_rank);
     let by_cost = a.model.relative_cost.total_cmp(&b.model.relative_cost);
-    let by_time = a.choice.target.predicted.cmp(&b.choice.target.predicted);
+    let by_time = a.choice.placement.predicted.cmp(&b.choice.placement.predicted);
     let order = match (a.choice.fits(), b.choice.fits()) {
         (true, false) => return Ordering::Less,
         (false, true) => return Ordering::Greater,

@@ -29,10 +29,10 @@ pub use weighted::{ModelWeight, WeightedPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::{into_result, ConfigIssue};
 use crate::draw::Draw;
 use crate::fleet::FleetView;
 use crate::plan::Plan;
+use crate::policy_issue::{into_result, PolicyIssue};
 use crate::predict::Estimator;
 
 /// A route's `policy` config table, e.g.
@@ -64,10 +64,10 @@ impl PolicyConfig {
 
     /// Checks the policy against the route's model names, at start-up and on
     /// reload. Every issue is reported; paths start with `policy`.
-    pub fn validate(&self, route_models: &[String]) -> Result<(), Vec<ConfigIssue>> {
+    pub fn validate(&self, route_models: &[String]) -> Result<(), Vec<PolicyIssue>> {
         let mut issues = Vec::new();
         if route_models.is_empty() {
-            issues.push(ConfigIssue::new("policy", "the route has no models to choose from"));
+            issues.push(PolicyIssue::new("policy", "the route has no models to choose from"));
         }
         match self {
             PolicyConfig::Fixed(policy) => policy.validate(route_models, &mut issues),

@@ -5,11 +5,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
-use crate::config_issue::ConfigIssue;
 use crate::draw::Draw;
 use crate::evaluate::{find, next_candidate_or_shed, place_all, single, Placed};
 use crate::fleet::FleetView;
 use crate::plan::Plan;
+use crate::policy_issue::PolicyIssue;
 use crate::predict::Estimator;
 use crate::reason::Reason;
 
@@ -89,25 +89,25 @@ impl WeightedPolicy {
 
     /// Appends issues: at least one entry; each weight finite and > 0; each
     /// model one of the route's, named once.
-    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<ConfigIssue>) {
+    pub(crate) fn validate(&self, route_models: &[String], issues: &mut Vec<PolicyIssue>) {
         if self.weights.is_empty() {
-            issues.push(ConfigIssue::new("policy.weights", "must name at least one model"));
+            issues.push(PolicyIssue::new("policy.weights", "must name at least one model"));
         }
         for (i, entry) in self.weights.iter().enumerate() {
             if !(entry.weight.is_finite() && entry.weight > 0.0) {
-                issues.push(ConfigIssue::new(
+                issues.push(PolicyIssue::new(
                     format!("policy.weights[{i}].weight"),
                     format!("must be a finite number > 0, got {}", entry.weight),
                 ));
             }
             if !route_models.contains(&entry.model) {
-                issues.push(ConfigIssue::new(
+                issues.push(PolicyIssue::new(
                     format!("policy.weights[{i}].model"),
                     format!("model {:?} is not one of the route's models {route_models:?}", entry.model),
                 ));
             }
             if self.weights[..i].iter().any(|earlier| earlier.model == entry.model) {
-                issues.push(ConfigIssue::new(
+                issues.push(PolicyIssue::new(
                     format!("policy.weights[{i}].model"),
                     format!("model {:?} is listed more than once", entry.model),
                 ));
@@ -115,7 +115,7 @@ impl WeightedPolicy {
         }
         let total: f64 = self.weights.iter().map(share).sum();
         if !total.is_finite() {
-            issues.push(ConfigIssue::new("policy.weights", "the weights' sum must be finite"));
+            issues.push(PolicyIssue::new("policy.weights", "the weights' sum must be finite"));
         }
     }
 }

@@ -21,7 +21,7 @@
 //! - `pull`, `download`, `part_writer`, [`integrity`]: one version's
 //!   files, fetched in parallel ranges written in place as they arrive,
 //!   and checked against ETag or checksum objects;
-//! - `cache`, [`manifest`]: the disk cache (atomic installs, LRU eviction
+//! - `disk_cache`, [`manifest`]: the disk cache (atomic installs, LRU eviction
 //!   under a size bound, leases on served versions);
 //! - [`versions`]: Triton's version policies;
 //! - [`triton`]: `config.pbtxt` and whole Triton repositories as
@@ -36,7 +36,7 @@
 
 pub mod aws_env;
 mod backend;
-mod cache;
+mod disk_cache;
 mod download;
 pub mod error;
 pub mod integrity;
@@ -53,11 +53,11 @@ pub mod uri;
 pub mod versions;
 
 pub use aws_env::{AwsEnv, Secret};
-pub use cache::CacheLease;
+pub use disk_cache::DiskCacheLease;
 pub use error::StoreError;
 pub use listing::{ObjectInfo, RepositoryChange, RepositoryListing};
 pub use model_store::{LocalVersion, ModelStore, VersionSource};
-pub use settings::{CacheSettings, IntegritySettings, S3Settings, StoreSettings, TransferSettings};
+pub use settings::{DiskCacheSettings, IntegritySettings, S3Settings, StoreSettings, TransferSettings};
 pub use stats::StoreStats;
 pub use uri::StoreUri;
 pub use versions::{VersionPolicy, VersionSelection};

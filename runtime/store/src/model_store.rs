@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 
 use crate::aws_env::AwsEnv;
 use crate::backend::{open, Backend};
-use crate::cache::{CacheLease, DiskCache};
+use crate::disk_cache::{DiskCache, DiskCacheLease};
 use crate::error::StoreError;
 use crate::listing::{ObjectInfo, RepositoryChange, RepositoryListing, VersionListing};
 use crate::object_list::list_objects;
@@ -52,7 +52,7 @@ pub enum VersionSource {
 }
 
 /// A model version available as local files. Holding it keeps the version
-/// in the cache (see [`CacheLease`]).
+/// in the cache (see [`DiskCacheLease`]).
 #[derive(Debug, Clone)]
 pub struct LocalVersion {
     /// The model.
@@ -64,7 +64,7 @@ pub struct LocalVersion {
     /// Where the files came from.
     pub source: VersionSource,
     /// Keeps the version from being evicted while held.
-    pub lease: CacheLease,
+    pub lease: DiskCacheLease,
 }
 
 impl LocalVersion {
@@ -74,7 +74,7 @@ impl LocalVersion {
     }
 }
 
-type Flight = Shared<BoxFuture<'static, Result<(CacheLease, VersionSource), StoreError>>>;
+type Flight = Shared<BoxFuture<'static, Result<(DiskCacheLease, VersionSource), StoreError>>>;
 
 /// A model repository in an object store or a local folder. Share it as
 /// `Arc<ModelStore>`.
@@ -292,7 +292,7 @@ impl ModelStore {
             version,
             dir,
             source: VersionSource::InPlace,
-            lease: CacheLease::none(model, version),
+            lease: DiskCacheLease::none(model, version),
         })
     }
 
@@ -319,7 +319,7 @@ impl ModelStore {
         model: &str,
         version: u64,
         listing: Option<VersionListing>,
-    ) -> Result<(CacheLease, VersionSource), StoreError> {
+    ) -> Result<(DiskCacheLease, VersionSource), StoreError> {
         let Some(cache) = &self.cache else {
             return Err(StoreError::cache(PathBuf::new(), "no cache for a local repository"));
         };

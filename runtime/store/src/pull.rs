@@ -1,7 +1,7 @@
 //! Pulling one model version from the store into the cache: its checksum
 //! objects first (small), then its other files, several at once, each
 //! checked ([`crate::integrity`]), all into a temporary folder that is
-//! installed into the cache in one rename ([`crate::cache`]).
+//! installed into the cache in one rename ([`crate::disk_cache`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,7 +12,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::ObjectStoreExt;
 
 use crate::backend::{map_error, Backend};
-use crate::cache::{CacheLease, DiskCache};
+use crate::disk_cache::{DiskCache, DiskCacheLease};
 use crate::download::download;
 use crate::error::StoreError;
 use crate::integrity::{Expected, CHECKSUM_SUFFIX};
@@ -37,7 +37,7 @@ pub(crate) async fn pull_version(
     model: &str,
     version: u64,
     listing: &VersionListing,
-) -> Result<CacheLease, StoreError> {
+) -> Result<DiskCacheLease, StoreError> {
     let tmp = ctx.cache.temp_dir()?;
     let result = fetch_all(ctx, &tmp, listing).await;
     let installed = match result {

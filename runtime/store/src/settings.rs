@@ -17,7 +17,7 @@ pub struct StoreSettings {
     /// How to reach an S3-compatible store (ignored for `file://`).
     pub s3: S3Settings,
     /// The local disk cache that S3 downloads go into.
-    pub cache: CacheSettings,
+    pub cache: DiskCacheSettings,
     /// Download tuning and timeouts.
     pub transfer: TransferSettings,
     /// How downloads are checked (see [`crate::integrity`]).
@@ -31,7 +31,10 @@ impl StoreSettings {
         StoreSettings {
             uri,
             s3: S3Settings::default(),
-            cache: CacheSettings { dir: cache_dir.into(), max_bytes: CacheSettings::DEFAULT_MAX_BYTES },
+            cache: DiskCacheSettings {
+                dir: cache_dir.into(),
+                max_bytes: DiskCacheSettings::DEFAULT_MAX_BYTES,
+            },
             transfer: TransferSettings::default(),
             integrity: IntegritySettings::default(),
         }
@@ -63,7 +66,7 @@ pub struct S3Settings {
 
 /// The local disk cache of downloaded model versions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheSettings {
+pub struct DiskCacheSettings {
     /// The cache folder (created when missing). Several gateways may share
     /// it on one machine: downloads are written under temporary names and
     /// renamed into place.
@@ -75,7 +78,7 @@ pub struct CacheSettings {
     pub max_bytes: u64,
 }
 
-impl CacheSettings {
+impl DiskCacheSettings {
     /// 20 GiB.
     pub const DEFAULT_MAX_BYTES: u64 = 20 << 30;
 }

@@ -5,7 +5,7 @@
 use super::route;
 use crate::error::GatewayError;
 use crate::routing::backend::{Backend, BackendError, BackendResponse};
-use crate::routing::targets::Routing;
+use crate::routing::placements::Routing;
 use crate::test_util::response;
 use crate::upstream_error::{UpstreamError, UpstreamFailure};
 use parking_lot::Mutex;
@@ -166,7 +166,7 @@ fn s(a: &str, b: &str) -> (String, Option<String>) {
 }
 
 #[tokio::test]
-async fn single_target_runs_on_the_chosen_pool() {
+async fn single_placement_runs_on_the_chosen_pool() {
     let fake = Fake::new(fleet()).on("heavy", "fast", Ok(vec![0.9, 0.1]));
     let (policy, models, est) = (fixed("heavy"), models(), Estimator::default());
     let a = route(&fake, &routing(&policy, &models, &est, 100), Draw::new(0.0), request(None)).await.unwrap();

@@ -79,9 +79,9 @@ fn confident_cheap_answer_is_accepted() {
 fn unconfident_answer_escalates_when_the_heavy_model_fits() {
     let budget = budget_ms(50).spend(ms(5));
     let step = policy().after_cheap(0.5, budget, &two_models(), &estimator());
-    let CascadeStep::Escalate(target, reason) = &step else { panic!("{step:?}") };
+    let CascadeStep::Escalate(placement, reason) = &step else { panic!("{step:?}") };
     assert_eq!(
-        (target.model.as_str(), target.pool.as_str(), *reason),
+        (placement.model.as_str(), placement.pool.as_str(), *reason),
         ("heavy", "gpu", Reason::CascadeEscalate)
     );
     assert_eq!(step.reason(), Reason::CascadeEscalate);
@@ -95,8 +95,8 @@ fn escalation_uses_the_spill_over_pool_when_the_gpu_is_busy() {
     let mut f = two_models();
     pool_mut(&mut f, "heavy", "gpu").queue_depth = 64;
     let step = policy().after_cheap(0.1, budget_ms(45), &f, &estimator());
-    let CascadeStep::Escalate(target, _) = step else { panic!() };
-    assert_eq!(target.pool, "cpu");
+    let CascadeStep::Escalate(placement, _) = step else { panic!() };
+    assert_eq!(placement.pool, "cpu");
 }
 
 #[test]

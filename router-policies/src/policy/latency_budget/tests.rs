@@ -9,8 +9,8 @@ fn policy() -> LatencyBudgetPolicy {
 }
 
 fn chosen(plan: &Plan) -> String {
-    let target = plan.primary().expect("a target");
-    format!("{}/{}", target.model, target.pool)
+    let placement = plan.primary().expect("a placement");
+    format!("{}/{}", placement.model, placement.pool)
 }
 
 #[test]
@@ -120,8 +120,8 @@ fn a_model_without_statistics_is_tried_on_its_prior() {
         p.latency = LatencyModel::default();
     }
     let plan = policy().decide(budget_ms(8), &f, &estimator());
-    let target = plan.primary().unwrap();
-    assert_eq!((target.model.as_str(), target.basis), ("heavy", EstimateBasis::Prior));
+    let placement = plan.primary().unwrap();
+    assert_eq!((placement.model.as_str(), placement.basis), ("heavy", EstimateBasis::Prior));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 use crate::test_util::*;
 use crate::{
-    CascadePolicy, ConfigIssue, Device, Draw, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig,
+    CascadePolicy, Device, Draw, FixedPolicy, LatencyBudgetPolicy, ModelWeight, PolicyConfig, PolicyIssue,
     Reason, WeightedPolicy,
 };
 use std::collections::HashSet;
@@ -18,7 +18,7 @@ fn route(models: &[&str]) -> Vec<String> {
     models.iter().map(|m| m.to_string()).collect()
 }
 
-fn paths(result: Result<(), Vec<ConfigIssue>>) -> Vec<String> {
+fn paths(result: Result<(), Vec<PolicyIssue>>) -> Vec<String> {
     result.unwrap_err().into_iter().map(|i| i.path).collect()
 }
 
@@ -149,7 +149,7 @@ fn invalid_configs_name_every_failing_field() {
 #[test]
 fn issues_read_well() {
     let issue =
-        ConfigIssue::new("policy.threshold", "must be between 0 and 1, got 1.5").prefixed("routes[2]");
+        PolicyIssue::new("policy.threshold", "must be between 0 and 1, got 1.5").prefixed("routes[2]");
     assert_eq!(issue.to_string(), "routes[2].policy.threshold: must be between 0 and 1, got 1.5");
 }
 

@@ -4,7 +4,7 @@
 
 use crate::test_util::*;
 use crate::{
-    choose_pool, CascadePolicy, CascadeStep, FixedPolicy, LatencyBudgetPolicy, Placement, Plan, Reason,
+    choose_pool, CascadePolicy, CascadeStep, FixedPolicy, LatencyBudgetPolicy, Plan, PoolFit, Reason,
     MIN_RETRY_AFTER,
 };
 
@@ -21,11 +21,11 @@ fn a_paused_pool_never_fits_and_ranks_last() {
     let mut f = two_models();
     pause(&mut f, "heavy", "gpu");
     let choice = choose_pool(&f.candidates[1], ms(1000), &estimator()).unwrap();
-    assert_eq!(choice.target.pool, "cpu", "the pool that serves, though costlier");
+    assert_eq!(choice.placement.pool, "cpu", "the pool that serves, though costlier");
     assert!(choice.alternatives.is_empty(), "a paused pool is no fallback: {:?}", choice.alternatives);
     pause(&mut f, "heavy", "cpu");
     let choice = choose_pool(&f.candidates[1], ms(1000), &estimator()).unwrap();
-    assert_eq!((choice.placement, choice.fits()), (Placement::Paused, false));
+    assert_eq!((choice.fit, choice.fits()), (PoolFit::Paused, false));
     assert_eq!(choice.prediction.completion(), std::time::Duration::MAX);
 }
 

@@ -83,19 +83,19 @@ fn simulate(policy: &PolicyConfig, cpu_available: bool) -> Outcome {
             }
             view.candidates[0].pools[1].available = cpu_available;
             let plan = policy.decide(Budget::new(ms(BUDGET_MS)), &view, &estimator(), Draw::new(0.0));
-            let Some(target) = plan.primary() else {
+            let Some(placement) = plan.primary() else {
                 outcome.shed += 1;
                 continue;
             };
             if matches!(plan.reason(), Reason::BudgetFit | Reason::SpillOver) {
-                assert!(target.predicted <= ms(BUDGET_MS), "{plan:?}");
+                assert!(placement.predicted <= ms(BUDGET_MS), "{plan:?}");
             }
             outcome.spilled += usize::from(plan.reason() == Reason::SpillOver);
-            let index = pools.iter().position(|p| p.name == target.pool).unwrap();
+            let index = pools.iter().position(|p| p.name == placement.pool).unwrap();
             outcome.per_pool[index] += 1;
             let id = done.len();
             done.push(None);
-            arrivals.push((now, target.predicted.as_millis() as u64));
+            arrivals.push((now, placement.predicted.as_millis() as u64));
             pools[index].queue.push_back(id);
             pools[index].start(now);
         }

@@ -9,7 +9,7 @@ fn weights(entries: &[(&str, f64)]) -> WeightedPolicy {
 
 fn pick(policy: &WeightedPolicy, fleet: &crate::FleetView, draw: f64) -> (String, Reason) {
     let plan = policy.decide(budget_ms(50), fleet, &estimator(), Draw::new(draw));
-    (plan.primary().expect("target").model.clone(), plan.reason())
+    (plan.primary().expect("placement").model.clone(), plan.reason())
 }
 
 #[test]

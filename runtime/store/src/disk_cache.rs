@@ -1,6 +1,6 @@
 //! The local disk cache of model versions pulled from an object store.
 //!
-//! Layout under [`CacheSettings::dir`]:
+//! Layout under [`DiskCacheSettings::dir`]:
 //!
 //! ```text
 //! tmp/<unique>/...                       downloads in progress (never read)
@@ -15,9 +15,9 @@
 //! of a replacement could leave) is deleted when the cache is opened.
 //!
 //! Size bound and eviction: the cache keeps the total size of its versions
-//! under [`CacheSettings::max_bytes`] by deleting the least recently used
+//! under [`DiskCacheSettings::max_bytes`] by deleting the least recently used
 //! versions before installing a new one. Versions pinned by a
-//! [`CacheLease`] (the ones being served) are never deleted; when they alone
+//! [`DiskCacheLease`] (the ones being served) are never deleted; when they alone
 //! exceed the bound the install goes ahead with a warning. Last use is the
 //! manifest's modification time, so the order survives restarts.
 //!
@@ -38,7 +38,7 @@ use parking_lot::Mutex;
 use crate::error::StoreError;
 use crate::listing::{ModelListing, ObjectInfo, RepositoryListing};
 use crate::manifest::{touch, write_atomic, write_json, VersionManifest, MODEL_FILES};
-use crate::settings::CacheSettings;
+use crate::settings::DiskCacheSettings;
 
 /// Temporary folders older than this are taken for leftovers of a crashed
 /// process and deleted when a cache is opened.
@@ -76,28 +76,28 @@ pub(crate) struct DiskCache {
 /// Keeps a cached version from being evicted while held (the gateway holds
 /// one per served model version, in its serving snapshot).
 #[derive(Debug)]
-pub struct CacheLease {
+pub struct DiskCacheLease {
     cache: Option<Arc<Inner>>,
     key: Key,
 }
 
-impl Clone for CacheLease {
+impl Clone for DiskCacheLease {
     fn clone(&self) -> Self {
         if let Some(inner) = &self.cache {
             *inner.state.lock().pins.entry(self.key.clone()).or_default() += 1;
         }
-        CacheLease { cache: self.cache.clone(), key: self.key.clone() }
+        DiskCacheLease { cache: self.cache.clone(), key: self.key.clone() }
     }
 }
 
-impl CacheLease {
+impl DiskCacheLease {
     /// A lease on nothing (a version read in place from a `file://` store).
-    pub(crate) fn none(model: &str, version: u64) -> CacheLease {
-        CacheLease { cache: None, key: (model.to_string(), version) }
+    pub(crate) fn none(model: &str, version: u64) -> DiskCacheLease {
+        DiskCacheLease { cache: None, key: (model.to_string(), version) }
     }
 }
 
-impl Drop for CacheLease {
+impl Drop for DiskCacheLease {
     fn drop(&mut self) {
         let Some(inner) = &self.cache else { return };
         let mut state = inner.state.lock();
@@ -115,7 +115,7 @@ impl DiskCache {
     /// `store_id` (a stable string naming bucket, prefix and endpoint),
     /// deletes leftovers and indexes the complete versions. Blocking.
     pub(crate) fn open(
-        settings: &CacheSettings,
+        settings: &DiskCacheSettings,
         store_id: &str,
         store_name: &str,
     ) -> Result<DiskCache, StoreError> {
@@ -156,7 +156,7 @@ impl DiskCache {
     }
 
     /// Pins a cached version and marks it used now.
-    pub(crate) fn lease(&self, model: &str, version: u64) -> CacheLease {
+    pub(crate) fn lease(&self, model: &str, version: u64) -> DiskCacheLease {
         let key = (model.to_string(), version);
         touch(&self.version_dir(model, version));
         let mut state = self.inner.state.lock();
@@ -164,7 +164,7 @@ impl DiskCache {
             entry.used = SystemTime::now();
         }
         *state.pins.entry(key.clone()).or_default() += 1;
-        CacheLease { cache: Some(Arc::clone(&self.inner)), key }
+        DiskCacheLease { cache: Some(Arc::clone(&self.inner)), key }
     }
 
     /// A new, empty temporary folder for a download.
@@ -189,7 +189,7 @@ impl DiskCache {
         &self,
         manifest: &VersionManifest,
         tmp: &Path,
-    ) -> Result<(CacheLease, u64), StoreError> {
+    ) -> Result<(DiskCacheLease, u64), StoreError> {
         let key = (manifest.model.clone(), manifest.version);
         let bytes = manifest.bytes();
         manifest.write(tmp)?;
@@ -218,7 +218,7 @@ impl DiskCache {
         state.entries.insert(key.clone(), Entry { bytes, used: SystemTime::now() });
         *state.pins.entry(key.clone()).or_default() += 1;
         drop(state);
-        Ok((CacheLease { cache: Some(Arc::clone(&self.inner)), key }, evicted))
+        Ok((DiskCacheLease { cache: Some(Arc::clone(&self.inner)), key }, evicted))
     }
 
     /// Deletes least-recently-used unpinned versions (other than `key`)

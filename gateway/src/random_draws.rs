@@ -1,5 +1,6 @@
-//! Random draws for the weighted policy: a SplitMix64 sequence over an
-//! atomic counter, seeded once per process. Not cryptographic; uniform and
+//! The process's generator of random draws (router_policies' [`Draw`]
+//! values) for the weighted policy, upstream selection and sampling: a
+//! SplitMix64 sequence over an atomic counter, seeded once per process. Not cryptographic; uniform and
 //! lock-free, which is all a traffic split needs.
 
 use router_policies::Draw;

@@ -1,11 +1,11 @@
-//! Running concrete targets: what one request's routing holds fixed
-//! ([`Routing`]), one target with its fallbacks ([`run_targets`]), and the
+//! Running concrete placements: what one request's routing holds fixed
+//! ([`Routing`]), one placement with its fallbacks ([`run_placements`]), and the
 //! answer or shed error it ends with. Used by plan execution
 //! ([`super::run`]) and by the cascade ([`super::cascade`]) alike.
 
 use super::backend::{Backend, BackendResponse};
 use crate::error::GatewayError;
-use router_policies::{Budget, Estimator, PolicyConfig, Reason, Target};
+use router_policies::{Budget, Estimator, Placement, PolicyConfig, Reason};
 use std::time::Instant;
 use switchyard_protocol::answer::Answer;
 use switchyard_runtime::InferenceRequest;
@@ -38,19 +38,19 @@ impl Routing<'_> {
     }
 }
 
-/// Runs `target`, then each fallback on a retryable error while budget
-/// remains. The first target's answer carries `reason`; a fallback's says
-/// `fallback`. Every target failing returns the last error.
-pub async fn run_targets<B: Backend>(
+/// Runs `placement`, then each fallback on a retryable error while budget
+/// remains. The first placement's answer carries `reason`; a fallback's says
+/// `fallback`. Every placement failing returns the last error.
+pub async fn run_placements<B: Backend>(
     backend: &B,
     routing: &Routing<'_>,
-    target: &Target,
-    fallbacks: &[Target],
+    placement: &Placement,
+    fallbacks: &[Placement],
     reason: Reason,
     request: InferenceRequest,
 ) -> Result<Answer, GatewayError> {
     let mut last = None;
-    for (i, t) in std::iter::once(target).chain(fallbacks).enumerate() {
+    for (i, t) in std::iter::once(placement).chain(fallbacks).enumerate() {
         if i > 0 && routing.budget_now().is_exhausted() {
             break;
         }

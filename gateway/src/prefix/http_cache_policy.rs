@@ -1,4 +1,4 @@
-//! What a prefix route's cache may store and whom it may serve: the rules
+//! What a prefix route's HTTP response cache may store and whom it may serve: the rules
 //! of a shared cache (RFC 9111), since one entry answers every client.
 //!
 //! A response is stored ([`storable`]) only when:
@@ -24,7 +24,7 @@
 //! The entry lives for the route's `ttl_s`, or less when the response's
 //! `s-maxage` / `max-age` (less its `Age`) says so.
 
-use super::cache::PrefixCache;
+use super::http_cache::PrefixCache;
 pub use super::sharing::{Credentials, Sharing};
 use http::header::{AGE, AUTHORIZATION, CACHE_CONTROL, COOKIE, SET_COOKIE, VARY};
 use http::HeaderMap;

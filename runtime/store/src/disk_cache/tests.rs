@@ -8,7 +8,7 @@ use std::path::Path;
 use super::DiskCache;
 use crate::listing::ObjectInfo;
 use crate::manifest::VersionManifest;
-use crate::settings::CacheSettings;
+use crate::settings::DiskCacheSettings;
 
 fn manifest(model: &str, version: u64, size: u64) -> VersionManifest {
     let info =
@@ -22,14 +22,14 @@ fn manifest(model: &str, version: u64, size: u64) -> VersionManifest {
 }
 
 /// Downloads (by hand) a version of `size` bytes and installs it.
-fn put(cache: &DiskCache, model: &str, version: u64, size: u64) -> super::CacheLease {
+fn put(cache: &DiskCache, model: &str, version: u64, size: u64) -> super::DiskCacheLease {
     let tmp = cache.temp_dir().unwrap();
     std::fs::write(tmp.join("model.onnx"), vec![7u8; size as usize]).unwrap();
     cache.install(&manifest(model, version, size), &tmp).unwrap().0
 }
 
 fn open(dir: &Path, max_bytes: u64) -> DiskCache {
-    DiskCache::open(&CacheSettings { dir: dir.into(), max_bytes }, "s3://bkt|None", "s3://bkt").unwrap()
+    DiskCache::open(&DiskCacheSettings { dir: dir.into(), max_bytes }, "s3://bkt|None", "s3://bkt").unwrap()
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! The optional exact-match cache of a prefix route (`cache = { ... }`),
-//! in process (moka), bounded by `max_bytes`.
+//! The optional HTTP response cache of a prefix route (`cache = { ... }`):
+//! exact match, in process (moka), bounded by `max_bytes`.
 //!
 //! Key (blake3, every field length-prefixed so the encoding is
 //! prefix-free): layout version, route and upstream names, method, path
@@ -16,7 +16,7 @@
 //! Other requests pass through untouched (`x-cache: bypass`).
 //!
 //! What may be stored and whom an entry may answer (credentials, `Vary`,
-//! `private`...): [`super::cache_policy`]. A stored body also fits
+//! `private`...): [`super::http_cache_policy`]. A stored body also fits
 //! `max_entry_bytes`.
 
 use super::sharing::Sharing;

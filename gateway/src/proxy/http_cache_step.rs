@@ -1,13 +1,13 @@
-//! The cache's part in one proxied request ([`crate::prefix::cache`] keys and
-//! holds entries, [`crate::prefix::cache_policy`] says what may be stored and
+//! The prefix route's HTTP response cache's part in one proxied request ([`crate::prefix::http_cache`] keys and
+//! holds entries, [`crate::prefix::http_cache_policy`] says what may be stored and
 //! served): the lookup before proxying, the response collected for the
 //! cache while it streams to the client, and its storage once complete.
 
 use crate::cache::control::Control;
 use crate::config::Limits;
 use crate::http_io::read_body;
-use crate::prefix::cache::{CachedResponse, RequestKey};
-use crate::prefix::cache_policy::{storable, Credentials};
+use crate::prefix::http_cache::{CachedResponse, RequestKey};
+use crate::prefix::http_cache_policy::{storable, Credentials};
 use crate::prefix::PrefixRoute;
 use crate::reply::Reply;
 use bytes::{Bytes, BytesMut};
@@ -26,7 +26,7 @@ pub struct Lookup {
 
 /// The cache's part in one request.
 #[derive(Debug)]
-pub enum CacheStep {
+pub enum HttpCacheStep {
     /// The route has no cache.
     Off,
     /// Not looked up (`x-cache: bypass`); stored when set
@@ -48,7 +48,7 @@ pub struct Filling {
 #[derive(Debug)]
 pub struct Looked {
     /// The cache's part in the rest of the request.
-    pub step: CacheStep,
+    pub step: HttpCacheStep,
     /// Request body bytes read for the key (re-sent upstream on a miss).
     pub request_bytes: u64,
     /// The status sent, when answered from the cache.
@@ -56,7 +56,7 @@ pub struct Looked {
 }
 
 impl Looked {
-    fn step(step: CacheStep) -> Looked {
+    fn step(step: HttpCacheStep) -> Looked {
         Looked { step, request_bytes: 0, answered: None }
     }
 }
@@ -69,7 +69,7 @@ pub async fn lookup(
     declared: Option<u64>,
     limits: &Limits,
 ) -> Result<Looked, Reply> {
-    let Some(cache) = &route.cache else { return Ok(Looked::step(CacheStep::Off)) };
+    let Some(cache) = &route.cache else { return Ok(Looked::step(HttpCacheStep::Off)) };
     let header = session.req_header();
     let method = header.method.clone();
     let chunked = header.headers.contains_key(http::header::TRANSFER_ENCODING);
@@ -77,7 +77,7 @@ pub async fn lookup(
     let body_fits = !chunked && declared.unwrap_or(0) <= cache.config.max_body_bytes as u64;
     if !cache.allows(&method) || !body_fits || control == Control::NoStore {
         cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        return Ok(Looked::step(CacheStep::Bypass(None)));
+        return Ok(Looked::step(HttpCacheStep::Bypass(None)));
     }
     let body = if declared.unwrap_or(0) > 0 {
         // Kept by Pingora (up to 64 KiB) and re-sent upstream on a miss.
@@ -100,18 +100,18 @@ pub async fn lookup(
     let lookup = Lookup { key, creds: cache.credentials(&header.headers) };
     if control == Control::NoCache {
         cache.stats.bypass.fetch_add(1, Ordering::Relaxed);
-        return Ok(Looked { step: CacheStep::Bypass(Some(lookup)), request_bytes, answered: None });
+        return Ok(Looked { step: HttpCacheStep::Bypass(Some(lookup)), request_bytes, answered: None });
     }
     let Some(hit) = cache.get(&key).await.filter(|hit| hit.sharing.serves(lookup.creds)) else {
         cache.stats.misses.fetch_add(1, Ordering::Relaxed);
-        return Ok(Looked { step: CacheStep::Miss(lookup), request_bytes, answered: None });
+        return Ok(Looked { step: HttpCacheStep::Miss(lookup), request_bytes, answered: None });
     };
     cache.stats.hits.fetch_add(1, Ordering::Relaxed);
     if let Err(e) = write_cached(session, &hit, method == Method::HEAD).await {
         // The client's connection failed; nothing else can be sent on it.
         tracing::debug!(error = %e, "could not write a cached response");
     }
-    Ok(Looked { step: CacheStep::Miss(lookup), request_bytes, answered: Some(hit.status) })
+    Ok(Looked { step: HttpCacheStep::Miss(lookup), request_bytes, answered: Some(hit.status) })
 }
 
 async fn write_cached(session: &mut Session, hit: &CachedResponse, head_only: bool) -> pingora::Result<()> {
@@ -129,7 +129,7 @@ async fn write_cached(session: &mut Session, hit: &CachedResponse, head_only: bo
     Ok(())
 }
 
-impl CacheStep {
+impl HttpCacheStep {
     /// Whether this response head of `route` will be stored (once its
     /// body is complete), and for how long and whom.
     pub fn filling(
@@ -139,7 +139,7 @@ impl CacheStep {
         declared: Option<u64>,
     ) -> Option<Filling> {
         let lookup = match self {
-            CacheStep::Miss(lookup) | CacheStep::Bypass(Some(lookup)) => *lookup,
+            HttpCacheStep::Miss(lookup) | HttpCacheStep::Bypass(Some(lookup)) => *lookup,
             _ => return None,
         };
         let cache = route.cache.as_ref()?;
@@ -166,9 +166,9 @@ impl CacheStep {
     /// Adds `x-cache` to the response the client gets.
     pub fn mark(&self, resp: &mut ResponseHeader) -> pingora::Result<()> {
         let value = match self {
-            CacheStep::Off => return Ok(()),
-            CacheStep::Bypass(_) => "bypass",
-            CacheStep::Miss(_) => "miss",
+            HttpCacheStep::Off => return Ok(()),
+            HttpCacheStep::Bypass(_) => "bypass",
+            HttpCacheStep::Miss(_) => "miss",
         };
         resp.insert_header("x-cache", value)
     }
