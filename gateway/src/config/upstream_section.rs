@@ -45,6 +45,9 @@ pub struct RawUpstream {
     pub quality: Option<u32>,
     /// Idle connections kept open per address, default 64.
     pub max_idle_per_addr: Option<usize>,
+    /// How requests carry their tensors (V2): `"auto"` (default),
+    /// `"binary"` or `"json"`.
+    pub tensors: Option<OneOf<TensorEncoding>>,
     /// Models this (V2) upstream serves under names routes can use.
     #[serde(default)]
     pub models: Vec<RawUpstreamModel>,
@@ -130,6 +133,23 @@ impl UpstreamKind {
     }
 }
 
+/// How a V2 upstream's requests carry their tensors (`tensors = ...`).
+/// Every V2 server reads JSON tensors; Triton's binary tensor extension
+/// is smaller and cheaper to encode, but not every server has it
+/// (MLServer's REST API does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TensorEncoding {
+    /// Binary when the server lists `binary_tensor_data` among the
+    /// extensions of its `GET /v2` (read with the models' metadata), JSON
+    /// until then or when it does not.
+    Auto,
+    /// Always binary tensors.
+    Binary,
+    /// Always JSON tensors.
+    Json,
+}
+
 /// One upstream server: several addresses serving the same thing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
@@ -147,6 +167,8 @@ pub struct UpstreamConfig {
     pub breaker: BreakerConfig,
     /// Idle connections kept per address.
     pub max_idle_per_addr: usize,
+    /// How its requests carry their tensors (V2 only).
+    pub tensors: TensorEncoding,
     /// The models it serves (V2 only).
     pub models: Vec<UpstreamModelConfig>,
 }
@@ -244,6 +266,13 @@ fn upstream_config(
     if kind == UpstreamKind::Http && !raw.models.is_empty() {
         issues.push(format!("{path}.models"), "only a kind = \"v2\" upstream serves models");
     }
+    if kind == UpstreamKind::Http && raw.tensors.is_some() {
+        issues.push(format!("{path}.tensors"), "only a kind = \"v2\" upstream takes tensors");
+    }
+    let tensors = match &raw.tensors {
+        Some(tensors) => tensors.check("tensor encoding", format!("{path}.tensors"), issues)?,
+        None => TensorEncoding::Auto,
+    };
     let mut models = Vec::new();
     for (j, m) in raw.models.iter().enumerate() {
         let field = format!("{path}.models[{j}]");
@@ -269,6 +298,7 @@ fn upstream_config(
         health: health(&raw.health, kind, &format!("{path}.health"), issues),
         breaker: breaker(&raw.breaker, &format!("{path}.breaker"), issues),
         max_idle_per_addr: raw.max_idle_per_addr.unwrap_or(64),
+        tensors,
         models,
     })
 }

@@ -64,6 +64,35 @@ pub async fn fetch_signature(
     parse_signature(&exchange.body).map_err(|e| format!("GET {uri}: {e}"))
 }
 
+/// Reads the extensions the server at `addr` lists in its V2 server
+/// metadata (`GET /v2`) within `timeout`; a server that lists none, or no
+/// `extensions` field, has none.
+pub async fn fetch_extensions(
+    client: &HttpClient,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<Vec<String>, String> {
+    #[derive(Deserialize)]
+    struct ServerMetadata {
+        #[serde(default)]
+        extensions: Vec<String>,
+    }
+    let uri = format!("http://{addr}/v2");
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(&uri)
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| format!("bad server metadata URI {uri}: {e}"))?;
+    let limits = ExchangeLimits { first_byte: timeout, total: timeout, max_body: MAX_METADATA_BYTES };
+    let exchange = client.exchange(request, limits).await.map_err(|e| format!("GET {uri}: {e}"))?;
+    if !exchange.status.is_success() {
+        return Err(format!("GET {uri} answered {}", exchange.status));
+    }
+    let metadata: ServerMetadata = serde_json::from_slice(&exchange.body)
+        .map_err(|e| format!("GET {uri}: not V2 server metadata: {e}"))?;
+    Ok(metadata.extensions)
+}
+
 /// Parses V2 model metadata into a signature.
 pub fn parse_signature(body: &[u8]) -> Result<ModelSignature, String> {
     let raw: RawMetadata = serde_json::from_slice(body).map_err(|e| format!("not V2 model metadata: {e}"))?;

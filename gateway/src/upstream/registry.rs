@@ -5,9 +5,11 @@
 use super::address::Address;
 use super::client::HttpClient;
 use super::metadata::compatible;
+use crate::config::upstream_section::TensorEncoding;
 use crate::config::{ProxyConfig, UpstreamConfig, UpstreamModelConfig};
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use switchyard_runtime::ModelSignature;
@@ -107,6 +109,9 @@ pub struct Upstream {
     pub client: HttpClient,
     /// The models it serves (V2).
     pub models: Vec<RemoteModel>,
+    /// Whether its requests carry binary tensors: `tensors = "binary"`, or
+    /// `"auto"` and the server listed the extension ([`Upstream::learn_extensions`]).
+    binary_tensors: AtomicBool,
 }
 
 impl Upstream {
@@ -118,7 +123,31 @@ impl Upstream {
             .collect();
         let client = HttpClient::new(config.timeouts.connect, config.max_idle_per_addr);
         let models = config.models.iter().cloned().map(RemoteModel::new).collect();
-        Upstream { config, addresses, client, models }
+        let binary_tensors = AtomicBool::new(config.tensors == TensorEncoding::Binary);
+        Upstream { config, addresses, client, models, binary_tensors }
+    }
+
+    /// Whether requests to it carry binary tensors (else JSON tensors).
+    pub fn sends_binary_tensors(&self) -> bool {
+        self.binary_tensors.load(Ordering::Relaxed)
+    }
+
+    /// Whether the server's extensions are worth reading: `tensors = "auto"`.
+    pub fn detects_tensor_encoding(&self) -> bool {
+        self.config.tensors == TensorEncoding::Auto
+    }
+
+    /// Takes in the extensions the server lists in `GET /v2`: with
+    /// `tensors = "auto"`, binary tensors exactly when it lists
+    /// `binary_tensor_data`.
+    pub fn learn_extensions(&self, extensions: &[String]) {
+        if self.detects_tensor_encoding() {
+            let binary = extensions.iter().any(|e| e == "binary_tensor_data");
+            if self.binary_tensors.swap(binary, Ordering::Relaxed) != binary {
+                tracing::info!(upstream = %self.config.name, binary,
+                    "upstream tensor encoding: {}", if binary { "binary" } else { "JSON" });
+            }
+        }
     }
 
     /// Whether any address can take a request now (see

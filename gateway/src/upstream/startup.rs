@@ -14,7 +14,7 @@
 //!    falls back to other models) until the health loop reads it.
 
 use super::client::HttpClient;
-use super::metadata::fetch_signature;
+use super::metadata::{fetch_extensions, fetch_signature};
 use super::registry::{SignatureState, Upstream, Upstreams};
 use crate::config::{Config, ConfigIssue, UpstreamModelConfig};
 use std::sync::Arc;
@@ -65,7 +65,8 @@ fn fetch_all(models: &[(Arc<Upstream>, usize)]) -> std::io::Result<Vec<Result<Mo
 }
 
 /// Reads `model`'s signature from the first address of `upstream` that
-/// answers.
+/// answers; with `tensors = "auto"`, also the extensions that address's
+/// server lists (whether it reads binary tensors).
 pub async fn fetch_any(upstream: &Upstream, model: &UpstreamModelConfig) -> Result<ModelSignature, String> {
     let timeouts = upstream.config.timeouts;
     let client = HttpClient::new(timeouts.connect, 0);
@@ -73,7 +74,14 @@ pub async fn fetch_any(upstream: &Upstream, model: &UpstreamModelConfig) -> Resu
     let mut errors = Vec::new();
     for address in &upstream.addresses {
         match fetch_signature(&client, address.addr, model, timeout).await {
-            Ok(sig) => return Ok(sig),
+            Ok(sig) => {
+                if upstream.detects_tensor_encoding() {
+                    // A server that cannot say gets JSON tensors, which every V2 server reads.
+                    let extensions = fetch_extensions(&client, address.addr, timeout).await;
+                    upstream.learn_extensions(&extensions.unwrap_or_default());
+                }
+                return Ok(sig);
+            }
             Err(e) => errors.push(e),
         }
     }

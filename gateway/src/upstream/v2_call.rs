@@ -2,7 +2,8 @@
 //!
 //! 1. The model's signature must be known and compatible with its routes,
 //!    else the model is unavailable (503; the route falls back).
-//! 2. The request is encoded once (binary tensors, [`super::v2_codec`]).
+//! 2. The request is encoded once ([`super::v2_codec`]): binary tensors to
+//!    a server with Triton's extension, JSON tensors to one without.
 //! 3. An address is chosen ([`super::select`]: health, breaker, P2C over
 //!    peak-EWMA) among those not tried yet.
 //! 4. The attempt's timeouts are the upstream's, cut to the budget left:
@@ -26,7 +27,7 @@ use super::observe::{attempt_finished, AttemptRecord, Outcome, Via};
 use super::registry::{RemoteModel, SignatureState, Upstream};
 use super::select::choose;
 use super::v2_check::Expected;
-use super::v2_codec::{decode_response, encode_request, EncodedRequest};
+use super::v2_codec::{decode_response, encode_request, encode_request_json, EncodedRequest};
 use crate::telemetry::propagation::trace_headers;
 use crate::telemetry::spans::{self, UpstreamCall};
 use crate::upstream_error::{UpstreamError, UpstreamFailure};
@@ -35,7 +36,7 @@ use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use switchyard_protocol::v2::{CONTENT_TYPE_BINARY, INFERENCE_HEADER_CONTENT_LENGTH};
+use switchyard_protocol::v2::{CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON, INFERENCE_HEADER_CONTENT_LENGTH};
 use switchyard_runtime::{InferenceRequest, Tensor};
 use tracing::Span;
 
@@ -72,10 +73,15 @@ pub async fn infer(
             return Err(error(upstream, model, UpstreamFailure::ModelUnavailable, why))
         }
     };
+    let encoded = if upstream.sends_binary_tensors() {
+        encode_request(&request)
+    } else {
+        encode_request_json(&request).map_err(|why| error(upstream, model, UpstreamFailure::Rejected, why))?
+    };
     let call = Call {
         upstream,
         model,
-        encoded: encode_request(&request),
+        encoded,
         path: model_path(&model.config, "/infer"),
         expected: Expected::for_request(&request, &signature),
     };
@@ -154,14 +160,17 @@ impl Call<'_> {
         verdict.map_err(|e| e.with_address(addr))
     }
 
-    /// The attempt's HTTP request: binary tensors, and the `traceparent`
-    /// of `span` when it is traced.
+    /// The attempt's HTTP request: the encoded tensors (binary with their
+    /// header length, or JSON), and the `traceparent` of `span` when it is
+    /// traced.
     fn request(&self, addr: SocketAddr, span: &Span) -> http::Result<Request<Full<Bytes>>> {
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(format!("http://{addr}{}", self.path))
-            .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)
-            .header(INFERENCE_HEADER_CONTENT_LENGTH, self.encoded.header_len);
+        let mut request = Request::builder().method(Method::POST).uri(format!("http://{addr}{}", self.path));
+        request = match self.encoded.header_len {
+            Some(header_len) => request
+                .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)
+                .header(INFERENCE_HEADER_CONTENT_LENGTH, header_len),
+            None => request.header(http::header::CONTENT_TYPE, CONTENT_TYPE_JSON),
+        };
         for (name, value) in trace_headers(span) {
             request = request.header(name, value);
         }

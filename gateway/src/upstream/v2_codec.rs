@@ -1,7 +1,9 @@
 //! The client side of the V2 protocol: an [`InferenceRequest`] to a body
-//! for an upstream server (binary tensor extension: a small JSON header,
-//! then the raw tensor bytes, with every output asked for as binary), and
-//! the upstream's response (binary or JSON tensors) back to tensors.
+//! for an upstream server, and the upstream's response (binary or JSON
+//! tensors) back to tensors. A request goes with Triton's binary tensor
+//! extension ([`encode_request`]: a small JSON header, then the raw tensor
+//! bytes, every output asked for as binary) to a server that has it, and
+//! as plain JSON tensors ([`encode_request_json`]) to one that does not.
 //!
 //! A response is trusted no further than it is checked: it must be a V2
 //! response object, every tensor's data must match its declared datatype
@@ -17,16 +19,16 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchyard_protocol::v2::binary::{binary_size, decode_binary, encode_bytes_elements};
 use switchyard_protocol::v2::json_data::parse_json_data;
-use switchyard_protocol::v2::DecodeLimits;
+use switchyard_protocol::v2::{DecodeLimits, JsonData};
 use switchyard_runtime::{DataType, InferenceRequest, Tensor, TensorData};
 
 /// A request body and its `Inference-Header-Content-Length`.
 #[derive(Debug, Clone)]
 pub struct EncodedRequest {
-    /// JSON header followed by the input tensors' bytes.
+    /// JSON header followed by the input tensors' bytes, or JSON alone.
     pub body: Bytes,
-    /// Length of the JSON header.
-    pub header_len: usize,
+    /// Length of the JSON header; `None` for a JSON body.
+    pub header_len: Option<usize>,
 }
 
 /// Encodes `request` with binary inputs, asking for binary outputs.
@@ -59,7 +61,27 @@ pub fn encode_request(request: &InferenceRequest) -> EncodedRequest {
             TensorData::Strings(items) => encode_bytes_elements(items, &mut body),
         }
     }
-    EncodedRequest { body: Bytes::from(body), header_len }
+    EncodedRequest { body: Bytes::from(body), header_len: Some(header_len) }
+}
+
+/// Encodes `request` with JSON tensors (every input's `data` a flat
+/// array), asking for JSON outputs: for servers without the binary tensor
+/// extension. Fails, saying which input, when a `BYTES` element is not
+/// UTF-8 (a JSON string cannot carry it).
+pub fn encode_request_json(request: &InferenceRequest) -> Result<EncodedRequest, String> {
+    let mut inputs = Vec::with_capacity(request.inputs.len());
+    for (name, t) in &request.inputs {
+        let data = serde_json::to_value(JsonData(t))
+            .map_err(|e| format!("input '{name}' cannot be sent as JSON tensors: {e}"))?;
+        inputs
+            .push(json!({ "name": name, "shape": t.shape(), "datatype": t.dtype().v2_name(), "data": data }));
+    }
+    let mut body = json!({ "inputs": inputs });
+    if let Some(outputs) = &request.outputs {
+        body["outputs"] = outputs.iter().map(|name| json!({ "name": name })).collect();
+    }
+    let body = serde_json::to_vec(&body).map_err(|e| format!("the request cannot be encoded: {e}"))?;
+    Ok(EncodedRequest { body: Bytes::from(body), header_len: None })
 }
 
 #[derive(Deserialize)]

@@ -6,13 +6,12 @@ answers when called directly, a cascade escalates from the local cheap
 model to the heavy model on the server, and two server processes behind
 one upstream lose no request when one is killed under load.
 
-Switchyard calls V2 upstreams over REST (HTTP/1.1, binary tensors) only,
-so the servers' gRPC listeners play no part here.
-
-MLServer 1.7 has no binary tensor extension (`GET /v2` lists no
-extensions; a binary body is answered 500), and Switchyard sends binary
-tensors to every V2 upstream: the MLServer cases are strict xfails until
-the gateway sends JSON tensors to such servers (issue 38, item 3)."""
+Switchyard calls V2 upstreams over REST (HTTP/1.1) only, so the servers'
+gRPC listeners play no part here. It sends binary tensors to a server
+whose `GET /v2` lists `binary_tensor_data`, JSON tensors to one that does
+not: MLServer 1.7 has no binary tensor extension (it lists no extensions;
+a binary body is answered 500), so it gets JSON (`upstreams[].tensors =
+"auto"`, the default)."""
 
 import json
 import time
@@ -25,11 +24,6 @@ import requests
 from conftest import MODELS, Gateway
 from routing_util import Reference, infer_body, write_config
 from v2_servers import infer_json, kserve, mlserver, outputs
-
-NO_BINARY = pytest.mark.xfail(
-    strict=True,
-    reason="MLServer 1.7 has no binary tensor extension and Switchyard sends binary tensors to V2 upstreams "
-           "(502: 'answered 500 Internal Server Error'); issue 38, item 3")
 
 LOCAL = """
 [[models]]
@@ -102,7 +96,7 @@ def same_outputs(got: dict, want: dict):
         np.testing.assert_array_equal(got[name][1].reshape(rows, -1), values.reshape(rows, -1), err_msg=name)
 
 
-SERVERS = [pytest.param("mlserver", marks=NO_BINARY), "kserve"]
+SERVERS = ["mlserver", "kserve"]
 
 
 def test_each_server_publishes_the_digits_signature_switchyard_reads(front):

@@ -61,7 +61,7 @@ pub use metadata::{model_config, model_metadata, server_metadata, DynamicBatchin
 pub use outputs::shape_outputs;
 pub use request::{decode_infer_request, DecodedRequest, Parameters, RequestedOutput};
 pub use response::{
-    encode_infer_response, EncodedBody, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
+    encode_infer_response, EncodedBody, InferResponseParts, JsonData, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
 pub use validate::{check_signature, reshape_columns};

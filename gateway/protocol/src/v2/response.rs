@@ -81,7 +81,12 @@ struct BinaryParameters {
 }
 
 /// A tensor's elements as a flat JSON array.
-struct JsonData<'a>(&'a Tensor);
+/// A tensor's elements as a flat JSON array, the V2 `data` field: numbers
+/// (`NaN`/infinite floats as `null`, `FP16`/`BF16` as their exact values),
+/// booleans, or strings (`BYTES`, which must be UTF-8: serializing fails
+/// otherwise). Used for JSON outputs, and by the gateway's upstream client
+/// for servers that read only JSON tensors.
+pub struct JsonData<'a>(pub &'a Tensor);
 
 /// Streams fixed-width little-endian elements of `$ty` through `$map`.
 macro_rules! le_elements {

@@ -1,7 +1,7 @@
 //! `[[upstreams]]` and `[[prefix_routes]]`: defaults, references, and
 //! mistakes reported with their field paths.
 
-use super::UpstreamKind;
+use super::{TensorEncoding, UpstreamKind};
 use crate::config::{parse, ConfigIssue};
 use std::path::Path;
 use std::time::Duration;
@@ -164,4 +164,21 @@ fn duplicate_prefixes_and_route_names_clash() {
     assert!(has(&found, "prefix_routes[1].name"), "{found:?}");
     assert!(has(&found, "prefix_routes[1].prefix"), "{found:?}");
     assert!(has(&found, "routes[1].name"), "route names must not shadow upstream models: {found:?}");
+}
+
+#[test]
+fn tensor_encoding_defaults_to_auto_and_is_checked() {
+    let config = parse(BASE, Path::new("/m")).unwrap();
+    assert_eq!(config.proxy.upstream("remote").unwrap().tensors, TensorEncoding::Auto);
+    let json = BASE.replacen("kind = \"v2\"\n", "kind = \"v2\"\ntensors = \"json\"\n", 1);
+    assert_eq!(
+        parse(&json, Path::new("/m")).unwrap().proxy.upstream("remote").unwrap().tensors,
+        TensorEncoding::Json
+    );
+    let typo = BASE.replacen("kind = \"v2\"\n", "kind = \"v2\"\ntensors = \"protobuf\"\n", 1);
+    let found = issues(&typo);
+    assert!(has(&found, "upstreams[0].tensors"), "{found:?}");
+    assert!(found.iter().any(|i| i.message.contains("\"auto\", \"binary\" or \"json\"")), "{found:?}");
+    let on_http = BASE.replacen("name = \"app\"\n", "name = \"app\"\ntensors = \"binary\"\n", 1);
+    assert!(has(&issues(&on_http), "upstreams[1].tensors"));
 }

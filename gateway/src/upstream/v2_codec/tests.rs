@@ -23,13 +23,12 @@ fn tensors() -> Vec<(String, Tensor)> {
 fn requests_decode_to_the_same_tensors_on_a_v2_server() {
     let request = InferenceRequest { inputs: tensors(), outputs: Some(vec!["label".into()]) };
     let encoded = encode_request(&request);
-    let decoded =
-        decode_infer_request(encoded.body, Some(encoded.header_len), &DecodeLimits::default()).unwrap();
+    let decoded = decode_infer_request(encoded.body, encoded.header_len, &DecodeLimits::default()).unwrap();
     assert_eq!(decoded.inputs, request.inputs);
     assert_eq!(decoded.outputs.len(), 1);
     assert!(decoded.outputs[0].binary, "outputs are asked for as binary");
     let all = encode_request(&InferenceRequest::new(tensors()));
-    let decoded = decode_infer_request(all.body, Some(all.header_len), &DecodeLimits::default()).unwrap();
+    let decoded = decode_infer_request(all.body, all.header_len, &DecodeLimits::default()).unwrap();
     assert!(decoded.outputs.is_empty() && decoded.binary_data_output);
 }
 
@@ -99,4 +98,27 @@ fn garbage_and_mismatches_are_bad_responses() {
     let expected = Expected { signature: Some(&sig), ..Expected::default() };
     let err = decode_response(encoded.body, encoded.header_len, &expected).unwrap_err();
     assert!(err.0.contains("signature"), "{err}");
+}
+
+#[test]
+fn json_requests_decode_to_the_same_tensors_on_a_v2_server() {
+    let request = InferenceRequest { inputs: tensors(), outputs: Some(vec!["label".into()]) };
+    let encoded = encode_request_json(&request).unwrap();
+    assert_eq!(encoded.header_len, None);
+    let text: Value = serde_json::from_slice(&encoded.body).unwrap();
+    assert_eq!(text["inputs"][0]["data"], json!([1.0, -2.5, 3.25, 0.0, 7.0, 0.001f32 as f64]));
+    assert_eq!(text["inputs"][1]["data"], json!(["ab", "", "xyz"]));
+    let decoded = decode_infer_request(encoded.body, None, &DecodeLimits::default()).unwrap();
+    assert_eq!(decoded.inputs, request.inputs);
+    assert_eq!(decoded.outputs.len(), 1);
+    assert!(!decoded.outputs[0].binary && !decoded.binary_data_output, "outputs are asked for as JSON");
+}
+
+#[test]
+fn bytes_that_are_not_utf8_cannot_go_as_json_tensors() {
+    let bad = vec![Bytes::from_static(b"\xff\xfe")];
+    let inputs =
+        vec![("S".to_string(), Tensor::new(DataType::Bytes, vec![1], TensorData::Strings(bad)).unwrap())];
+    let err = encode_request_json(&InferenceRequest::new(inputs)).unwrap_err();
+    assert!(err.contains("input 'S'"), "{err}");
 }
