@@ -29,6 +29,10 @@ pub enum Endpoint<'a> {
     ModelConfig(&'a str, Option<&'a str>),
     /// `POST /v2/models/{m}[/versions/{v}]/infer`
     Infer(&'a str, Option<&'a str>),
+    /// `GET /v2/models[/{m}[/versions/{v}]]/stats` (Triton's statistics
+    /// extension): every model's when no name is given. As in Triton,
+    /// `/v2/models/stats` is this, never the metadata of a model `stats`.
+    ModelStatistics(Option<&'a str>, Option<&'a str>),
 }
 
 impl Endpoint<'_> {
@@ -38,7 +42,8 @@ impl Endpoint<'_> {
             Endpoint::ModelMetadata(name, _)
             | Endpoint::ModelReady(name, _)
             | Endpoint::ModelConfig(name, _)
-            | Endpoint::Infer(name, _) => Some(name),
+            | Endpoint::Infer(name, _)
+            | Endpoint::ModelStatistics(Some(name), _) => Some(name),
             _ => None,
         }
     }
@@ -60,6 +65,7 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
         "" => return Some(Endpoint::ServerMetadata),
         "/health/live" => return Some(Endpoint::Live),
         "/health/ready" => return Some(Endpoint::Ready),
+        "/models/stats" => return Some(Endpoint::ModelStatistics(None, None)),
         _ => {}
     }
     let parts: Vec<&str> = rest.strip_prefix("/models/")?.split('/').collect();
@@ -78,6 +84,7 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
         Some("ready") => Some(Endpoint::ModelReady(name, version)),
         Some("config") => Some(Endpoint::ModelConfig(name, version)),
         Some("infer") => Some(Endpoint::Infer(name, version)),
+        Some("stats") => Some(Endpoint::ModelStatistics(Some(name), version)),
         Some(_) => None,
     }
 }
@@ -132,6 +139,12 @@ mod tests {
         assert_eq!(parse_path("/v2/models/m/versions/3/infer"), Some(Endpoint::Infer("m", Some("3"))));
         assert_eq!(parse_path("/v2/models/m/config"), Some(Endpoint::ModelConfig("m", None)));
         assert_eq!(parse_path("/v2/models/m/ready"), Some(Endpoint::ModelReady("m", None)));
+        assert_eq!(parse_path("/v2/models/stats"), Some(Endpoint::ModelStatistics(None, None)));
+        assert_eq!(parse_path("/v2/models/m/stats"), Some(Endpoint::ModelStatistics(Some("m"), None)));
+        assert_eq!(
+            parse_path("/v2/models/m/versions/2/stats"),
+            Some(Endpoint::ModelStatistics(Some("m"), Some("2")))
+        );
         assert_eq!(parse_path("/v2/models/m/bogus"), None);
         assert_eq!(parse_path("/v2/models/"), None);
         assert_eq!(parse_path("/v3/models/m"), None);

@@ -22,8 +22,11 @@
 //!   and the old config keeps serving (422, with the reload's issues).
 //!
 //! The config file stays the source of truth: a gateway on its built-in
-//! config, or whose file cannot be written (a read-only ConfigMap mount),
-//! answers 409 with the diff to apply where the config is kept.
+//! config, or whose file is read-only (no write permission bit: the file
+//! is replaced by a rename, which its folder's permissions allow, so the
+//! file's own bits are checked first) or cannot be written (a read-only
+//! ConfigMap mount), answers 409 with the diff to apply where the config
+//! is kept.
 
 use super::AdminCall;
 use crate::config::edit::{edit_route, RouteEdit};
@@ -121,7 +124,7 @@ pub async fn edit(call: AdminCall) -> Reply {
         answer["error"] = "the config file changed since the preview: preview the edit again".into();
         return Reply::json_value(409, &answer);
     }
-    if let Err(e) = replace_file(&file, &candidate) {
+    if let Err(e) = writable(&file).and_then(|()| replace_file(&file, &candidate)) {
         answer["error"] =
             format!("cannot write {}: {e}; apply the diff where the config is kept", file.display()).into();
         return Reply::json_value(409, &answer);
@@ -158,6 +161,15 @@ fn read_source(call: &AdminCall) -> Result<Source, String> {
     let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let base_dir = config::base_dir(path).to_path_buf();
     Ok(Source { text, file: Some(file), base_dir, label })
+}
+
+/// Refuses a file its owner marked read-only: replacing it by a rename
+/// would go through, as only the folder's permissions rule a rename.
+fn writable(file: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(file)?.permissions().readonly() {
+        true => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the file is read-only")),
+        false => Ok(()),
+    }
 }
 
 /// Replaces `file`'s contents with `text` through a temporary file in the

@@ -16,13 +16,13 @@
 use super::key::CacheKey;
 use super::stats::CacheStats;
 use crate::breaker::{Breaker, BreakerState};
-use crate::config::redact::redact_urls;
+use crate::config::redact::{redact_url, redact_urls};
 use crate::config::RedisConfig;
 use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, FromRedisValue, RedisError};
+use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
@@ -37,27 +37,41 @@ pub enum Connection {
 }
 
 impl Connection {
-    /// Opens a connection as `config` says.
+    /// Opens a connection as `config` says. A cluster of one seed URL
+    /// whose node is not in cluster mode (`urls = ["redis://host:6379"]`
+    /// naming a plain server) is used as that plain server, with a
+    /// warning: as a cluster it would fail every command.
     pub async fn open(config: &RedisConfig) -> Result<Connection, RedisError> {
-        // The client's own limit is the longest of ours; each command is
-        // also wrapped in its own (shorter) timeout by the caller.
-        let response_timeout = config.timeout.max(config.write_timeout);
-        if config.cluster {
-            let client = ClusterClientBuilder::new(config.urls.clone())
-                .connection_timeout(config.connect_timeout)
-                .response_timeout(response_timeout)
-                .retries(1)
-                .build()?;
-            Ok(Connection::Cluster(client.get_async_connection().await?))
-        } else {
-            let url = config.urls.first().map_or("redis://127.0.0.1:6379", String::as_str);
-            let client = redis::Client::open(url)?;
-            let manager_config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(config.connect_timeout))
-                .set_response_timeout(Some(response_timeout))
-                .set_number_of_retries(0);
-            Ok(Connection::Single(ConnectionManager::new_with_config(client, manager_config).await?))
+        let first = config.urls.first().map_or("redis://127.0.0.1:6379", String::as_str);
+        match config.urls.as_slice() {
+            [url] if config.cluster && !cluster_enabled(url, config).await? => {
+                tracing::warn!(
+                    url = %redact_url(url),
+                    "cache.redis.urls names one server that is not a Redis Cluster node (cluster support \
+                     disabled); using it as a plain server. Write `redis = {{ url = \"...\" }}` for one server"
+                );
+                Self::single(url, config).await
+            }
+            _ if config.cluster => {
+                let client = ClusterClientBuilder::new(config.urls.clone())
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(response_timeout(config))
+                    .retries(1)
+                    .build()?;
+                Ok(Connection::Cluster(client.get_async_connection().await?))
+            }
+            _ => Self::single(first, config).await,
         }
+    }
+
+    /// A connection to the one server at `url`.
+    async fn single(url: &str, config: &RedisConfig) -> Result<Connection, RedisError> {
+        let client = redis::Client::open(url)?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(Some(response_timeout(config)))
+            .set_number_of_retries(0);
+        Ok(Connection::Single(ConnectionManager::new_with_config(client, manager_config).await?))
     }
 
     /// Runs one command.
@@ -67,6 +81,29 @@ impl Connection {
             Connection::Cluster(c) => cmd.query_async(c).await,
         }
     }
+}
+
+/// The client's own limit on a command: the longest of ours (each command
+/// is also wrapped in its own, shorter, timeout by the caller).
+fn response_timeout(config: &RedisConfig) -> Duration {
+    config.timeout.max(config.write_timeout)
+}
+
+/// Whether the node at `url` runs in cluster mode (asked with `INFO
+/// cluster`, on a connection of its own under the connect timeout).
+async fn cluster_enabled(url: &str, config: &RedisConfig) -> Result<bool, RedisError> {
+    let client = redis::Client::open(url)?;
+    let probe = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(response_timeout(config)));
+    let mut conn = client.get_multiplexed_async_connection_with_config(&probe).await?;
+    let info: String = redis::cmd("INFO").arg("cluster").query_async(&mut conn).await?;
+    Ok(reports_cluster(&info))
+}
+
+/// True when an `INFO cluster` answer says `cluster_enabled:1`.
+fn reports_cluster(info: &str) -> bool {
+    info.lines().any(|line| line.trim() == "cluster_enabled:1")
 }
 
 /// The outcome of an L2 lookup.
@@ -235,4 +272,16 @@ pub fn set_command(redis_key: &str, value: &[u8], ttl: Duration) -> Cmd {
     let mut cmd = redis::cmd("SET");
     cmd.arg(redis_key).arg(value).arg("PX").arg(ttl.as_millis().max(1) as u64);
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reports_cluster;
+
+    #[test]
+    fn info_cluster_says_whether_the_node_is_in_cluster_mode() {
+        assert!(reports_cluster("# Cluster\r\ncluster_enabled:1\r\n"));
+        assert!(!reports_cluster("# Cluster\r\ncluster_enabled:0\r\n"));
+        assert!(!reports_cluster(""));
+    }
 }

@@ -18,6 +18,26 @@ fn embedded_default_config_is_valid() {
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:8000");
 }
 
+/// deploy/examples/switchyard.toml says it is the built-in config as a
+/// file: parsed, the two are the same `Config` (paths resolved to the same
+/// files; `Config` has no `PartialEq`, so everything but the routing map,
+/// a `HashMap` compared on its own, is compared through `Debug`).
+#[test]
+fn example_file_is_the_built_in_config() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let examples = workspace.join("deploy/examples");
+    let text = std::fs::read_to_string(examples.join("switchyard.toml")).expect("the example file");
+    // The example's `../../models` from its folder and the built-in
+    // `models` from the workspace root spell the same paths.
+    let mut example = parse(&text, &examples).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut built_in = parse(DEFAULT_CONFIG, &examples.join("../..")).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(!built_in.model_routing.is_empty());
+    assert_eq!(example.model_routing, built_in.model_routing);
+    example.model_routing.clear();
+    built_in.model_routing.clear();
+    assert_eq!(format!("{example:#?}"), format!("{built_in:#?}"));
+}
+
 #[test]
 fn unknown_field_is_reported_with_its_path() {
     let found = issues("[server]\nlisten = \"127.0.0.1:1\"\nmax_body = 3\n");

@@ -1,4 +1,5 @@
-//! The metadata calls (`ServerMetadata`, `ModelMetadata`, `ModelConfig`)
+//! The metadata calls (`ServerMetadata`, `ModelMetadata`, `ModelConfig`,
+//! `ModelStatistics`)
 //! answer with the very documents the REST endpoints send
 //! ([`crate::inference::views`], [`switchyard_protocol::v2::metadata`]), read into the
 //! protobuf messages through their descriptors (the protobuf JSON mapping
@@ -93,5 +94,25 @@ mod tests {
         };
         assert_eq!(dynamic.max_queue_delay_microseconds, 500);
         assert_eq!(dynamic.preferred_batch_size, [32]);
+    }
+
+    #[test]
+    fn the_statistics_document_reads_as_the_protocol_message() {
+        use super::super::proto::ModelStatisticsResponse;
+        let doc = serde_json::json!({"model_stats": [{
+            "name": "m", "version": "1", "last_inference": 0, "inference_count": 7, "execution_count": 2,
+            "inference_stats": {"success": {"count": 3, "ns": 0}, "compute_infer": {"count": 2, "ns": 5000}},
+            "batch_stats": [],
+        }]});
+        let stats: ModelStatisticsResponse =
+            from_document("inference.ModelStatisticsResponse", &doc).unwrap();
+        let m = &stats.model_stats[0];
+        assert_eq!(
+            (m.name.as_str(), m.version.as_str(), m.inference_count, m.execution_count),
+            ("m", "1", 7, 2)
+        );
+        let infer = m.inference_stats.as_ref().unwrap();
+        assert_eq!(infer.compute_infer.as_ref().map(|d| (d.count, d.ns)), Some((2, 5000)));
+        assert_eq!(infer.success.as_ref().map(|d| d.count), Some(3));
     }
 }

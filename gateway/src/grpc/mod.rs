@@ -13,13 +13,13 @@
 //! [`switchyard_protocol::v2::DecodedRequest`] ([`decode`]) and run by
 //! [`crate::inference`] (signature checks, budget, cache, routing, output
 //! shaping), names are authorized by [`crate::auth`] from the call's
-//! metadata, metadata calls send the REST documents ([`metadata`]), and
+//! metadata, metadata and statistics calls send the REST documents ([`metadata`]), and
 //! errors keep their REST meaning through one status mapping ([`status`]).
 //!
 //! - [`proto`]: the generated types (`gateway/proto/grpc_service.proto`).
 //! - [`service`]: the calls; [`infer`]: one inference call; [`stream`]:
 //!   `ModelStreamInfer` (draft then final); [`call`]: metadata, deadline,
-//!   admission, metrics and log; [`statistics`]: `ModelStatistics`.
+//!   admission, metrics and log.
 //! - [`decode`], [`encode`], [`params`]: the protocol's messages to and
 //!   from the V2 request and response; [`codec`]: the wire codec, which
 //!   counts a message's repeated fields ([`bounds`], [`wire`]) before
@@ -40,7 +40,6 @@ pub mod metadata;
 pub mod params;
 pub mod proto;
 pub mod service;
-pub mod statistics;
 pub mod status;
 pub mod stream;
 pub mod wire;

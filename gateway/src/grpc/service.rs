@@ -2,7 +2,8 @@
 //! metadata into headers ([`super::call`]), authorizes the name it
 //! addresses exactly as REST does ([`crate::auth`]), and answers through
 //! the same functions as the REST handlers: [`crate::inference`] for
-//! inference, [`crate::inference::views`] for metadata.
+//! inference, [`crate::inference::views`] for metadata,
+//! [`crate::inference::statistics`] for statistics.
 
 use super::call::{admit, call_headers, CallObs, Rpc};
 use super::conn::ConnInfo;
@@ -12,12 +13,10 @@ use super::infer::{infer_call, version, CACHE_PARAMETER};
 use super::metadata::from_document;
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::*;
-use super::statistics::model_statistics;
 use crate::error::GatewayError;
-use crate::inference::{self, views, Answered, Outcome};
+use crate::inference::{self, statistics, views, Answered, Outcome};
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
-use crate::target::resolve;
 use http::HeaderMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -191,24 +190,9 @@ impl GrpcInferenceService for GrpcFront {
         let (call, message) = parts(request);
         let (state, message) = (&*self.state, &message);
         self.unary(Rpc::ModelStatistics, call, &message.name, false, |snap, headers, _| async move {
-            let runtime = snap.repo.stats();
-            // Only the models the caller could address directly: one used
-            // by a key-protected route needs one of its keys (also when a
-            // route without keys shares it).
-            let visible = |m: &ModelStatistics| snap.access.may_see_model(&m.name, &headers);
-            let stats = if message.name.is_empty() {
-                model_statistics(&runtime, "", None).into_iter().filter(visible).collect()
-            } else {
-                let target =
-                    resolve(&snap.config, &state.catalog(&snap), &message.name, version(&message.version))?;
-                target
-                    .models
-                    .iter()
-                    .flat_map(|m| model_statistics(&runtime, m, None))
-                    .filter(visible)
-                    .collect()
-            };
-            Ok(ModelStatisticsResponse { model_stats: stats })
+            let name = (!message.name.is_empty()).then_some(message.name.as_str());
+            let doc = statistics::model_statistics(state, &snap, name, version(&message.version), &headers)?;
+            from_document("inference.ModelStatisticsResponse", &doc)
         })
         .await
     }

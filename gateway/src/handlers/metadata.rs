@@ -1,10 +1,12 @@
-//! Server and model metadata, readiness and Triton-style model config.
+//! Server and model metadata, readiness, Triton-style model config and
+//! statistics.
 
 use crate::error::GatewayError;
-use crate::inference::views;
+use crate::inference::{statistics as stats, views};
 use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
+use http::HeaderMap;
 use switchyard_protocol::v2;
 
 /// `GET /v2`
@@ -44,4 +46,17 @@ pub fn config(
     version: Option<&str>,
 ) -> Result<Reply, GatewayError> {
     Ok(Reply::json_value(200, &views::model_config(state, snap, name, version)?))
+}
+
+/// `GET /v2/models[/{m}[/versions/{v}]]/stats`: Triton's statistics
+/// document, the numbers gRPC's `ModelStatistics` answers; models the
+/// request may not see are left out.
+pub fn statistics(
+    state: &AppState,
+    snap: &Snapshot,
+    name: Option<&str>,
+    version: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Reply, GatewayError> {
+    Ok(Reply::json_value(200, &stats::model_statistics(state, snap, name, version, headers)?))
 }

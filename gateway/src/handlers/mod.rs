@@ -10,6 +10,7 @@
 //! | GET | `.../ready` | model readiness |
 //! | GET | `.../config` | Triton-style model configuration |
 //! | POST | `.../infer` | inference |
+//! | GET | `/v2/models[/{m}[/versions/{v}]]/stats` | Triton's statistics |
 
 pub mod infer;
 pub mod metadata;
@@ -67,6 +68,9 @@ pub async fn dispatch<'a>(state: &'a AppState, snap: &'a Snapshot, req: Request<
         Endpoint::ModelMetadata(name, version) => metadata::model(state, snap, name, version),
         Endpoint::ModelReady(name, version) => metadata::ready(state, snap, name, version),
         Endpoint::ModelConfig(name, version) => metadata::config(state, snap, name, version),
+        Endpoint::ModelStatistics(name, version) => {
+            metadata::statistics(state, snap, name, version, req.headers)
+        }
         Endpoint::Infer(name, version) => {
             return infer::infer(state, snap, name, version, req, tenant.as_deref())
                 .await

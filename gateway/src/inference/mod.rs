@@ -11,6 +11,7 @@
 //! [`run`]: budget -> cache plan -> stream, or routing through the cache ->
 //! outputs shaped and bounded by `server.max_response_bytes`.
 
+pub mod statistics;
 pub mod views;
 
 use crate::cache::{CachePlan, CacheStatus};

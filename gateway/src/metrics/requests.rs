@@ -92,7 +92,7 @@ pub struct RequestLabels<'a> {
     /// A route, model or prefix-route name from `config`, or [`OTHER`].
     pub route: &'a str,
     /// `infer`, `model_metadata`, `model_ready`, `model_config`,
-    /// `server_metadata`, `health`, `proxy` (a prefix route), `other`
+    /// `model_statistics`, `server_metadata`, `health`, `proxy` (a prefix route), `other`
     /// (not a V2 path), or a gRPC call's (`grpc_infer`,
     /// `grpc_stream_infer`, `grpc_model_metadata`, ...).
     pub endpoint: &'static str,
@@ -123,6 +123,7 @@ impl<'a> RequestLabels<'a> {
             Some(Endpoint::ModelReady(n, _)) => (Some(n), "model_ready"),
             Some(Endpoint::ModelConfig(n, _)) => (Some(n), "model_config"),
             Some(Endpoint::Infer(n, _)) => (Some(n), "infer"),
+            Some(Endpoint::ModelStatistics(n, _)) => (n, "model_statistics"),
         };
         let route = name.and_then(|n| configured_name(config, n)).unwrap_or(OTHER);
         RequestLabels { route, endpoint }
@@ -199,6 +200,8 @@ models = ["m"]
         assert_eq!(l("/v2/models/r/infer"), ("r".into(), "infer"));
         assert_eq!(l("/v2/models/m/versions/1/config"), ("m".into(), "model_config"));
         assert_eq!(l("/v2/models/r/ready"), ("r".into(), "model_ready"));
+        assert_eq!(l("/v2/models/r/stats"), ("r".into(), "model_statistics"));
+        assert_eq!(l("/v2/models/stats"), (OTHER.into(), "model_statistics"));
         assert_eq!(l("/v2/models/unknown-42/infer"), (OTHER.into(), "infer"));
         assert_eq!(l("/v2/health/live"), (OTHER.into(), "health"));
         assert_eq!(l("/v2"), (OTHER.into(), "server_metadata"));

@@ -10,8 +10,8 @@ use switchyard_runtime::{DeviceKind, ModelSpec};
 /// Server name reported by `GET /v2`.
 pub const SERVER_NAME: &str = "switchyard";
 /// Protocol extensions Switchyard implements, as reported by `GET /v2`.
-pub const EXTENSIONS: [&str; 4] =
-    ["binary_tensor_data", "parameters", "model_configuration", "classification"];
+pub const EXTENSIONS: [&str; 5] =
+    ["binary_tensor_data", "parameters", "model_configuration", "classification", "statistics"];
 /// The `platform` of ONNX models, as Triton names it.
 pub const ONNX_PLATFORM: &str = "onnxruntime_onnx";
 /// The `backend` of ONNX models, as Triton names it.
