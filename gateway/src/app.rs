@@ -6,8 +6,10 @@
 //! one listener, one set of limits and one access log.
 //!
 //! Phases, in order: admission (concurrency permit, else 429) -> prefix
-//! route? proxy phases ([`crate::proxy::phases`]) : body (size limit 413,
-//! read timeout 408) -> dispatch ([`crate::handlers`]) -> write the reply,
+//! route? proxy phases ([`crate::proxy::phases`]) : body (decoded from
+//! gzip or deflate, size limit 413 on the decoded bytes, read timeout 408)
+//! -> dispatch ([`crate::handlers`]) -> write the reply (compressed when
+//! the client accepts it, [`crate::http_io::encode_reply`]),
 //! or the event stream of a streamed infer call
 //! ([`crate::stream::respond`]) -> `logging` (metrics, access log line).
 //! The request's span and id ([`RequestObs`]) cover the phases from
@@ -16,7 +18,7 @@
 use crate::connections::client_gone::client_gone;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
-use crate::http_io::{check_content_encoding, check_head, read_body, write_reply};
+use crate::http_io::{check_head, encode_reply, read_decoded_body, request_coding, write_reply};
 use crate::lifecycle::InFlight;
 use crate::proxy::{ProxyCtx, Start};
 use crate::reply::Reply;
@@ -169,6 +171,7 @@ impl ProxyHttp for GatewayApp {
                 return Ok(true);
             }
         };
+        let reply = encode_reply(reply, &session.req_header().headers).await;
         let head_only = session.req_header().method == Method::HEAD;
         ctx.status = reply.status;
         ctx.error_label = reply.error_label;
@@ -384,11 +387,14 @@ impl GatewayApp {
         let body = if method == Method::GET || method == Method::HEAD {
             Bytes::new()
         } else {
-            if let Err(err) = check_content_encoding(session.req_header()) {
-                session.set_keepalive(None); // its body is left unread
-                return Reply::error(&err).into();
-            }
-            match read_body(session, &config.server.limits).await {
+            let coding = match request_coding(&session.req_header().headers) {
+                Ok(coding) => coding,
+                Err(err) => {
+                    session.set_keepalive(None); // its body is left unread
+                    return Reply::error(&err).into();
+                }
+            };
+            match read_decoded_body(session, &config.server.limits, coding).await {
                 Ok(body) => body,
                 Err(err) => return Reply::error(&err).into(),
             }

@@ -96,10 +96,20 @@ pub enum GatewayError {
     /// change ([`crate::admin::host_check`], [`crate::admin::cross_site`]).
     #[error("{0}")]
     Forbidden(String),
-    /// The body has a `Content-Encoding` other than `identity` (415): the
-    /// V2 API reads bodies as sent and does not decompress them.
-    #[error("Content-Encoding {0:?} is not supported: send the body uncompressed")]
+    /// The body has a `Content-Encoding` the V2 API does not decompress
+    /// (415): anything but `identity`, `gzip` and `deflate`, or more than
+    /// one coding.
+    #[error("Content-Encoding {0:?} is not supported: send the body uncompressed, gzip or deflate")]
     UnsupportedEncoding(String),
+    /// The body is not valid in the `Content-Encoding` it names (400): a
+    /// corrupt or truncated gzip or deflate stream.
+    #[error("the {coding} body could not be decompressed: {message}")]
+    CorruptBody {
+        /// The coding the request named.
+        coding: &'static str,
+        /// What the decoder found.
+        message: String,
+    },
     /// The request's `Expect` asks for something other than
     /// `100-continue` (417).
     #[error("unsupported expectation {0:?}: only \"100-continue\" is supported")]
@@ -136,7 +146,9 @@ impl GatewayError {
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
-            GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } => 400,
+            GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } | GatewayError::CorruptBody { .. } => {
+                400
+            }
             GatewayError::TooManyRequests | GatewayError::ConnectionShare { .. } => 429,
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
@@ -169,6 +181,7 @@ impl GatewayError {
             GatewayError::Internal(_) => "internal",
             GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
+            GatewayError::CorruptBody { .. } => "corrupt_body",
             GatewayError::Budget(e) => e.label(),
             GatewayError::Shed { reason, .. } => reason.as_str(),
         }

@@ -10,14 +10,15 @@
 //!    late) is counted and logged as a request like any other, with the
 //!    HTTP status of its gRPC code, and tonic's `OUT_OF_RANGE` for an
 //!    oversized message becomes the `RESOURCE_EXHAUSTED` gRPC servers
-//!    answer.
+//!    answer, its `INTERNAL` for a corrupt compressed message
+//!    `INVALID_ARGUMENT`.
 //!
 //! The service marks a call it reached with [`mark_reached`].
 
 use super::call::{CallObs, Rpc};
 use super::conn::{CallOnConn, ConnInfo};
 use super::incoming::{IncomingBody, IncomingLimits};
-use super::status::TONIC_OVERSIZED;
+use super::status::{TONIC_OVERSIZED, TONIC_UNDECOMPRESSABLE};
 use crate::state::AppState;
 use futures::future::BoxFuture;
 use http_body::{Body, Frame};
@@ -99,7 +100,7 @@ where
         let state = self.layer.state.clone();
         Box::pin(async move {
             let started = Instant::now();
-            let response = oversized_is_resource_exhausted(inner.call(request).await?);
+            let response = refusals_get_their_codes(inner.call(request).await?);
             // A call the service reached counts itself.
             if let Some(rpc) = rpc.filter(|_| !reached.0.load(Ordering::Relaxed)) {
                 let (status, error) = http_status_of(response.headers());
@@ -127,18 +128,24 @@ fn http_status_of(headers: &http::HeaderMap) -> (u16, &'static str) {
 
 /// tonic refuses a message over the size limit with `OUT_OF_RANGE`; gRPC's
 /// reference servers (and Triton) answer `RESOURCE_EXHAUSTED`, which
-/// clients treat as "too big / too much", so the status is rewritten.
-/// tonic answers such a unary call trailers-only: the status is in the
-/// response head, its message percent-encoded (spaces as `%20`).
-fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
+/// clients treat as "too big / too much", so the status is rewritten; a
+/// compressed message that does not inflate is its `INTERNAL`, rewritten
+/// as `INVALID_ARGUMENT` (the client's fault). tonic answers such a unary
+/// call trailers-only: the status is in the response head, its message
+/// percent-encoded (spaces as `%20`).
+fn refusals_get_their_codes<B>(mut response: http::Response<B>) -> http::Response<B> {
     let headers = response.headers_mut();
-    let oversized = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"11")
-        && headers
+    let says = |start: &str| {
+        headers
             .get("grpc-message")
-            .is_some_and(|m| m.as_bytes().starts_with(TONIC_OVERSIZED.replace(' ', "%20").as_bytes()));
-    if oversized {
-        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
-    }
+            .is_some_and(|m| m.as_bytes().starts_with(start.replace(' ', "%20").as_bytes()))
+    };
+    let code = match headers.get("grpc-status").map(http::HeaderValue::as_bytes) {
+        Some(b"11") if says(TONIC_OVERSIZED) => "8",
+        Some(b"13") if says(TONIC_UNDECOMPRESSABLE) => "3",
+        _ => return response,
+    };
+    headers.insert("grpc-status", http::HeaderValue::from_static(code));
     response
 }
 
@@ -192,7 +199,15 @@ mod tests {
             .header("grpc-message", "Error,%20decoded%20message%20length%20too%20large:%20found%205")
             .body(())
             .unwrap();
-        let response = oversized_is_resource_exhausted(response);
+        let response = refusals_get_their_codes(response);
         assert_eq!(response.headers()["grpc-status"], "8");
+        let corrupt = http::Response::builder()
+            .header("grpc-status", "13")
+            .header("grpc-message", "Error%20decompressing:%20invalid%20gzip%20header")
+            .body(())
+            .unwrap();
+        assert_eq!(refusals_get_their_codes(corrupt).headers()["grpc-status"], "3");
+        let other = http::Response::builder().header("grpc-status", "13").body(()).unwrap();
+        assert_eq!(refusals_get_their_codes(other).headers()["grpc-status"], "13");
     }
 }

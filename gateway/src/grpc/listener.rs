@@ -11,6 +11,12 @@
 //! arrive within `server.body_read_timeout_ms`; large messages being
 //! received at once share `server.grpc_max_receiving_bytes`
 //! ([`super::incoming`]).
+//! Messages may come gzip- or deflate-compressed (`grpc-encoding`); tonic
+//! inflates each one into a buffer bounded by the same
+//! `server.max_body_bytes` (a compressed bomb is `RESOURCE_EXHAUSTED`
+//! once its output reaches it) before the codec's wire check sees the
+//! decompressed bytes, and the receive budget counts the bytes sent.
+//! Answers are compressed when the client's `grpc-accept-encoding` asks.
 //! Connections are admitted and timed out by a connection table
 //! ([`super::conn`]); each may open `server.grpc_max_streams` streams at
 //! once (advertised in its HTTP/2 settings), send at most
@@ -31,6 +37,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+use tonic::codec::CompressionEncoding;
 
 /// The gRPC listener, bound, waiting for its runtime.
 pub struct GrpcListener {
@@ -84,7 +91,11 @@ impl BackgroundService for GrpcListener {
         super::bounds::set_max_elements(server.limits.max_request_elements);
         let service = GrpcInferenceServiceServer::new(GrpcFront::new(self.state.clone()))
             .max_decoding_message_size(server.limits.max_body_bytes)
-            .max_encoding_message_size(usize::MAX);
+            .max_encoding_message_size(usize::MAX)
+            .accept_compressed(CompressionEncoding::Gzip)
+            .accept_compressed(CompressionEncoding::Deflate)
+            .send_compressed(CompressionEncoding::Gzip)
+            .send_compressed(CompressionEncoding::Deflate);
         let incoming_limits = IncomingLimits {
             message_timeout: server.limits.body_read_timeout,
             budget: Arc::new(Semaphore::new(server.grpc.max_receiving_bytes)),

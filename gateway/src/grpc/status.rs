@@ -52,14 +52,23 @@ pub fn status_of(err: &GatewayError) -> Status {
 /// The start of tonic's message for a message over the size limit.
 pub const TONIC_OVERSIZED: &str = "Error, decoded message length too large";
 
-/// tonic's `OUT_OF_RANGE` for a message over the size limit as the
-/// `RESOURCE_EXHAUSTED` gRPC servers answer (see [`super::listener`]);
-/// any other status unchanged.
-pub fn oversized_as_exhausted(status: Status) -> Status {
-    if status.code() == Code::OutOfRange && status.message().starts_with(TONIC_OVERSIZED) {
-        return Status::new(Code::ResourceExhausted, status.message().to_string());
-    }
-    status
+/// The start of tonic's message for a compressed message it could not
+/// inflate (a corrupt gzip or deflate stream; one that inflates past the
+/// size limit is `RESOURCE_EXHAUSTED` already).
+pub const TONIC_UNDECOMPRESSABLE: &str = "Error decompressing";
+
+/// tonic's refusals of a message, with the codes gRPC servers answer:
+/// `OUT_OF_RANGE` for a message over the size limit as
+/// `RESOURCE_EXHAUSTED` (see [`super::listener`]), `INTERNAL` for a
+/// corrupt compressed message as `INVALID_ARGUMENT` (the client's fault,
+/// as a corrupt gzip body is a 400 over REST); any other status unchanged.
+pub fn tonic_refusal(status: Status) -> Status {
+    let code = match status.code() {
+        Code::OutOfRange if status.message().starts_with(TONIC_OVERSIZED) => Code::ResourceExhausted,
+        Code::Internal if status.message().starts_with(TONIC_UNDECOMPRESSABLE) => Code::InvalidArgument,
+        _ => return status,
+    };
+    Status::new(code, status.message().to_string())
 }
 
 impl From<GatewayError> for Status {

@@ -107,7 +107,7 @@ async fn serve(state: Arc<AppState>, caller: Caller, mut requests: Streaming<Mod
                     // once the requests in flight have answered.
                     tracing::debug!(%status, "gRPC stream ended with an error");
                     reading = false;
-                    ended_by = Some(super::status::oversized_as_exhausted(status));
+                    ended_by = Some(super::status::tonic_refusal(status));
                 }
             },
             Some(()) = running.next(), if !running.is_empty() => {

@@ -1,7 +1,9 @@
 """Request framing an attacker or a confused client might send (issue 21,
 item 5), on raw sockets against the real binary: smuggling patterns get a
-clear 400 and nothing hidden behind them is answered; a compressed body
-the V2 API cannot read gets 415 instead of being parsed as JSON."""
+clear 400 and nothing hidden behind them is answered; a body in a coding
+the V2 API cannot read gets 415, and one that claims gzip but is not, 400,
+instead of being parsed as JSON (issue 38, item 2: gzip and deflate are
+read)."""
 
 import socket
 import time
@@ -57,9 +59,12 @@ def test_ambiguous_framing_is_refused_and_nothing_behind_it_is_answered(gw, name
     assert gw.alive()
 
 
-def test_a_compressed_v2_body_is_refused_with_415(gw):
-    raw = exchange(gw, INFER + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
+def test_an_unknown_coding_is_415_and_a_false_gzip_body_400(gw):
+    raw = exchange(gw, INFER + b"Content-Encoding: br\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
     assert statuses(raw) == [415], raw[:200]
     assert b"Content-Encoding" in raw and b"uncompressed" in raw
+    raw = exchange(gw, INFER + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
+    assert statuses(raw) == [400], raw[:200]
+    assert b"gzip body could not be decompressed" in raw
     ok = exchange(gw, INFER + b"Content-Encoding: identity\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
     assert statuses(ok) == [200], ok[:200]

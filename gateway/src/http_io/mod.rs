@@ -1,11 +1,20 @@
 //! Reading request bodies and writing [`Reply`]s on a Pingora session;
 //! shared by the V2 app and the admin app. Also the request-head checks
-//! every request gets before it is served ([`check_head`]).
+//! every request gets before it is served ([`check_head`]), and the V2
+//! API's content codings: compressed request bodies
+//! ([`content_coding`]) and compressed responses ([`compress`]).
+
+mod compress;
+mod content_coding;
+
+pub use compress::encode_reply;
+pub use content_coding::{request_coding, Coding};
 
 use crate::config::Limits;
 use crate::error::GatewayError;
 use crate::reply::{static_value, Reply};
 use bytes::{Bytes, BytesMut};
+use content_coding::Inflater;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::Session;
 
@@ -23,20 +32,6 @@ pub fn check_head(header: &RequestHeader) -> Result<(), GatewayError> {
     }
 }
 
-/// Refuses a compressed body (`Content-Encoding` other than `identity`)
-/// with 415 before it is read: the V2 API would otherwise parse compressed
-/// bytes as JSON or tensors. (Prefix routes forward bodies untouched and
-/// do not call this.)
-pub fn check_content_encoding(header: &RequestHeader) -> Result<(), GatewayError> {
-    for value in header.headers.get_all(http::header::CONTENT_ENCODING) {
-        let text = String::from_utf8_lossy(value.as_bytes());
-        if text.split(',').any(|coding| !coding.trim().eq_ignore_ascii_case("identity")) {
-            return Err(GatewayError::UnsupportedEncoding(text.chars().take(64).collect()));
-        }
-    }
-    Ok(())
-}
-
 /// Whether the client waits for `100 Continue` before sending its body
 /// (`Expect: 100-continue` on HTTP/1.1); any other expectation is a 417.
 fn expects_continue(header: &RequestHeader) -> Result<bool, GatewayError> {
@@ -47,11 +42,23 @@ fn expects_continue(header: &RequestHeader) -> Result<bool, GatewayError> {
     Err(GatewayError::ExpectationFailed(String::from_utf8_lossy(value.as_bytes()).chars().take(64).collect()))
 }
 
-/// Reads the whole body under the size limit and read timeout. A client
-/// that sent `Expect: 100-continue` gets `100 Continue` first, unless the
-/// body it announced is too large: then the 413 comes without reading it
-/// (and the connection is not reused, as its body was never read).
+/// Reads the whole body as sent under the size limit and read timeout
+/// ([`read_decoded_body`] with [`Coding::Identity`]).
 pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, GatewayError> {
+    read_decoded_body(session, limits, Coding::Identity).await
+}
+
+/// Reads the whole body under the size limit and read timeout, decoding
+/// it from `coding` as it arrives: the limit then bounds both the bytes
+/// sent and the decoded body ([`content_coding`]). A client that sent
+/// `Expect: 100-continue` gets `100 Continue` first, unless the body it
+/// announced is too large: then the 413 comes without reading it (and the
+/// connection is not reused, as its body was never read).
+pub async fn read_decoded_body(
+    session: &mut Session,
+    limits: &Limits,
+    coding: Coding,
+) -> Result<Bytes, GatewayError> {
     let max = limits.max_body_bytes;
     let declared = session
         .req_header()
@@ -74,13 +81,19 @@ pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, 
     // only a second chunk starts a buffer, sized for the declared length.
     let mut first: Option<Bytes> = None;
     let mut buf = BytesMut::new();
+    let mut inflater = Inflater::new(coding, max);
+    let mut received = 0usize;
     let read_all = async {
         loop {
             match session.read_request_body().await {
                 Ok(Some(chunk)) => {
-                    let held = first.as_ref().map_or(0, Bytes::len);
-                    if held + buf.len() + chunk.len() > max {
+                    received = received.saturating_add(chunk.len());
+                    if received > max {
                         return Err(GatewayError::BodyTooLarge { limit: max });
+                    }
+                    if let Some(inflater) = inflater.as_mut() {
+                        inflater.push(&chunk)?;
+                        continue;
                     }
                     if first.is_none() && buf.is_empty() {
                         first = Some(chunk);
@@ -98,7 +111,11 @@ pub async fn read_body(session: &mut Session, limits: &Limits) -> Result<Bytes, 
         }
     };
     match tokio::time::timeout(limits.body_read_timeout, read_all).await {
-        Ok(result) => result.map(|()| first.unwrap_or_else(|| buf.freeze())),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) => match inflater {
+            Some(inflater) => inflater.finish(),
+            None => Ok(first.unwrap_or_else(|| buf.freeze())),
+        },
         Err(_) => Err(GatewayError::BodyTimeout(limits.body_read_timeout)),
     }
 }
