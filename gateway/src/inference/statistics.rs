@@ -7,8 +7,11 @@
 //! Built from the runtime's pool counters: per local model and version,
 //! the rows executed (`inference_count`), the batches (`execution_count`),
 //! successes and failures, and the time spent queued and executing (from
-//! the pools' histograms, so whole microseconds). Triton's fields with no
-//! counterpart here (`compute_input`, `compute_output`, cache hit/miss,
+//! the pools' histograms, so whole microseconds). A batch's run includes
+//! copying its inputs in and its outputs out, so `compute_input` and
+//! `compute_output` have `compute_infer`'s count and no time of their own
+//! (clients such as `perf_analyzer` require the three counts to be
+//! equal). Triton's fields with no counterpart here (cache hit/miss,
 //! per-batch-size rows, `last_inference`) are zero or empty. Upstream
 //! models are counted by their server, not here.
 //!
@@ -81,9 +84,9 @@ fn model_stat(model: &ModelStats) -> Value {
             "success": duration(succeeded, 0),
             "fail": duration(failed, 0),
             "queue": duration(sum(|p| p.histograms.queue_wait_us.count()), sum(|p| p.histograms.queue_wait_us.sum)),
-            "compute_input": duration(0, 0),
+            "compute_input": duration(executions, 0),
             "compute_infer": duration(executions, sum(|p| p.histograms.execution_us.sum)),
-            "compute_output": duration(0, 0),
+            "compute_output": duration(executions, 0),
             "cache_hit": duration(0, 0),
             "cache_miss": duration(0, 0),
         },
@@ -152,6 +155,11 @@ mod tests {
         assert_eq!(infer["fail"], json!({"count": 2, "ns": 0}));
         assert_eq!(infer["queue"], json!({"count": 5, "ns": 9000}));
         assert_eq!(infer["compute_infer"], json!({"count": 5, "ns": 40000}));
+        assert_eq!(
+            infer["compute_input"]["count"], infer["compute_infer"]["count"],
+            "perf_analyzer needs them equal"
+        );
+        assert_eq!(infer["compute_output"]["count"], infer["compute_infer"]["count"]);
         assert_eq!(infer["cache_miss"], json!({"count": 0, "ns": 0}));
         assert_eq!(stat["batch_stats"], json!([]));
     }
