@@ -1,9 +1,10 @@
-"""README claims held by a test each (issue 38, item 5), against the real
+"""Claims of the documentation (once the README, now the book under
+docs/src) held by a test each (issue 38, item 5), against the real
 binary: the admin token rotated by a reload; a console route edit on a
 read-only config file answered with the diff, not applied; the gRPC calls
 Switchyard does not serve answering UNIMPLEMENTED; and every `endpoint`
-label value of the request metrics listed in the README's Metrics
-section."""
+label value of the request metrics listed on the Metrics page
+(docs/src/reference/metrics.md)."""
 
 import re
 import stat
@@ -34,7 +35,7 @@ def bearer(token):
 
 
 def test_a_reload_rotates_the_admin_token(tmp_path):
-    """README "Admin API": "The token can be rotated by a reload"."""
+    """docs/src/reference/admin-api.md: "The token can be rotated by a reload"."""
     config = write_config(tmp_path, f'[admin]\ntoken = "{OLD_TOKEN}"\n[reload]\nwatch = false\n' + CASCADE)
     gw = Gateway(config=config, env=NO_ENV_TOKEN)
     try:
@@ -51,7 +52,7 @@ def test_a_reload_rotates_the_admin_token(tmp_path):
 
 
 def test_a_route_edit_on_a_read_only_config_file_answers_with_the_diff(tmp_path):
-    """README "Console": a gateway "whose file is read-only ... answers with
+    """docs/src/how-to/console.md: a gateway "whose file is read-only ... answers with
     the diff to apply where the config is kept". The file is replaced by a
     rename, which only the folder's permissions rule, so a read-only file
     in a writable folder was overwritten and reloaded."""
@@ -110,7 +111,7 @@ def grpc_client(grpc_gw):
 
 @pytest.mark.parametrize("call,kwargs", UNSERVED, ids=[c for c, _ in UNSERVED])
 def test_unserved_grpc_calls_answer_unimplemented(grpc_client, call, kwargs):
-    """README "gRPC": repository control, shared memory (system and CUDA)
+    """docs/src/reference/grpc-api.md: repository control, shared memory (system and CUDA)
     and trace/log settings answer UNIMPLEMENTED."""
     with pytest.raises(InferenceServerException) as e:
         getattr(grpc_client, call)(**kwargs)
@@ -129,12 +130,14 @@ upstream = "app"
 """
 
 
-def readme_endpoint_labels() -> set:
-    """The `endpoint` values the README's Metrics section lists."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("\n## Metrics\n"):]
-    listed = re.search(r"`endpoint` is one of (.*?);\s+`status`", section, re.S)
-    assert listed, "the Metrics section no longer says which values `endpoint` takes"
+METRICS_PAGE = REPO / "docs" / "src" / "reference" / "metrics.md"
+
+
+def documented_endpoint_labels() -> set:
+    """The `endpoint` values the Metrics page lists."""
+    text = METRICS_PAGE.read_text()
+    listed = re.search(r"`endpoint` is one of (.*?);\s+`status`", text, re.S)
+    assert listed, f"{METRICS_PAGE} no longer says which values `endpoint` takes"
     return set(re.findall(r"`([a-z_]+)`", listed.group(1)))
 
 
@@ -145,10 +148,10 @@ def x_input(n=1):
     return i
 
 
-def test_every_endpoint_label_is_in_the_readme(grpc_gw, grpc_client):
+def test_every_endpoint_label_is_on_the_metrics_page(grpc_gw, grpc_client):
     """Every REST endpoint, a prefix route, a path that is none of them,
     and every gRPC call are made; the `endpoint` values they leave in
-    `/metrics` are exactly the README's list."""
+    `/metrics` are exactly the Metrics page's list."""
     base = grpc_gw.base
     body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": [1.0] * 64}]}
     for path in ["/v2", "/v2/health/live", "/v2/models/digits", "/v2/models/digits/ready",
@@ -165,6 +168,6 @@ def test_every_endpoint_label_is_in_the_readme(grpc_gw, grpc_client):
     assert answers and all(error is None for _, error in answers), answers  # a draft, then the final
     metrics = requests.get(f"{grpc_gw.admin}/metrics", timeout=10).text
     seen = set(re.findall(r'^switchyard_requests_total\{[^}]*endpoint="([^"]+)"', metrics, re.M))
-    listed = readme_endpoint_labels()
-    assert seen - listed == set(), f"endpoint labels missing from the README: {sorted(seen - listed)}"
-    assert listed - seen == set(), f"README lists endpoints no call made: {sorted(listed - seen)}"
+    listed = documented_endpoint_labels()
+    assert seen - listed == set(), f"endpoint labels missing from the Metrics page: {sorted(seen - listed)}"
+    assert listed - seen == set(), f"the Metrics page lists endpoints no call made: {sorted(listed - seen)}"
