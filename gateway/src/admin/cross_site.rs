@@ -68,7 +68,8 @@ fn refusal(why: String) -> GatewayError {
     GatewayError::Forbidden(format!(
         "cross-site request refused: {why}; without an admin token, changes are accepted only \
          from this listener's own pages or from non-browser clients sending \
-         Content-Type: application/json (see README, \"Browsers and the admin listener\")"
+         Content-Type: application/json (see docs/src/reference/admin-api.md, \
+         \"Browsers and the admin listener\")"
     ))
 }
 

@@ -19,7 +19,7 @@
 //! Labels are low-cardinality by construction: routes, models, pools and
 //! upstreams come from the config; devices, endpoints, statuses, reasons,
 //! tiers and states from closed sets. Never request ids or tenants. Every
-//! metric is listed in the README's Metrics section.
+//! metric is listed on the book's Metrics page (`docs/src/reference/metrics.md`).
 
 pub mod connections;
 pub mod family;

@@ -77,7 +77,8 @@ def test_work_of_clients_that_left_is_not_computed(gw):
 
 def test_work_queued_on_a_paused_pool_by_clients_that_left_is_not_computed(gw):
     """Requests queued while the pool is paused, whose clients hang up: on
-    resume, none of their rows is computed (the README's promise)."""
+    resume, none of their rows is computed (the promise of
+    docs/src/reference/admin-api.md, "Pausing a pool")."""
     before = pool_stats(gw, "synth-heavy")
     pause(gw, "synth-heavy")
     try:

@@ -1,5 +1,5 @@
-"""Concurrent `POST /admin/config/edit` applies without `base` (the README's
-curl example leaves it out): they are applied one after another, each
+"""Concurrent `POST /admin/config/edit` applies without `base` (the Console
+page's curl example, docs/src/how-to/console.md, leaves it out): they are applied one after another, each
 told "applied" with its own reload, none fails on the file system, and
 the value left in force is the last applied one. Against the real
 binary. Issue 37 item 9."""

@@ -309,8 +309,8 @@ upstream = "app"
 
 
 def test_past_max_concurrent_requests_a_request_gets_429_and_keeps_its_connection(tmp_path):
-    """The two limits answer differently, as the README's connection table
-    says (issue 37, item 18): past `server.max_concurrent_requests` a
+    """The two limits answer differently, as the connection table of
+    docs/src/reference/connections.md says (issue 37, item 18): past `server.max_concurrent_requests` a
     request gets 429 with `Retry-After` and its connection stays open for
     the next one; only a new connection past `server.max_connections`
     (test above) gets 503 and is closed."""

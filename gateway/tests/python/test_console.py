@@ -8,7 +8,7 @@ gateway/tests/browser/console_browser.mjs while this file sends traffic:
 sign-in refused without the token, live numbers that move, charts, the
 calibration curve, then a threshold edit previewed (diff and replay of the
 recorded traffic) and applied. Screenshots land in the test's tmp folder
-(kept by pytest; one is in the README)."""
+(kept by pytest; one is in the book, docs/src/images/console.png)."""
 
 import json
 import os

@@ -18,7 +18,7 @@ from routing_util import DIGITS_MODELS, Reference, write_config
 from sse_util import admin, wait_for
 
 BINARY = str(REPO / "target" / "debug" / "switchyard")
-# The admin listener has no token here: a body must say what it is (README, Admin API).
+# The admin listener has no token here: a body must say what it is (docs/src/reference/admin-api.md).
 TOML = {"content-type": "application/toml"}
 
 CONFIG = DIGITS_MODELS + """

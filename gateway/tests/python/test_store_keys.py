@@ -2,7 +2,7 @@
 real S3 server (moto): an object key that `object_store` cannot parse
 (`junk/1/../notes.txt`, an empty or `.` segment, a control character) is
 skipped with a warning instead of hiding every model; a store that is down
-with nothing cached fails start-up and `check-config` as the README says;
+with nothing cached fails start-up and `check-config` as docs/src/reference/configuration.md says;
 a folder named like a version alias (`digits-cheap@1`) is refused, the
 rest of the repository serves. Issue 37 item 8."""
 
