@@ -43,6 +43,7 @@ build-release:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(PY) scripts/check_doc_links.py
 
 unit:
 	$(CARGO) test --workspace
