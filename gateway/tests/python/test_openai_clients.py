@@ -18,8 +18,9 @@ VENV = REPO / ".venv-embed-clients"
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    path = tmp_path_factory.mktemp("openai-clients") / "gw.toml"
-    path.write_text(config_text())
+    folder = tmp_path_factory.mktemp("openai-clients")
+    path = folder / "gw.toml"
+    path.write_text(config_text(folder))
     gw = Gateway(config=path)
     yield gw
     gw.stop()

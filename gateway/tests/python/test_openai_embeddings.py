@@ -8,6 +8,8 @@ keys wants `Authorization: Bearer`."""
 
 import base64
 import json
+import struct
+import time
 
 import numpy as np
 import openai
@@ -30,7 +32,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def config_text() -> str:
+def config_text(folder) -> str:
+    """Text models and routes; `recorded` samples every call into `folder`/traffic."""
     tokenizer = f'{{ path = "{MODELS / "minilm-tokenizer.json"}", max_length = {MAX_LENGTH} }}'
     return f"""
 [cache]
@@ -67,6 +70,11 @@ budget_ms = {{ default = 5000, max = 10000 }}
 policy = {{ type = "latency_budget" }}
 
 [[routes]]
+name = "recorded"
+models = ["minilm-l3"]
+record = {{ sample = 1.0, path = "{folder}/traffic/recorded.jsonl" }}
+
+[[routes]]
 name = "private"
 models = ["minilm-l6-private"]
 auth = {{ keys = [{{ key = "{KEY}", tenant = "team-a" }}] }}
@@ -75,9 +83,11 @@ auth = {{ keys = [{{ key = "{KEY}", tenant = "team-a" }}] }}
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    path = tmp_path_factory.mktemp("openai") / "openai.toml"
-    path.write_text(config_text())
+    folder = tmp_path_factory.mktemp("openai")
+    path = folder / "openai.toml"
+    path.write_text(config_text(folder))
     gw = Gateway(config=path)
+    gw.traffic = folder / "traffic"
     yield gw
     gw.stop()
 
@@ -157,9 +167,9 @@ def test_the_second_identical_call_is_a_cache_hit(client):
 def test_models_lists_text_models_and_routes_the_caller_may_see(client, gateway):
     ids = sorted(m.id for m in client.models.list())
     # Not digits (no tokenizer); the private route and its model need the key.
-    assert ids == ["minilm", "minilm-l3", "minilm-l6"], ids
+    assert ids == ["minilm", "minilm-l3", "minilm-l6", "recorded"], ids
     keyed = openai.OpenAI(base_url=f"{gateway.base}/v1", api_key=KEY, max_retries=0)
-    assert sorted(m.id for m in keyed.models.list()) == ["minilm", "minilm-l3", "minilm-l6", "minilm-l6-private", "private"]
+    assert sorted(m.id for m in keyed.models.list()) == ["minilm", "minilm-l3", "minilm-l6", "minilm-l6-private", "private", "recorded"]
     doc = requests.get(f"{gateway.base}/v1/models", timeout=30).json()
     assert doc["object"] == "list"
     assert doc["data"][0] == {"id": doc["data"][0]["id"], "object": "model", "created": 0, "owned_by": "switchyard"}
@@ -244,3 +254,22 @@ def test_calls_are_counted_under_their_route_and_endpoint(gateway, client):
     assert any('endpoint="openai_embeddings"' in line and 'route="minilm"' in line and 'status="200"' in line
                for line in counted), counted
     assert any('endpoint="openai_models"' in line for line in counted), counted
+
+
+def test_a_sampled_call_is_recorded_like_a_v2_call(gateway, client):
+    texts = ["record this", "and this"]
+    client.embeddings.create(model="recorded", input=texts)
+    path = gateway.traffic / "recorded.jsonl"
+    deadline = time.monotonic() + 30  # the sample is written by its own thread
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [line] = [json.loads(l) for l in path.read_text().splitlines()]
+    assert (line["route"], line["protocol"]) == ("recorded", "openai")
+    [entry] = line["inputs"]
+    assert (entry["name"], entry["datatype"], entry["shape"]) == ("text", "BYTES", [2, 1])
+    raw, got = base64.b64decode(entry["data_b64"]), []
+    while raw:  # Triton's binary BYTES layout: a 4-byte little-endian length, then the bytes
+        (n,) = struct.unpack("<I", raw[:4])
+        got.append(raw[4:4 + n].decode())
+        raw = raw[4 + n:]
+    assert got == texts
