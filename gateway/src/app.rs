@@ -8,7 +8,7 @@
 //! Phases, in order: admission (concurrency permit, else 429) -> prefix
 //! route? proxy phases ([`crate::proxy::phases`]) : body (decoded from
 //! gzip or deflate, size limit 413 on the decoded bytes, read timeout 408)
-//! -> dispatch ([`crate::handlers`]) -> write the reply (compressed when
+//! -> dispatch ([`crate::handlers`], or [`crate::openai`] for `/v1/`) -> write the reply (compressed when
 //! the client accepts it, [`crate::http_io::encode_reply`]),
 //! or the event stream of a streamed infer call
 //! ([`crate::stream::respond`]) -> `logging` (metrics, access log line).
@@ -16,6 +16,7 @@
 //! admission on.
 
 use crate::connections::client_gone::client_gone;
+use crate::endpoint::parse_openai_path;
 use crate::error::GatewayError;
 use crate::handlers::{self, Request};
 use crate::http_io::{check_head, encode_reply, read_decoded_body, request_coding, write_reply};
@@ -64,6 +65,9 @@ pub struct RequestCtx {
     obs: RequestObs,
     /// Set for a request proxied through a prefix route.
     proxy: Option<Box<ProxyCtx>>,
+    /// The route or model an OpenAI call's body named, for its metric
+    /// labels (a V2 call names it in its path).
+    named: Option<String>,
 }
 
 impl RequestCtx {
@@ -105,6 +109,7 @@ impl ProxyHttp for GatewayApp {
             body_bytes: 0,
             in_flight: self.state.lifecycle.enter(),
             proxy: None,
+            named: None,
             obs: RequestObs::default(),
         }
     }
@@ -329,7 +334,13 @@ impl ProxyHttp for GatewayApp {
         let snap = self.state.snapshot.load();
         let labels = match self.state.prefix_routes.route(req.uri.path()).ok().flatten() {
             Some(route) => crate::metrics::RequestLabels::prefix_route(&route.config.name),
-            None => crate::metrics::RequestLabels::classify(&snap.config, req.uri.path()),
+            None => {
+                let labels = crate::metrics::RequestLabels::classify(&snap.config, req.uri.path());
+                match &ctx.named {
+                    Some(name) => labels.named(&snap.config, name),
+                    None => labels,
+                }
+            }
         };
         crate::metrics::record_request(labels, ctx.status, took);
         ctx.obs.finish(ctx.status);
@@ -409,6 +420,11 @@ impl GatewayApp {
             body,
             received: ctx.started,
         };
+        if let Some(endpoint) = parse_openai_path(request.path) {
+            let (reply, named) = crate::openai::dispatch(&self.state, snap, endpoint, request).await;
+            ctx.named = named;
+            return reply.into();
+        }
         handlers::dispatch(&self.state, snap, request).await
     }
 }

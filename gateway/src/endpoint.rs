@@ -1,5 +1,6 @@
 //! What a request to the V2 REST API asks for, read from its path and
-//! headers before anything else is done: which endpoint ([`parse_path`])
+//! headers before anything else is done: which endpoint ([`parse_path`];
+//! [`parse_openai_path`] for the OpenAI-compatible API)
 //! and whether the answer should be an event stream ([`wants_stream`]).
 //! Shared by the handlers, the cache (whose exact-repeat path never answers
 //! a stream) and the metrics (which label requests by endpoint).
@@ -89,6 +90,43 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
     }
 }
 
+/// What a path of the OpenAI-compatible API ([`crate::openai`]) asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenAiEndpoint {
+    /// `POST /v1/embeddings`
+    Embeddings,
+    /// `GET /v1/models`
+    Models,
+}
+
+impl OpenAiEndpoint {
+    /// The method this endpoint answers.
+    pub fn method(self) -> Method {
+        match self {
+            OpenAiEndpoint::Embeddings => Method::POST,
+            OpenAiEndpoint::Models => Method::GET,
+        }
+    }
+
+    /// The `endpoint` label of its requests in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            OpenAiEndpoint::Embeddings => "openai_embeddings",
+            OpenAiEndpoint::Models => "openai_models",
+        }
+    }
+}
+
+/// Parses a path of the OpenAI-compatible API (a trailing `/` allowed);
+/// `None` when it is not one.
+pub fn parse_openai_path(path: &str) -> Option<OpenAiEndpoint> {
+    match path.strip_suffix('/').unwrap_or(path) {
+        "/v1/embeddings" => Some(OpenAiEndpoint::Embeddings),
+        "/v1/models" => Some(OpenAiEndpoint::Models),
+        _ => None,
+    }
+}
+
 /// True when the client asks for a stream: `Accept` lists
 /// `text/event-stream`, or `parameters.stream` is `true` (any other
 /// non-boolean value is a 400).
@@ -149,6 +187,15 @@ mod tests {
         assert_eq!(parse_path("/v2/models/"), None);
         assert_eq!(parse_path("/v3/models/m"), None);
         assert_eq!(parse_path("/v2/models/m/versions/1/infer/x"), None);
+    }
+
+    #[test]
+    fn parses_openai_paths() {
+        assert_eq!(parse_openai_path("/v1/embeddings"), Some(OpenAiEndpoint::Embeddings));
+        assert_eq!(parse_openai_path("/v1/models/"), Some(OpenAiEndpoint::Models));
+        assert_eq!(parse_openai_path("/v1/models/minilm"), None);
+        assert_eq!(parse_openai_path("/v2/models"), None);
+        assert_eq!(OpenAiEndpoint::Embeddings.method(), Method::POST);
     }
 
     #[test]

@@ -49,6 +49,7 @@ mod inference;
 mod lifecycle;
 mod memory;
 mod metrics;
+mod openai;
 mod prefix;
 mod prepare;
 mod proxy;

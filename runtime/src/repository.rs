@@ -21,7 +21,7 @@ use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadRepo
 use crate::signature::ModelSignature;
 use crate::spec::{BatchingSpec, ModelSpec};
 use crate::stats::{ModelStats, RuntimeSnapshot};
-use crate::text::encode_request;
+use crate::text::{encode_request, TextEncoder};
 use crate::validate::validate;
 
 /// All models the runtime serves.
@@ -109,6 +109,13 @@ impl ModelRepository {
     /// The model's load state.
     pub fn state(&self, model: &str) -> Result<ModelState, RuntimeError> {
         Ok(self.model(model)?.state())
+    }
+
+    /// The text stage of `model` (its tokenizer), `None` for a model
+    /// without one: callers count tokens the way the model does
+    /// ([`TextEncoder::count_tokens`]).
+    pub fn text_encoder(&self, model: &str) -> Result<Option<Arc<TextEncoder>>, RuntimeError> {
+        Ok(self.model(model)?.text_encoder())
     }
 
     /// Models currently `Failed`, with their errors; the gateway checks this

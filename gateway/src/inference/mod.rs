@@ -81,7 +81,7 @@ pub struct Call<'h> {
     /// Record this call in its route's traffic sample ([`crate::record`];
     /// drawn by the front end with [`crate::record::Recorders::draw`]).
     pub sampled: bool,
-    /// `rest` or `grpc`, as the traffic sample records it.
+    /// `rest`, `grpc` or `openai`, as the traffic sample records it.
     pub protocol: &'static str,
 }
 

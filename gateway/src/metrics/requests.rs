@@ -14,7 +14,7 @@
 //! duty, see [`upstream_attempt`]).
 
 use crate::config::Config;
-use crate::endpoint::{parse_path, Endpoint};
+use crate::endpoint::{parse_openai_path, parse_path, Endpoint};
 use prometheus::proto::MetricFamily;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 use std::sync::LazyLock;
@@ -92,7 +92,8 @@ pub struct RequestLabels<'a> {
     /// A route, model or prefix-route name from `config`, or [`OTHER`].
     pub route: &'a str,
     /// `infer`, `model_metadata`, `model_ready`, `model_config`,
-    /// `model_statistics`, `server_metadata`, `health`, `proxy` (a prefix route), `other`
+    /// `model_statistics`, `server_metadata`, `health`, `openai_embeddings`,
+    /// `openai_models`, `proxy` (a prefix route), `other`
     /// (not a V2 path), or a gRPC call's (`grpc_infer`,
     /// `grpc_stream_infer`, `grpc_model_metadata`, ...).
     pub endpoint: &'static str,
@@ -112,9 +113,19 @@ impl<'a> RequestLabels<'a> {
         RequestLabels { route: name.and_then(|n| configured_name(config, n)).unwrap_or(OTHER), endpoint }
     }
 
+    /// These labels with the route named in the request's body (an
+    /// OpenAI call's `model`); names not in the config map to [`OTHER`].
+    pub fn named(self, config: &'a Config, name: &str) -> RequestLabels<'a> {
+        RequestLabels { route: configured_name(config, name).unwrap_or(OTHER), ..self }
+    }
+
     /// Labels for `path` under `config`. Names not in the config map to
     /// [`OTHER`], so unknown names never create label values.
     pub fn classify(config: &'a Config, path: &str) -> RequestLabels<'a> {
+        if let Some(openai) = parse_openai_path(path) {
+            // The name is in the body: the app adds it ([`Self::named`]).
+            return RequestLabels { route: OTHER, endpoint: openai.label() };
+        }
         let (name, endpoint) = match parse_path(path) {
             None => (None, "other"),
             Some(Endpoint::ServerMetadata) => (None, "server_metadata"),

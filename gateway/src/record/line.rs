@@ -87,7 +87,7 @@ pub struct TrafficRecord {
     pub route: String,
     /// Arrival, milliseconds since the Unix epoch.
     pub arrived_ms: u64,
-    /// `rest` or `grpc`.
+    /// `rest`, `grpc` or `openai`.
     pub protocol: &'static str,
     /// The request `id`.
     pub id: Option<String>,

@@ -150,7 +150,7 @@ def x_input(n=1):
 
 def test_every_endpoint_label_is_on_the_metrics_page(grpc_gw, grpc_client):
     """Every REST endpoint, a prefix route, a path that is none of them,
-    and every gRPC call are made; the `endpoint` values they leave in
+    the OpenAI-compatible API and every gRPC call are made; the `endpoint` values they leave in
     `/metrics` are exactly the Metrics page's list."""
     base = grpc_gw.base
     body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": [1.0] * 64}]}
@@ -158,6 +158,9 @@ def test_every_endpoint_label_is_on_the_metrics_page(grpc_gw, grpc_client):
                  "/v2/models/digits/config", "/v2/models/digits/stats", "/favicon.ico", "/apps/app/x"]:
         requests.get(f"{base}{path}", timeout=30)
     assert requests.post(f"{base}/v2/models/digits/infer", json=body, timeout=30).status_code == 200
+    # The OpenAI-compatible API (digits is no text model: a 400, labelled all the same).
+    assert requests.get(f"{base}/v1/models", timeout=30).status_code == 200
+    assert requests.post(f"{base}/v1/embeddings", json={"model": "digits", "input": "a"}, timeout=30).status_code == 400
     c = grpc_client
     c.is_server_live(), c.is_model_ready("digits"), c.get_server_metadata(), c.get_model_metadata("digits")
     c.get_model_config("digits"), c.get_inference_statistics("digits"), c.infer("digits", [x_input()])

@@ -134,11 +134,8 @@ impl TextEncoder {
                     format!("element {i} is not UTF-8 text (invalid byte at offset {})", e.valid_up_to()),
                 )
             })?;
-            let text = prefix(text, self.spec.max_length.saturating_mul(PREFIX_BYTES_PER_TOKEN));
-            let encoding = self
-                .tokenizer
-                .encode_fast(text, true)
-                .map_err(|e| self.invalid(model, format!("element {i}: {e}")))?;
+            let encoding =
+                self.tokenize(text).map_err(|e| self.invalid(model, format!("element {i}: {e}")))?;
             tokens = tokens.saturating_add(encoding.len());
             if tokens > max_tokens {
                 return Err(RuntimeError::TooLarge {
@@ -160,6 +157,21 @@ impl TextEncoder {
             .map(|(name, feed)| Ok((name.clone(), self.token_tensor(model, *feed, &encodings, length)?)))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
         Ok(InferenceRequest { inputs, outputs: req.outputs })
+    }
+
+    /// The tokens `text` gives the model, special tokens included, as
+    /// [`Self::encode_within`] counts them (the same prefix cut and
+    /// truncation to `max_length`). The OpenAI-compatible front end reports
+    /// them as `usage`, for answers computed and cached alike.
+    pub fn count_tokens(&self, model: &str, text: &str) -> Result<usize, RuntimeError> {
+        self.tokenize(text).map(|e| e.len()).map_err(|e| self.invalid(model, e.to_string()))
+    }
+
+    /// One text's encoding: its first bytes ([`prefix`]), truncated to
+    /// `max_length` tokens.
+    fn tokenize(&self, text: &str) -> tokenizers::Result<Encoding> {
+        let text = prefix(text, self.spec.max_length.saturating_mul(PREFIX_BYTES_PER_TOKEN));
+        self.tokenizer.encode_fast(text, true)
     }
 
     /// The length bucket of a request whose longest text has `tokens`

@@ -112,6 +112,16 @@ fn truncates_long_text_to_max_length_keeping_special_tokens() {
 }
 
 #[test]
+fn count_tokens_counts_what_encode_feeds() {
+    let enc = encoder(5, vec![5]);
+    for text in ["The cat sat on the mat.", "the cat", ""] {
+        let out = enc.encode("m", texts(&[text])).unwrap();
+        assert_eq!(enc.count_tokens("m", text).unwrap(), rows(&out, "input_ids")[0].len(), "{text:?}");
+    }
+    assert_eq!(enc.count_tokens("m", &"the cat ".repeat(10_000)).unwrap(), 5, "truncated to max_length");
+}
+
+#[test]
 fn empty_string_is_cls_sep() {
     let out = encoder(12, vec![4, 12]).encode("m", texts(&[""])).unwrap();
     assert_eq!(rows(&out, "input_ids"), vec![vec![2, 3]]);
