@@ -304,9 +304,17 @@ impl ProxyHttp for GatewayApp {
     /// the response has not started, else the connection is closed.
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut RequestCtx) -> FailToProxy {
         if let Some(written) = session.response_written() {
-            // The client got a cut response: the log says why.
+            // The client gets a cut response: the log says why.
+            let error_code = written.status.as_u16();
             ctx.error_label = Some(crate::proxy::phases::error_label(e));
-            return FailToProxy { error_code: written.status.as_u16(), can_reuse_downstream: false };
+            // What was written may still sit in the connection's write
+            // buffer (a head whose body broke off before its first chunk
+            // went out): Pingora drops a connection it cannot reuse without
+            // flushing, so shut it down here, which sends what was written
+            // and then closes: the client sees the head and a cut body,
+            // not a connection closed without a response.
+            session.shutdown().await;
+            return FailToProxy { error_code, can_reuse_downstream: false };
         }
         let reply = crate::proxy::phases::error_reply(e, ctx.proxy.as_deref());
         ctx.status = reply.status;

@@ -115,7 +115,7 @@ class App(Quiet):
         if route == "/trickle-head":
             return self.trickle_head(float(q.get("interval", "1")))
         if route == "/truncated":
-            return self.truncated()
+            return self.truncated(int(q.get("sent", "10")))
         body = b"".join(self.body_chunks())
         if route == "/slow":
             time.sleep(int(q.get("ms", "500")) / 1000)
@@ -149,13 +149,14 @@ class App(Quiet):
         except OSError:
             pass  # the proxy gave up: what it should do
 
-    def truncated(self):
-        """A 200 that declares 100 bytes, sends 10 and closes."""
+    def truncated(self, sent):
+        """A 200 that declares 100 bytes, sends `sent` (10 by default) in
+        the same write as its head, and closes."""
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", "100")
         self.end_headers()
-        self.wfile.write(b"0123456789")
+        self.wfile.write(b"0123456789"[:sent])
         self.wfile.flush()
         self.close_connection = True
 
