@@ -12,7 +12,8 @@
 //!    twice computes it once).
 //! 3. The rows not found are claimed in the coalescer: a row another
 //!    request computes now is waited for; the others this request leads,
-//!    and looks up in L2.
+//!    looks up in L1 once more (a leader may have stored it between the
+//!    lookup and the claim), then in L2.
 //! 4. The rows still missing run as one batch, in request order; each
 //!    row of its answer is stored on its own (a degraded answer is not)
 //!    and handed to the requests waiting for it.
@@ -141,7 +142,16 @@ impl ResponseCache {
                 }
                 CacheStats::bump(&self.stats.l1_misses);
                 match tiers.coalescer.claim(slot.key) {
-                    Claim::Lead(lead) => leads.push(Pending { slot: s, lead: Some(lead), marker: None }),
+                    Claim::Lead(lead) => match tiers.l1.get(&slot.key).await {
+                        // Stored by a leader that finished between the
+                        // lookup and the claim: not computed again.
+                        Some(found) => {
+                            let outcome = Ok((found.clone(), CacheStatus::HitL1));
+                            lead.publish(Shared { outcome, budget: Duration::ZERO });
+                            slot.answer = Some((found, Source::L1));
+                        }
+                        None => leads.push(Pending { slot: s, lead: Some(lead), marker: None }),
+                    },
                     Claim::Wait(wait) => waits.push((s, wait)),
                 }
             }

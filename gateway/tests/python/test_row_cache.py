@@ -5,9 +5,12 @@ model's pool counts only the new rows as executed), the others run as one
 smaller batch, and the answer equals the Python reference
 (test_text.Reference) in the request's order. V2 REST, gRPC and
 `/v1/embeddings` share the rows; `x-cache: partial` and
-`x-switchyard-cached-rows: k/n` say what happened. A model with
+`x-switchyard-cached-rows: k/n` say what happened; concurrent batches
+sharing texts compute each text once. A model with
 `rows_independent = false`, and a route whose answering model is chosen per
 request, keep whole-request caching."""
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -163,6 +166,19 @@ def test_a_text_twice_in_one_batch_is_computed_once(gw, reference):
     assert executed_rows(gw, "minilm-l6") - before == 2
     assert headers["x-switchyard-cached-rows"] == "0/3"
     np.testing.assert_allclose(got, reference.embed("minilm-l6", batch), atol=ATOL)
+
+
+def test_concurrent_batches_sharing_texts_compute_each_text_once(gw):
+    pool = texts("shared", 12)
+    batches = [[pool[(4 * c + i) % 12] for i in range(8)] for c in range(4)]
+    before = executed_rows(gw, "minilm-l6")
+    with ThreadPoolExecutor(4) as ex:
+        answers = list(ex.map(lambda b: rest(gw, "embed", b), batches))
+    assert executed_rows(gw, "minilm-l6") - before == 12, "each of the 12 texts ran once"
+    by_text = {}
+    for batch, (got, _) in zip(batches, answers):
+        for text, row in zip(batch, got):
+            np.testing.assert_array_equal(by_text.setdefault(text, row), row)
 
 
 def test_a_single_text_request_shares_its_row_entry(gw):
