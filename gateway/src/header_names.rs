@@ -6,8 +6,10 @@
 
 use http::header::HeaderName;
 
-/// Where the answer came from: `hit-l1`, `hit-l2`, `miss`, `bypass`.
+/// Where the answer came from: `hit-l1`, `hit-l2`, `miss`, `partial`, `bypass`.
 pub const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+/// For a batch cached row by row: rows served from the cache, `k/n`.
+pub const X_SWITCHYARD_CACHED_ROWS: HeaderName = HeaderName::from_static("x-switchyard-cached-rows");
 /// The model that produced the answer.
 pub const X_SWITCHYARD_MODEL: HeaderName = HeaderName::from_static("x-switchyard-model");
 /// The device kind that ran it.

@@ -69,6 +69,10 @@ mod wait;
 mod worker;
 pub mod worker_census;
 
+/// Joining tensors along the batch dimension and splitting them back: what
+/// the batcher does, and what the gateway's per-row cache does with a
+/// request's rows.
+pub use batch::{concat as concat_rows, split as split_rows};
 pub use device::DeviceKind;
 pub use error::{ErrorClass, RuntimeError};
 pub use histogram::{HistogramSnapshot, PoolHistogramSnapshot};

@@ -100,6 +100,17 @@ impl<T: Clone + Send + Sync> Coalescer<T> {
         }
     }
 
+    /// Claims `key` for a caller that computes several keys at once (the
+    /// rows of one batch, [`super::row_answer`]): it leads the key's
+    /// computation, or waits for the one in flight. A [`Lead`] dropped
+    /// without [`Lead::publish`] sends its waiters back to compute their own.
+    pub fn claim(&self, key: CacheKey) -> Claim<'_, T> {
+        match self.role(key) {
+            Role::Leader(guard) => Claim::Lead(Lead(guard)),
+            Role::Follower(rx) => Claim::Wait(Wait(rx)),
+        }
+    }
+
     fn role(&self, key: CacheKey) -> Role<'_, T> {
         let mut map = self.inflight.lock();
         // A computation that has published its outcome is finished (its
@@ -118,6 +129,34 @@ impl<T: Clone + Send + Sync> Coalescer<T> {
     #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.inflight.lock().len()
+    }
+}
+
+/// What [`Coalescer::claim`] gives: lead the key, or wait for it.
+pub enum Claim<'a, T> {
+    /// Nobody computes the key: the caller does, then publishes.
+    Lead(Lead<'a, T>),
+    /// Another request computes it.
+    Wait(Wait<T>),
+}
+
+/// A key this caller computes; its waiters get what [`Lead::publish`] sends.
+pub struct Lead<'a, T>(LeaderGuard<'a, T>);
+
+impl<T> Lead<'_, T> {
+    /// Hands `outcome` to the key's waiters and unregisters the key.
+    pub fn publish(self, outcome: T) {
+        self.0.tx.send_replace(Some(outcome));
+    }
+}
+
+/// A key another request computes.
+pub struct Wait<T>(watch::Receiver<Option<T>>);
+
+impl<T: Clone> Wait<T> {
+    /// The leader's outcome; `None` when it went away without one.
+    pub async fn outcome(mut self) -> Option<T> {
+        self.0.wait_for(Option::is_some).await.ok().and_then(|value| value.clone())
     }
 }
 
@@ -182,6 +221,21 @@ mod tests {
         let later = c.run(CacheKey([2; 32]), async { Ok(2) }, |_| true).await;
         assert_eq!(later.outcome, Ok(2));
         assert!(!later.coalesced);
+    }
+
+    #[tokio::test]
+    async fn a_claimed_key_is_waited_for_until_published_and_a_dropped_lead_frees_it() {
+        let c = Coalescer::<u32>::default();
+        let Claim::Lead(lead) = c.claim(CacheKey([5; 32])) else { panic!("first claim leads") };
+        let Claim::Wait(wait) = c.claim(CacheKey([5; 32])) else { panic!("second claim waits") };
+        lead.publish(9);
+        assert_eq!(wait.outcome().await, Some(9));
+        assert_eq!(c.in_flight(), 0);
+        let Claim::Lead(lead) = c.claim(CacheKey([6; 32])) else { panic!("leads") };
+        let Claim::Wait(wait) = c.claim(CacheKey([6; 32])) else { panic!("waits") };
+        drop(lead);
+        assert_eq!(wait.outcome().await, None, "a lead dropped unpublished leaves its waiters to compute");
+        assert!(matches!(c.claim(CacheKey([6; 32])), Claim::Lead(_)));
     }
 
     #[tokio::test]

@@ -41,6 +41,14 @@
 //! the request's content, which every identical request shares) is
 //! shared with all.
 //!
+//! Row by row: a batched request to a route whose one model has
+//! independent rows (`[[models]] rows_independent`, on by default for text
+//! models) has one key per row instead ([`rows`], [`row_answer`]): rows
+//! seen before are not computed, the others run as one smaller batch, and
+//! `x-cache: partial` with `x-switchyard-cached-rows: k/n` says so. A
+//! route that chooses its model per request (a cascade, a budget policy
+//! over several models) keeps the whole-request key, as does an event stream.
+//!
 //! Sizes and TTLs: L1 holds at most `[cache] l1_max_bytes` (weighed by
 //! encoded size); each route has `ttl_s` (L1) and `l2_ttl_s` (Redis).
 //! The L1 bound is fixed when the process starts.
@@ -52,12 +60,14 @@ pub mod key;
 pub mod l1;
 pub mod l2;
 pub mod repeat;
+pub mod row_answer;
+pub mod rows;
 pub mod service;
 pub mod stats;
 pub mod value_codec;
 pub mod writer;
 
-use crate::config::{CacheConfig, Config, RouteCache};
+use crate::config::{CacheConfig, Config, RouteCache, RouteConfig};
 use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::target::Target;
@@ -100,17 +110,21 @@ pub enum CacheStatus {
     /// waited for an identical in-flight computation gets, unless that
     /// computation found the answer in L2.
     Miss,
+    /// Some rows of a batched request came from the cache and the others
+    /// were computed ([`rows`]; `x-switchyard-cached-rows` says how many).
+    Partial,
     /// The cache was not read.
     Bypass,
 }
 
 impl CacheStatus {
-    /// The header value: `hit-l1`, `hit-l2`, `miss` or `bypass`.
+    /// The header value: `hit-l1`, `hit-l2`, `miss`, `partial` or `bypass`.
     pub fn as_str(self) -> &'static str {
         match self {
             CacheStatus::HitL1 => "hit-l1",
             CacheStatus::HitL2 => "hit-l2",
             CacheStatus::Miss => "miss",
+            CacheStatus::Partial => "partial",
             CacheStatus::Bypass => "bypass",
         }
     }
@@ -212,26 +226,7 @@ impl ResponseCache {
         if control == Control::NoStore {
             return CachePlan::Bypass;
         }
-        let models = target
-            .models
-            .iter()
-            .map(|name| {
-                let spec = config.models.iter().find(|m| &m.name == name);
-                ModelGeneration {
-                    name,
-                    version: spec.map_or(0, |s| s.version),
-                    path: spec.map_or(Path::new(""), |s| s.path.as_path()),
-                }
-            })
-            .collect();
-        let scope = KeyScope {
-            name: &target.public_name,
-            is_route: target.is_route,
-            models,
-            policy: &route.fingerprint,
-            tenant,
-        };
-        let key = key::request_key(&scope, request);
+        let key = key::request_key(&key_scope(config, target, route, tenant), request);
         match control {
             Control::NoCache => CachePlan::Refresh(key, route.cache),
             _ => CachePlan::Lookup(key, route.cache),
@@ -443,6 +438,34 @@ impl ResponseCache {
             snap.l2_breaker = "none";
         }
         snap
+    }
+}
+
+/// Who and what `target`'s requests address, as their keys take it.
+fn key_scope<'a>(
+    config: &'a Config,
+    target: &'a Target,
+    route: &'a RouteConfig,
+    tenant: Option<&'a str>,
+) -> KeyScope<'a> {
+    let models = target
+        .models
+        .iter()
+        .map(|name| {
+            let spec = config.models.iter().find(|m| &m.name == name);
+            ModelGeneration {
+                name,
+                version: spec.map_or(0, |s| s.version),
+                path: spec.map_or(Path::new(""), |s| s.path.as_path()),
+            }
+        })
+        .collect();
+    KeyScope {
+        name: &target.public_name,
+        is_route: target.is_route,
+        models,
+        policy: &route.fingerprint,
+        tenant,
     }
 }
 

@@ -43,6 +43,11 @@ pub struct RawModel {
     /// Per-request limits `{ max_rows, max_tokens }`; absent fields take
     /// defaults from the batching (see `switchyard_runtime::limits`).
     pub limits: Option<switchyard_runtime::RequestLimits>,
+    /// Each row of a batched request is answered independently of the
+    /// others (a text embedding model), so the cache keeps one entry per
+    /// row (`crate::cache::rows`). Absent = true for a text model (one
+    /// with a `tokenizer`), false otherwise.
+    pub rows_independent: Option<bool>,
 }
 
 /// A model's `batching = { ... }`.
@@ -236,6 +241,12 @@ fn pool_spec(
             .as_ref()
             .map(|b| batching_spec(b, model_batching, &format!("{path}.batching"), issues)),
     })
+}
+
+/// The models' explicit `rows_independent` settings, by name; a model
+/// left out takes the default ([`crate::config::Config::rows_independent`]).
+pub fn rows_independent(raw: &[RawModel]) -> HashMap<String, bool> {
+    raw.iter().filter_map(|m| Some((m.name.clone(), m.rows_independent?))).collect()
 }
 
 /// A model's routing attributes: `cost` and `quality`, and each pool's

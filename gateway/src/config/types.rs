@@ -28,6 +28,9 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     /// Routing attributes (cost, quality) of each model, by model name.
     pub model_routing: HashMap<String, ModelRouting>,
+    /// The `[[models]] rows_independent` settings given, by model name
+    /// (read through [`Config::rows_independent`]).
+    pub rows_independent: HashMap<String, bool>,
     /// The response cache; `None` (no `[cache]` section) = no caching.
     pub cache: Option<CacheConfig>,
     /// The admin API's token.
@@ -47,6 +50,17 @@ impl Config {
     /// The route named `name`.
     pub fn route(&self, name: &str) -> Option<&RouteConfig> {
         self.routes.iter().find(|r| r.name == name)
+    }
+
+    /// Whether `model`'s rows are answered independently of each other,
+    /// so the cache may keep one entry per row (`crate::cache::rows`):
+    /// its `rows_independent` setting, or by default true for a text
+    /// model (one with a tokenizer) and false for every other model.
+    pub fn rows_independent(&self, model: &str) -> bool {
+        match self.rows_independent.get(model) {
+            Some(&set) => set,
+            None => self.models.iter().any(|m| m.name == model && m.text.is_some()),
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let server = server_section::check(&raw.server, &mut issues);
     let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or("models"));
     let (models, model_routing) = model_section::check(&raw.models, &repo_dir, &mut issues);
+    let rows_independent = model_section::rows_independent(&raw.models);
     let mut names: HashSet<String> = models.iter().map(|m| m.name.clone()).collect();
     let max_body = server.as_ref().map_or(64 << 20, |s| s.limits.max_body_bytes as u64);
     let upstreams = upstream_section::check(&raw.upstreams, &mut names, &mut issues);
@@ -50,6 +51,7 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
                 models,
                 routes,
                 model_routing,
+                rows_independent,
                 cache,
                 admin,
                 reload,

@@ -18,8 +18,12 @@ pub fn version(v: &str) -> Option<&str> {
 }
 
 /// The response parameter that says where an answer came from (the REST
-/// `x-cache` header's values: `hit-l1`, `hit-l2`, `miss`, `bypass`).
+/// `x-cache` header's values: `hit-l1`, `hit-l2`, `miss`, `partial`, `bypass`).
 pub const CACHE_PARAMETER: &str = "x-cache";
+
+/// The response parameter that says, for a batch cached row by row, how
+/// many rows came from the cache (`k/n`, as REST's `x-switchyard-cached-rows`).
+pub const CACHED_ROWS_PARAMETER: &str = "x-switchyard-cached-rows";
 
 /// The request parameter tritonclient sets to ask for a final flag (taken
 /// off the request: it is about the stream, not the inference).

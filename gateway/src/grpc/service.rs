@@ -9,7 +9,7 @@ use super::call::{admit, call_headers, CallObs, Rpc};
 use super::conn::ConnInfo;
 use super::edge::mark_reached;
 use super::encode::encode_model_infer;
-use super::infer::{infer_call, version, CACHE_PARAMETER};
+use super::infer::{infer_call, version, CACHED_ROWS_PARAMETER, CACHE_PARAMETER};
 use super::metadata::from_document;
 use super::proto::grpc_inference_service_server::GrpcInferenceService;
 use super::proto::*;
@@ -149,7 +149,7 @@ impl GrpcInferenceService for GrpcFront {
         self.unary(Rpc::ModelInfer, call, &name, true, |snap, headers, tenant| async move {
             let call = infer_call(state, &snap, &headers, tenant.as_deref(), message, received, false)?;
             match inference::run(state, &snap, call).await? {
-                Outcome::Answered(answered) => Ok(respond(answered)),
+                Outcome::Answered(answered) => Ok(respond(*answered)),
                 Outcome::Events(_) => {
                     Err(GatewayError::Internal("a unary call was answered with a stream".into()))
                 }
@@ -204,10 +204,14 @@ fn parts<T>(request: Request<T>) -> ((tonic::metadata::MetadataMap, http::Extens
     ((metadata, extensions), message)
 }
 
-/// The response to a unary call: the answer, with `x-cache` beside the
+/// The response to a unary call: the answer, with `x-cache` (and, for a
+/// batch cached row by row, `x-switchyard-cached-rows`) beside the
 /// explain parameters (`switchyard_model`, ...).
 fn respond(answered: Answered) -> ModelInferResponse {
-    let Answered { mut parts, cache, .. } = answered;
+    let Answered { mut parts, cache, rows, .. } = answered;
     parts.parameters.insert(CACHE_PARAMETER.into(), cache.as_str().into());
+    if let Some(rows) = rows {
+        parts.parameters.insert(CACHED_ROWS_PARAMETER.into(), rows.header_value().into());
+    }
     encode_model_infer(parts)
 }

@@ -88,9 +88,9 @@ pub async fn infer<'a>(
         inference::Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "rest" };
     let answered = match inference::run(state, snap, call).await? {
         Outcome::Events(events) => return Ok(Response::Events(events)),
-        Outcome::Answered(answered) => answered,
+        Outcome::Answered(answered) => *answered,
     };
-    let Answered { parts, answer, cache, plan, id } = answered;
+    let Answered { parts, answer, cache, plan, rows, id } = answered;
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;
@@ -103,6 +103,10 @@ pub async fn infer<'a>(
         .with_static_header(names::X_SWITCHYARD_DEVICE, answer.device.as_str())
         .with_static_header(names::X_SWITCHYARD_REASON, answer.reason.as_str())
         .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
+    let reply = match rows {
+        Some(rows) => reply.with_header(names::X_SWITCHYARD_CACHED_ROWS, rows.header_value()),
+        None => reply,
+    };
     if let Some(key) = repeat_key {
         state.cache.remember(key, &plan, &answer, &reply, id).await;
     }

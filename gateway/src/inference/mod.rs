@@ -11,9 +11,11 @@
 //! [`run`]: budget -> cache plan -> stream, or routing through the cache ->
 //! outputs shaped and bounded by `server.max_response_bytes`.
 
+pub mod row_path;
 pub mod statistics;
 pub mod views;
 
+use crate::cache::rows::RowsServed;
 use crate::cache::{CachePlan, CacheStatus};
 use crate::error::GatewayError;
 use crate::record::line::Ending;
@@ -95,14 +97,17 @@ pub struct Answered {
     pub cache: CacheStatus,
     /// What the cache did; the REST exact-repeat cache keys on it.
     pub plan: CachePlan,
+    /// For a request answered row by row ([`crate::cache::rows`]): how
+    /// many rows came from the cache (`x-switchyard-cached-rows`).
+    pub rows: Option<RowsServed>,
     /// The request `id`, kept for the exact-repeat cache.
     pub id: Option<String>,
 }
 
 /// What [`run`] gives back.
 pub enum Outcome<'a> {
-    /// One answer.
-    Answered(Answered),
+    /// One answer (boxed: it is five times the size of a stream's handle).
+    Answered(Box<Answered>),
     /// An event stream (draft then final) the front end writes out.
     Events(EventStream<'a>),
 }
@@ -120,7 +125,14 @@ pub async fn run<'a>(
     }
     let route_budget = budget::route_budget(target.route(config));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
-    let plan = state.cache.plan(config, &target, tenant, &decoded, headers);
+    // A batch of independent rows is cached row by row (`cache::rows`);
+    // a stream keeps the whole-request entry its final answer is stored in.
+    let row_plan =
+        if stream { None } else { state.cache.row_plan(config, &target, tenant, &decoded, headers) };
+    let plan = match row_plan {
+        Some(_) => CachePlan::Bypass,
+        None => state.cache.plan(config, &target, tenant, &decoded, headers),
+    };
     let requested: Vec<String> = decoded.outputs.iter().map(|o| o.name.clone()).collect();
     let request = InferenceRequest {
         inputs: std::mem::take(&mut decoded.inputs),
@@ -143,12 +155,26 @@ pub async fn run<'a>(
         outputs: request.outputs.clone().unwrap_or_default(),
         tenant: tenant.map(crate::record::line::hash_tenant),
     });
-    let req = RouteRequest { target: &target, request, budget, received };
-    let compute = async {
-        let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
-        Ok(finished.answer)
+    let mut rows = None;
+    let result = match &row_plan {
+        None => {
+            let req = RouteRequest { target: &target, request, budget, received };
+            let compute = async {
+                let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
+                Ok(finished.answer)
+            };
+            state.cache.answer(&plan, budget.total, Box::pin(compute)).await
+        }
+        Some(row_plan) => {
+            let run =
+                row_path::RowRun { routing: state.routing(snap), target: &target, request, budget, received };
+            let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
+            answered.map(|(answer, cache, served)| {
+                rows = Some(served);
+                (answer, cache)
+            })
+        }
     };
-    let result = state.cache.answer(&plan, budget.total, Box::pin(compute)).await;
     if let (Some(record), Some(capture)) = (record, capture) {
         let ending = Ending::of(&result.as_ref().map(|(a, c)| (a.clone(), c.as_str())));
         let line = capture.finish(
@@ -171,7 +197,7 @@ pub async fn run<'a>(
         outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
-    Ok(Outcome::Answered(Answered { parts, answer, cache, plan, id: decoded.id }))
+    Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id })))
 }
 
 /// What a sampled call keeps of its request for its traffic record (the

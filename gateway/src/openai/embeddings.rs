@@ -62,8 +62,8 @@ pub async fn embeddings(
         sampled,
         protocol: "openai",
     };
-    let Answered { parts, answer, cache, .. } = match inference::run(state, snap, call).await? {
-        Outcome::Answered(answered) => answered,
+    let Answered { parts, answer, cache, rows, .. } = match inference::run(state, snap, call).await? {
+        Outcome::Answered(answered) => *answered,
         Outcome::Events(_) => return Err(GatewayError::Internal("an embeddings call streamed".into()).into()),
     };
     let Some((_, tensor, _)) = parts.outputs.iter().find(|(name, _, _)| *name == output) else {
@@ -71,12 +71,16 @@ pub async fn embeddings(
     };
     let tokens = count_tokens(snap, &answer.model, &target, texts).await?;
     let body = response::embeddings_body(tensor, format, &target.public_name, tokens)?;
-    Ok(Reply::json(200, body)
+    let reply = Reply::json(200, body)
         .with_static_header(names::X_CACHE, cache.as_str())
         .with_header(names::X_SWITCHYARD_MODEL, answer.model.clone())
         .with_static_header(names::X_SWITCHYARD_DEVICE, answer.device.as_str())
         .with_static_header(names::X_SWITCHYARD_REASON, answer.reason.as_str())
-        .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string()))
+        .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
+    Ok(match rows {
+        Some(rows) => reply.with_header(names::X_SWITCHYARD_CACHED_ROWS, rows.header_value()),
+        None => reply,
+    })
 }
 
 /// True when `model` is a local model with a tokenizer (a text model).
