@@ -65,7 +65,7 @@ def markers_without_a_block() -> list[str]:
     for page in DOC_PAGES:
         lines = page.read_text().splitlines()
         for n, line in enumerate(lines):
-            if "check-config:" in line and "<!--" in line:
+            if line.lstrip().startswith("<!--") and "check-config:" in line:
                 after = next((lines[j] for j in range(n + 1, len(lines)) if lines[j].strip()), "")
                 if not MARKER.match(line) or after.strip() != "```toml":
                     lost.append(f"{page.relative_to(REPO)}:{n + 1}")
