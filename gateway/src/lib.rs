@@ -83,8 +83,10 @@ pub use telemetry::otlp::check as check_trace_exporter;
 pub use upstream::Upstreams;
 
 // The config: parsed, checked, every problem with its field path.
+pub use config::{
+    config_json_schema, use_resolver as use_config_resolver, Config, ConfigIssue, DEFAULT_CONFIG,
+};
 pub use config::{load_default as load_default_config, load_file as load_config_file, parse as parse_config};
-pub use config::{use_resolver as use_config_resolver, Config, ConfigIssue, DEFAULT_CONFIG};
 
 // The request path in process: a snapshot of config and models, the
 // state front ends share, and routing's entry point (integration tests,

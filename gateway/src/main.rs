@@ -1,4 +1,4 @@
-//! The `switchyard` binary: `serve` and `check-config`.
+//! The `switchyard` binary: `serve`, `check-config`, `replay` and `config-schema`.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -49,6 +49,10 @@ enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Print the config file's JSON Schema (every field, its type and doc),
+    /// derived from the config types: for editors that validate TOML
+    /// against a schema (docs/src/reference/config.schema.json is this).
+    ConfigSchema,
     /// Replay a recorded traffic sample (`routes[].record`) offline through
     /// a candidate config, with its real models, beside the current one.
     Replay {
@@ -121,6 +125,12 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => {
             switchyard::init_logging(cli.log_json, None).and_then(|_log_guard| check_command(&file))
         }
+        Command::ConfigSchema => switchyard::config_json_schema()
+            .map(|schema| {
+                print!("{schema}");
+                ExitCode::SUCCESS
+            })
+            .context("writing the config schema"),
     };
     match result {
         Ok(code) => code,

@@ -24,7 +24,7 @@ pub const MIN_DEFAULT_MAX_ROWS: usize = 64;
 
 /// Limits of one request to a model; `None` takes the default derived
 /// from the model's batching (see the module docs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestLimits {
     /// Most rows (batch dimension) in one request.

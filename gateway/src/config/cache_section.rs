@@ -4,11 +4,12 @@
 
 use super::issue::Issues;
 use super::size::ByteSize;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
 /// `[cache]`: the response cache (L1 in process, optional Redis L2).
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawCache {
     /// L1 size bound in bytes, default 256MiB.
@@ -19,7 +20,7 @@ pub struct RawCache {
 
 /// `[cache.redis]`: one node (`url`) or a Redis Cluster (`urls`, or
 /// `cluster = true`).
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedis {
     /// One server, e.g. `redis://127.0.0.1:6379`.
@@ -45,7 +46,7 @@ pub struct RawRedis {
 }
 
 /// A route's `cache = { enabled, ttl_s, l2_ttl_s }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawRouteCache {
     /// Cache this route's answers, default true.

@@ -10,10 +10,11 @@
 
 use super::issue::Issues;
 use router_policies::PolicyConfig;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `calibrate = { ... }` as written.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, JsonSchema, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawCalibrate {
     /// Share of calls whose inputs also run through both models in the

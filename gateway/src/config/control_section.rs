@@ -7,6 +7,7 @@
 
 use super::issue::Issues;
 use super::secret::{RawSecret, SecretDigest};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ pub const ADMIN_TOKEN_ENV: &str = "SWITCHYARD_ADMIN_TOKEN";
 pub const MIN_SECRET_LEN: usize = 16;
 
 /// `[admin]`
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     /// Bearer token for `/admin/*`; `$SWITCHYARD_ADMIN_TOKEN` wins.
@@ -28,7 +29,7 @@ pub struct RawAdmin {
 }
 
 /// `[reload]`
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawReload {
     /// Reload when the config file changes, default true.
@@ -38,7 +39,7 @@ pub struct RawReload {
 }
 
 /// A route's `auth = { keys = [...] }`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRouteAuth {
     /// Accepted API keys.
@@ -47,7 +48,7 @@ pub struct RawRouteAuth {
 
 /// One API key: `{ key = "...", tenant = "team-a" }` or
 /// `{ key_env = "TEAM_A_KEY", tenant = "team-a" }`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKey {
     /// The key itself.

@@ -18,6 +18,7 @@
 use super::issue::Issues;
 use super::one_of::OneOf;
 use router_policies::{CascadePolicy, PolicyConfig};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ use std::time::Duration;
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// A route's `draft = { ... }` as written.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, JsonSchema, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawDraft {
     /// `parallel` (default), `sequential` or `off`.
@@ -47,7 +48,7 @@ pub struct RawDraft {
 }
 
 /// How a route with a cheap/heavy pair runs the heavy model for a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DraftMode {
     /// Queue the heavy model together with the cheap one: the draft never

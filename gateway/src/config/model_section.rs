@@ -4,6 +4,7 @@
 
 use super::issue::Issues;
 use super::one_of::OneOf;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::time::Duration;
 use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
 
 /// One `[[models]]` entry.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawModel {
     /// Name used in routes and as a V2 model name.
@@ -51,7 +52,7 @@ pub struct RawModel {
 }
 
 /// A model's `batching = { ... }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawBatching {
     /// Rows per batch, default 32; 0 or 1 disables batching.
@@ -70,7 +71,7 @@ pub struct RawBatching {
 }
 
 /// One entry of a model's `pools = [ ... ]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPool {
     /// Pool name, default the device name (`cpu`, `cuda`).
@@ -90,7 +91,7 @@ pub struct RawPool {
 }
 
 /// Where a pool runs: the devices a config may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PoolDevice {
     /// ONNX Runtime's CPU execution provider.

@@ -9,8 +9,10 @@
 //! is not a string at all is still a serde error.
 
 use super::issue::Issues;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{DeserializeOwned, Deserializer, IntoDeserializer};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// A word as written, and what the enum `T` made of it.
@@ -31,6 +33,23 @@ impl<T: DeserializeOwned> From<&str> for OneOf<T> {
 impl<'de, T: DeserializeOwned> Deserialize<'de> for OneOf<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Ok(OneOf::from(String::deserialize(deserializer)?.as_str()))
+    }
+}
+
+/// In the JSON Schema a `OneOf<T>` is what `T` is: one of its words (the
+/// check that keeps an unknown word for a field-path error is not the
+/// schema's business).
+impl<T: JsonSchema> JsonSchema for OneOf<T> {
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
     }
 }
 

@@ -1,11 +1,12 @@
 //! `[onnxruntime]`: where the ONNX Runtime shared library is. Absent,
 //! the library comes from `ORT_DYLIB_PATH` or the set-up's cache folder.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// `[onnxruntime]`
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawOnnxRuntime {
     /// Path to `libonnxruntime.so`; default from `ORT_DYLIB_PATH` or the

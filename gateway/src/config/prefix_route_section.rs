@@ -6,6 +6,7 @@ use super::issue::Issues;
 use super::size::ByteSize;
 use super::upstream_section::UpstreamConfig;
 use http::{HeaderName, Method};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 pub const MAX_CACHED_REQUEST_BODY: usize = 64 << 10;
 
 /// One `[[prefix_routes]]` entry: a path prefix proxied to an upstream.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrefixRoute {
     /// Name for logs and stats.
@@ -36,7 +37,7 @@ pub struct RawPrefixRoute {
 }
 
 /// A prefix route's `cache = { ... }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrefixCache {
     /// Cache this route's responses, default true when the table is present.

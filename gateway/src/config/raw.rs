@@ -14,10 +14,11 @@ use super::server_section::RawServer;
 use super::store_section::RawRepository;
 use super::telemetry_section::RawTelemetry;
 use super::upstream_section::RawUpstream;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The whole TOML file.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     /// Listeners and limits.

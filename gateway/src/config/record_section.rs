@@ -15,6 +15,7 @@
 
 use super::issue::Issues;
 use super::size::ByteSize;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -35,7 +36,7 @@ pub const MIN_MAX_LINE_BYTES: u64 = 1 << 10;
 pub const MAX_MAX_LINE_BYTES: u64 = 16 << 20;
 
 /// `record = { ... }` as written.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, JsonSchema, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawRecord {
     /// Share of the route's requests recorded, in `(0, 1]`.

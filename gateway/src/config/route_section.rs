@@ -8,6 +8,7 @@ use super::control_section::{RawRouteAuth, RouteAuth};
 use super::issue::Issues;
 use super::upstream_section::UpstreamConfig;
 use router_policies::{FixedPolicy, PolicyConfig};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use switchyard_runtime::ModelSpec;
 
 /// One `[[routes]]` entry.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
     /// Name clients use as the V2 model name.
@@ -41,7 +42,7 @@ pub struct RawRoute {
 }
 
 /// A route's `budget_ms = { default, max }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawBudget {
     /// Budget when the request names none, default 1000 ms.

@@ -49,7 +49,7 @@ pub fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
 
 /// A secret as written in the config file; `Debug` prints `[redacted]`,
 /// so a dump of the raw config never shows it.
-#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct RawSecret(pub String);
 

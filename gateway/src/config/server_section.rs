@@ -7,12 +7,13 @@ use super::connections_section::{ConnectionLimits, RawConnections};
 use super::grpc_section::{Bounds, GrpcLimits, RawGrpcLimits};
 use super::issue::Issues;
 use super::size::ByteSize;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// `[server]`
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     /// V2 API listener, default `127.0.0.1:8000`.

@@ -1,15 +1,16 @@
 //! Byte sizes in config: an integer number of bytes, or a string with a
 //! binary unit such as `"64MiB"`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// A size in bytes, written in config as `1048576`, `"512KiB"`, `"64MiB"`
 /// or `"1GiB"` (also `KB`/`MB`/`GB` as powers of ten).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(try_from = "SizeRepr")]
 pub struct ByteSize(pub u64);
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(untagged)]
 enum SizeRepr {
     Int(u64),

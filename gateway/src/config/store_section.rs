@@ -22,6 +22,7 @@
 
 use super::issue::Issues;
 use super::size::ByteSize;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,7 +31,7 @@ use std::time::Duration;
 use switchyard_store::{DiskCacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri};
 
 /// `[repository]` as written.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawRepository {
     /// Folder that relative model paths start from; default `models`.

@@ -4,11 +4,12 @@
 //! [`crate::telemetry`] for what is traced.
 
 use super::issue::Issues;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
 /// `[telemetry]` as written.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawTelemetry {
     /// OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`

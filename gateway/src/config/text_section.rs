@@ -10,6 +10,7 @@
 //! ```
 
 use super::issue::Issues;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use switchyard_runtime::TextSpec;
@@ -19,7 +20,7 @@ use switchyard_runtime::TextSpec;
 pub const DEFAULT_MAX_LENGTH: usize = 128;
 
 /// `models[].tokenizer` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTokenizer {
     /// A HuggingFace `tokenizer.json`, relative to the repository folder.

@@ -14,13 +14,14 @@
 
 use super::issue::Issues;
 use super::one_of::OneOf;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// One `[[upstreams]]` entry: a set of addresses serving the same thing.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     /// Name that prefix routes refer to, and that logs and stats show.
@@ -54,7 +55,7 @@ pub struct RawUpstream {
 }
 
 /// `timeouts = { connect_ms, first_byte_ms, total_ms }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawTimeouts {
     /// TCP connect timeout per address, default 1000 ms.
@@ -68,7 +69,7 @@ pub struct RawTimeouts {
 }
 
 /// `health = { path, interval_ms, timeout_ms, failures, successes, enabled }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealth {
     /// Run health checks, default true.
@@ -87,7 +88,7 @@ pub struct RawHealth {
 }
 
 /// `breaker = { failures, cool_down_ms }`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawBreaker {
     /// Consecutive failed requests that stop traffic to an address, default 3.
@@ -97,7 +98,7 @@ pub struct RawBreaker {
 }
 
 /// One entry of a V2 upstream's `models = [ ... ]`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawUpstreamModel {
     /// Name in this gateway (routes list it, clients may call it).
@@ -113,7 +114,7 @@ pub struct RawUpstreamModel {
 }
 
 /// What protocol an upstream speaks (`kind = "v2"` or `"http"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamKind {
     /// An Open Inference Protocol (KServe V2) server: Triton, KServe,
@@ -137,7 +138,7 @@ impl UpstreamKind {
 /// Every V2 server reads JSON tensors; Triton's binary tensor extension
 /// is smaller and cheaper to encode, but not every server has it
 /// (MLServer's REST API does not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TensorEncoding {
     /// Binary when the server lists `binary_tensor_data` among the

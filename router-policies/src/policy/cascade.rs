@@ -7,6 +7,7 @@
 //! reads the confidence from `confidence_output`, then calls
 //! [`CascadePolicy::after_cheap`] with the budget left.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
@@ -20,7 +21,7 @@ use crate::reason::Reason;
 
 /// Config: `policy = { type = "cascade", confidence_output = "probabilities",
 /// threshold = 0.8 }`, optionally with `cheap = "..."` and `heavy = "..."`.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CascadePolicy {
     /// The cheap model's output holding its confidence; the gateway reads

@@ -1,6 +1,7 @@
 //! `fixed`: always the same model. Use it for routes with one model, or to
 //! pin a route while investigating; the device choice still applies.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
@@ -12,7 +13,7 @@ use crate::predict::Estimator;
 use crate::reason::Reason;
 
 /// Config: `policy = { type = "fixed", model = "digits-heavy" }`.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixedPolicy {
     /// The model to run; must be one of the route's models.

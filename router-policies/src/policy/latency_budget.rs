@@ -2,6 +2,7 @@
 //! for routes with models of different accuracy and speed where the budget,
 //! not a confidence score, should decide.
 
+use schemars::JsonSchema;
 use std::cmp::Ordering;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use crate::reason::Reason;
 pub const DEFAULT_SHED_MARGIN: f64 = 0.5;
 
 /// Config: `policy = { type = "latency_budget", shed_margin = 0.5 }`.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyBudgetPolicy {
     /// How far the fastest option may miss the remaining budget before the

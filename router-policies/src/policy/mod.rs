@@ -26,6 +26,7 @@ pub use fixed::FixedPolicy;
 pub use latency_budget::{LatencyBudgetPolicy, DEFAULT_SHED_MARGIN};
 pub use weighted::{ModelWeight, WeightedPolicy};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
@@ -38,7 +39,7 @@ use crate::predict::Estimator;
 /// A route's `policy` config table, e.g.
 /// `policy = { type = "cascade", confidence_output = "probabilities", threshold = 0.8 }`.
 /// Unknown types and unknown fields are errors.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicyConfig {
     /// See [`FixedPolicy`].

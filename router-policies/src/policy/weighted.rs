@@ -2,6 +2,7 @@
 //! releases and A/B tests; the split is made with the caller's random draw,
 //! so it is reproducible.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
@@ -15,7 +16,7 @@ use crate::reason::Reason;
 
 /// Config: `policy = { type = "weighted", weights = [{ model = "a", weight =
 /// 95 }, { model = "b", weight = 5 }] }`.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WeightedPolicy {
     /// The models and their shares; at least one.
@@ -23,7 +24,7 @@ pub struct WeightedPolicy {
 }
 
 /// One model's share of a weighted route.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelWeight {
     /// One of the route's models, at most once per policy.

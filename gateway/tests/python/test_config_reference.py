@@ -1,0 +1,97 @@
+"""The configuration reference against the config types (issue 45):
+`switchyard config-schema` prints the config file's JSON Schema, derived
+from the raw config types with schemars; docs/src/reference/config.schema.json
+is that output, committed for editors (a test fails when it drifts), and
+every property path the schema lists (`routes[].cache.ttl_s`) must be on
+the Configuration page (docs/src/reference/configuration.md), so a new
+field cannot go undocumented."""
+
+import json
+import os
+import re
+import subprocess
+
+from conftest import REPO
+
+SCHEMA_FILE = REPO / "docs" / "src" / "reference" / "config.schema.json"
+CONFIG_PAGE = REPO / "docs" / "src" / "reference" / "configuration.md"
+
+
+def binary() -> str:
+    return os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
+
+
+def printed_schema() -> str:
+    out = subprocess.run([binary(), "config-schema"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def schema_paths(schema: dict) -> set:
+    """Every property path of `schema`: `a.b`, `a[].b` for arrays of tables."""
+    defs = schema.get("$defs", {})
+    paths = set()
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for sub in node.get(key, []):
+                walk(sub, path)
+        if "items" in node:
+            walk(node["items"], path + "[]")
+        for name, sub in node.get("properties", {}).items():
+            inner = f"{path}.{name}" if path else name
+            paths.add(inner)
+            walk(sub, inner)
+
+    walk(schema, "")
+    return paths
+
+
+def parent(path: str) -> str:
+    return path.rsplit(".", 1)[0].removesuffix("[]") if "." in path else ""
+
+
+def documented_rows() -> dict:
+    """Path -> the text of its row, for each field the page's table names
+    (`a.b`, then siblings written `.c` or `c`; a trailing `[]` dropped)."""
+    rows = {}
+    for line in CONFIG_PAGE.read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        first, *siblings = re.findall(r"`([^`]+)`", line.split(" | ")[0])
+        table = first.rsplit(".", 1)[0] + "." if "." in first else ""
+        for name in [first] + [table + s.lstrip(".") for s in siblings]:
+            name = name.removesuffix("[]")
+            rows[name] = rows.get(name, "") + " " + line
+    return rows
+
+
+def is_documented(path: str, rows: dict) -> bool:
+    """A row of its own; a table whose fields have rows; or a word of the
+    row of its nearest ancestor that has one (`{ttl_s=60, methods=...}`)."""
+    if path in rows or any(p.startswith(path + ".") or p.startswith(path + "[].") for p in rows):
+        return True
+    leaf, above = path.rsplit(".", 1)[-1], parent(path)
+    while above:
+        if above in rows:
+            return re.search(rf"\b{re.escape(leaf)}\b", rows[above]) is not None
+        above = parent(above)
+    return False
+
+
+def test_the_committed_schema_is_the_one_the_binary_prints():
+    assert SCHEMA_FILE.read_text() == printed_schema(), (
+        f"{SCHEMA_FILE.relative_to(REPO)} is stale: regenerate it with "
+        f"`switchyard config-schema > {SCHEMA_FILE.relative_to(REPO)}`")
+
+
+def test_every_config_field_is_on_the_configuration_page():
+    paths = schema_paths(json.loads(printed_schema()))
+    assert len(paths) > 100, sorted(paths)  # the walker found the fields
+    rows = documented_rows()
+    missing = sorted(p for p in paths if not is_documented(p, rows))
+    assert missing == [], f"config fields not on {CONFIG_PAGE.relative_to(REPO)}: {missing}"
