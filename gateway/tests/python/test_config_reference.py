@@ -4,17 +4,22 @@ from the raw config types with schemars; docs/src/reference/config.schema.json
 is that output, committed for editors (a test fails when it drifts), and
 every property path the schema lists (`routes[].cache.ttl_s`) must be on
 the Configuration page (docs/src/reference/configuration.md), so a new
-field cannot go undocumented."""
+field cannot go undocumented. docs/src/reference/config-fields.md is the
+schema rendered as one table per section by scripts/config_reference.py
+(a test fails when it is stale)."""
 
 import json
 import os
 import re
+import importlib.util
 import subprocess
 
 from conftest import REPO
 
 SCHEMA_FILE = REPO / "docs" / "src" / "reference" / "config.schema.json"
 CONFIG_PAGE = REPO / "docs" / "src" / "reference" / "configuration.md"
+FIELDS_PAGE = REPO / "docs" / "src" / "reference" / "config-fields.md"
+GENERATOR = REPO / "scripts" / "config_reference.py"
 
 
 def binary() -> str:
@@ -95,3 +100,55 @@ def test_every_config_field_is_on_the_configuration_page():
     rows = documented_rows()
     missing = sorted(p for p in paths if not is_documented(p, rows))
     assert missing == [], f"config fields not on {CONFIG_PAGE.relative_to(REPO)}: {missing}"
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("config_reference", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def field_rows() -> dict:
+    """Path -> [type, default, range, description] of each row of the
+    generated page (a path may have several rows: one per policy kind)."""
+    rows = {}
+    for line in FIELDS_PAGE.read_text().splitlines():
+        m = re.match(r"^\| `([^`]+)` \| (.*) \|$", line)
+        if m:
+            cells = [c.strip() for c in re.split(r"(?<!\\) \| ", m.group(2))]
+            assert len(cells) == 4, line
+            rows.setdefault(m.group(1), []).append(cells)
+    return rows
+
+
+def test_the_field_reference_page_is_the_one_the_script_renders():
+    rendered = generator().render(json.loads(SCHEMA_FILE.read_text()))
+    assert FIELDS_PAGE.read_text() == rendered, (
+        f"{FIELDS_PAGE.relative_to(REPO)} is stale: regenerate it with "
+        f"`python3 scripts/config_reference.py`")
+
+
+def test_the_field_reference_has_every_field_with_its_type_default_and_range():
+    rows = field_rows()
+    paths = schema_paths(json.loads(SCHEMA_FILE.read_text()))
+    assert len(paths) > 100
+    sections = set(re.findall(r"^## `(\w+)(?:\[\])?`$", FIELDS_PAGE.read_text(), re.M))
+    assert sorted(p for p in paths if "." not in p) == sorted(sections)
+    assert sorted(p for p in paths - set(rows) if "." in p) == [], "schema fields without a row"
+    # Known fields, as the config types declare them.
+    assert rows["server.listen"] == [["string", "", "", "V2 API listener, default `127.0.0.1:8000`."]]
+    assert rows["models[].name"][0][0] == "string, *required*"
+    assert rows["models[].warmup"][0][:2] == ["boolean", "`false`"]
+    kind, default, bounds, about = rows["models[].pools[].batching.max_batch_size"][0]
+    assert (kind, default, bounds) == ("integer", "", ">= 0") and "default 32" in about
+    assert rows["cache.l1_max_bytes"][0][0] == "[`ByteSize`](#bytesize): integer or string"
+    assert rows["upstreams[].kind"][0][0].startswith('one of `"v2"`, `"http"`')
+    assert rows["models[].tokenizer.buckets"][0][:3] == ["array of integer", "", "each >= 0"]
+    # The policy table's fields, per kind, with the defaults the schema has.
+    assert rows["routes[].policy.type"][0][0].startswith(
+        'one of `"fixed"`, `"latency_budget"`, `"cascade"`, `"weighted"`')
+    kind, default, _, about = rows["routes[].policy.shed_margin"][0]
+    assert (kind, default) == ("number", "`0.5`") and about.startswith('With `type = "latency_budget"`')
+    assert rows["routes[].policy.cheap"][0][1] == "absent"
+    assert rows["routes[].policy.weights[].weight"][0][0] == "number, *required*"
