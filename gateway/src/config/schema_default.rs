@@ -81,6 +81,29 @@ cache = {}
 name = "fleet"
 models = ["m"]
 cache = { fleet_coalesce = true }
+[[models]]
+name = "m2"
+path = "m2.onnx"
+[[routes]]
+name = "cascade"
+models = ["m2", "m"]
+policy = { type = "cascade", confidence_output = "p", threshold = 0.8 }
+draft = {}
+record = { sample = 1.0, path = "traffic.jsonl" }
+calibrate = { shadow = 0.5 }
+[[upstreams]]
+name = "app"
+addrs = ["127.0.0.1:8200"]
+[[prefix_routes]]
+name = "app"
+prefix = "/apps/app/"
+upstream = "app"
+cache = {}
+[repository]
+uri = "file:///srv/store"
+[reload]
+[telemetry]
+otlp_endpoint = "http://127.0.0.1:4318/v1/traces"
 "#;
 
     /// What the checks made of each field of [`SPARSE`], by schema path.
@@ -90,6 +113,16 @@ cache = { fleet_coalesce = true }
         let model = &config.models[0];
         let text = model.text.as_ref().unwrap();
         let (route, fleet) = (config.route("r").unwrap(), config.route("fleet").unwrap());
+        let cascade = config.route("cascade").unwrap();
+        let record = cascade.record.as_ref().unwrap();
+        let telemetry = config.telemetry.as_ref().unwrap();
+        let upstream = &config.proxy.upstreams[0];
+        let store = config.store.as_ref().unwrap();
+        let repo_dir = model.path.parent().and_then(|p| p.strip_prefix("/").ok()).unwrap();
+        let cache_dir = store.settings.cache.dir.strip_prefix("/").unwrap();
+        let prefix = &config.proxy.prefix_routes[0];
+        let prefix_cache = prefix.cache.as_ref().unwrap();
+        let methods: Vec<&str> = prefix_cache.methods.iter().map(http::Method::as_str).collect();
         let b = &model.batching;
         BTreeMap::from([
             ("server.listen", json!(s.listen.to_string())),
@@ -135,6 +168,45 @@ cache = { fleet_coalesce = true }
             ("routes[].cache.ttl_s", json!(route.cache.ttl.as_secs())),
             ("routes[].cache.fleet_coalesce", json!(route.cache.fleet_wait.is_some())),
             ("routes[].cache.fleet_wait_ms", json!(fleet.cache.fleet_wait.unwrap().as_millis())),
+            ("routes[].draft.mode", json!(cascade.draft.mode.as_str())),
+            ("routes[].draft.heartbeat_ms", json!(cascade.draft.heartbeat.as_millis())),
+            ("routes[].record.max_bytes", json!(record.max_bytes)),
+            ("routes[].record.files", json!(record.files)),
+            ("routes[].record.max_line_bytes", json!(record.max_line_bytes)),
+            ("routes[].calibrate.target", json!(cascade.calibrate.unwrap().target)),
+            ("repository.path", json!(repo_dir)),
+            ("repository.anonymous", json!(store.settings.s3.anonymous)),
+            ("repository.cache_dir", json!(cache_dir)),
+            ("repository.cache_max_bytes", json!(store.settings.cache.max_bytes)),
+            ("repository.verify_etag", json!(store.settings.integrity.verify_etag)),
+            ("repository.require_checksum", json!(store.settings.integrity.require_checksum)),
+            ("repository.warmup", json!(store.warmup)),
+            ("upstreams[].kind", json!(upstream.kind.as_str())),
+            ("upstreams[].tensors", json!(format!("{:?}", upstream.tensors).to_lowercase())),
+            ("upstreams[].max_idle_per_addr", json!(upstream.max_idle_per_addr)),
+            ("upstreams[].timeouts.connect_ms", json!(upstream.timeouts.connect.as_millis())),
+            ("upstreams[].health.enabled", json!(upstream.health.enabled)),
+            ("upstreams[].health.interval_ms", json!(upstream.health.interval.as_millis())),
+            ("upstreams[].health.timeout_ms", json!(upstream.health.timeout.as_millis())),
+            ("upstreams[].health.failures", json!(upstream.health.failures)),
+            ("upstreams[].health.successes", json!(upstream.health.successes)),
+            ("upstreams[].breaker.failures", json!(upstream.breaker.failures)),
+            ("upstreams[].breaker.cool_down_ms", json!(upstream.breaker.cool_down.as_millis())),
+            ("prefix_routes[].strip_prefix", json!(prefix.strip_prefix)),
+            ("prefix_routes[].preserve_host", json!(prefix.preserve_host)),
+            ("prefix_routes[].cache.enabled", json!(prefix.cache.is_some())),
+            ("prefix_routes[].cache.ttl_s", json!(prefix_cache.ttl.as_secs())),
+            ("prefix_routes[].cache.methods", json!(methods)),
+            ("prefix_routes[].cache.force", json!(prefix_cache.force)),
+            ("prefix_routes[].cache.max_body_bytes", json!(prefix_cache.max_body_bytes)),
+            ("prefix_routes[].cache.max_entry_bytes", json!(prefix_cache.max_entry_bytes)),
+            ("prefix_routes[].cache.max_bytes", json!(prefix_cache.max_bytes)),
+            ("reload.watch", json!(config.reload.watch)),
+            ("reload.interval_ms", json!(config.reload.interval.as_millis())),
+            ("telemetry.service_name", json!(telemetry.service_name)),
+            ("telemetry.sampling_ratio", json!(telemetry.sampling_ratio)),
+            ("telemetry.batch_delay_ms", json!(telemetry.batch_delay.as_millis())),
+            ("telemetry.export_timeout_ms", json!(telemetry.export_timeout.as_millis())),
         ])
     }
 

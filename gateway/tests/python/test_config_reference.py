@@ -172,14 +172,23 @@ def test_the_field_reference_has_every_field_with_its_type_default_and_range():
     assert rows["routes[].cache.ttl_s"][0][1:3] == ["`300`", ">= 1"]
     assert rows["routes[].cache.fleet_wait_ms"][0][1:3] == ["`2000`", ">= 1, <= 60000"]
     assert rows["routes[].cache.enabled"][0][1] == "`true`"
+    assert rows["routes[].record.max_line_bytes"][0][1:3] == ["`4194304` (4 MiB)", ">= 1024, <= 16777216"]
+    assert rows["routes[].calibrate.target"][0][1:3] == ["`0.995`", "> 0, <= 1"]
+    assert rows["routes[].draft.mode"][0][1] == '`"parallel"`'
+    assert rows["upstreams[].kind"][0][1] == '`"http"`'
+    assert rows["upstreams[].health.timeout_ms"][0][1:3] == ["`2000`", ">= 1"]
+    assert rows["prefix_routes[].cache.methods"][0][1] == '`["GET", "HEAD"]`'
+    assert rows["repository.concurrency"][0][1:3] == ["", ">= 1, <= 64"]  # its default is the store's
+    assert rows["telemetry.sampling_ratio"][0][1:3] == ["`1.0`", ">= 0, <= 1"]
 
 
 def test_the_reference_states_defaults_for_the_main_sections():
-    """Most fields of [server], [cache], models[] and routes[] state their
+    """Most fields of each section state their
     default (a field whose default is computed, absent or required has
     none), so the page is the place to look a default up."""
     rows = field_rows()
-    for section, least in (("server.", 14), ("cache.", 8), ("models[].", 7), ("routes[].", 6)):
+    for section, least in (("server.", 14), ("cache.", 8), ("models[].", 7), ("routes[].", 14),
+                           ("upstreams[].", 10), ("prefix_routes[].", 8), ("repository.", 7)):
         with_default = [p for p, r in rows.items() if p.startswith(section) and r[0][1]]
         assert len(with_default) >= least, (section, with_default)
     assert rows["routes[].policy.weights[].weight"][0][0] == "number, *required*"
