@@ -78,9 +78,11 @@ try {
   await page.click("#mdbook-search-toggle");
   await page.waitForSelector("#mdbook-searchbar", { state: "visible" });
   await page.locator("#mdbook-searchbar").pressSequentially(field, { delay: 10 });
+  // The header names the term once the whole of it was searched (the index
+  // loads in the background; mdBook searches the box's text when it lands).
   await page.waitForFunction(
-    () => document.querySelector("#mdbook-searchresults-header").textContent.trim() !== "",
-    null,
+    (term) => document.querySelector("#mdbook-searchresults-header").textContent.includes(`'${term}'`),
+    field,
     { timeout: 15000 },
   );
   const header = (await page.textContent("#mdbook-searchresults-header")).trim();

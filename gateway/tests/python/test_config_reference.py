@@ -192,3 +192,72 @@ def test_the_reference_states_defaults_for_the_main_sections():
         with_default = [p for p, r in rows.items() if p.startswith(section) and r[0][1]]
         assert len(with_default) >= least, (section, with_default)
     assert rows["routes[].policy.weights[].weight"][0][0] == "number, *required*"
+
+
+def stated_defaults(schema: dict) -> dict:
+    """Path -> the `default` the schema states for it."""
+    defs = schema.get("$defs", {})
+    out = {}
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for sub in node.get(key, []):
+                walk(sub, path)
+        if "items" in node:
+            walk(node["items"], path + "[]")
+        for name, sub in node.get("properties", {}).items():
+            inner = f"{path}.{name}" if path else name
+            if "default" in sub:
+                out[inner] = sub["default"]
+            walk(sub, inner)
+
+    walk(schema, "")
+    return out
+
+
+UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def written_value(cell: str):
+    """A default as the Configuration page writes it (`64MiB`, 4096,
+    true, `"http"`), or None when it is prose ("cores", "16M")."""
+    text = cell.strip().strip("`").strip('"')
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+\.\d+", text):
+        return float(text)
+    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB)", text)
+    if m:
+        return int(m[1]) * UNITS[m[2]]
+    if cell.strip().startswith("`") and " " not in text:
+        return text
+    return None
+
+
+def test_the_configuration_page_writes_the_defaults_the_schema_states():
+    """The hand-written Configuration page gives defaults too: each one
+    that is a plain value must be the one the config types state (a
+    default changed in code and not on the page fails here)."""
+    stated = stated_defaults(json.loads(printed_schema()))
+    compared, wrong = [], []
+    for line in CONFIG_PAGE.read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        if len(names) != 1 or names[0] not in stated or ", " in cells[1]:
+            continue
+        value = written_value(cells[1])
+        if value is None:
+            continue
+        compared.append(names[0])
+        if value != stated[names[0]]:
+            wrong.append(f"{names[0]}: the page says {cells[1]}, the config types {stated[names[0]]!r}")
+    assert len(compared) >= 30, compared
+    assert wrong == [], wrong
