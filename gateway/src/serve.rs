@@ -15,9 +15,11 @@ use crate::grpc::GrpcListener;
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
+use crate::tls::TlsSource;
 use crate::upstream::health::HealthService;
 use crate::upstream::Upstreams;
 use anyhow::Context;
+use pingora::apps::HttpServerOptions;
 use pingora::prelude::{ProxyHttp, Server};
 use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
@@ -133,15 +135,26 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
     }
 }
 
-/// The Pingora app `app` behind the connection table `table`.
-fn guarded<A>(app: A, conf: &Arc<ServerConf>, table: Arc<ConnTable>) -> GuardedApp<HttpProxy<A, ()>>
+/// The Pingora app `app` behind the connection table `table`; `h2c`:
+/// cleartext connections may speak HTTP/2 with prior knowledge.
+fn guarded<A>(
+    app: A,
+    conf: &Arc<ServerConf>,
+    table: Arc<ConnTable>,
+    h2c: bool,
+) -> GuardedApp<HttpProxy<A, ()>>
 where
     A: ProxyHttp + Send + Sync + 'static,
     A::CTX: Send + Sync,
 {
     let mut proxy = HttpProxy::new(app, conf.clone());
     proxy.handle_init_modules();
-    GuardedApp::new(proxy, table)
+    if h2c {
+        let mut options = HttpServerOptions::default();
+        options.h2c = true;
+        proxy.server_options = Some(options);
+    }
+    GuardedApp::new(proxy, table).with_h2c(h2c)
 }
 
 /// The listeners, bound at start-up (a port in use fails it; port 0 is a
@@ -157,14 +170,16 @@ impl Listeners {
     fn bind(state: &Arc<AppState>, reloader: &Arc<Reloader>) -> anyhow::Result<Listeners> {
         let server = state.snapshot.load().config.server.clone();
         let conf = Arc::new(server_conf(&server));
-        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone());
+        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone(), server.h2c);
         let v2 = Listener::bind("v2", server.listen, v2_app)
-            .with_context(|| format!("bind server.listen {}", server.listen))?;
+            .with_context(|| format!("bind server.listen {}", server.listen))?
+            .with_tls(server.tls.api.is_some().then(|| TlsSource::api(state)));
         let admin_table =
             ConnTable::new(ConnectionLimits { max_connections: ADMIN_MAX_CONNECTIONS, ..server.connections });
-        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table);
+        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table, false);
         let admin = Listener::bind("admin", server.admin_listen, admin_app)
-            .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?;
+            .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?
+            .with_tls(server.tls.admin.is_some().then(|| TlsSource::admin(state)));
         let grpc = server
             .grpc_listen
             .map(|addr| {

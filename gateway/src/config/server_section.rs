@@ -7,6 +7,7 @@ use super::connections_section::{ConnectionLimits, RawConnections};
 use super::grpc_section::{Bounds, GrpcLimits, RawGrpcLimits};
 use super::issue::Issues;
 use super::size::ByteSize;
+use super::tls_section::{ListenerTls, RawTls};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -60,6 +61,16 @@ pub struct RawServer {
     /// Bytes of large gRPC messages being received at once, default
     /// `max_body_bytes`.
     pub grpc_max_receiving_bytes: Option<ByteSize>,
+    /// TLS on the V2 listener: `{ cert, key, client_ca }` (see
+    /// [`super::tls_section`]); absent = cleartext.
+    pub tls: Option<RawTls>,
+    /// TLS on the admin listener, same shape.
+    pub admin_tls: Option<RawTls>,
+    /// TLS on the gRPC listener, same shape.
+    pub grpc_tls: Option<RawTls>,
+    /// HTTP/2 with prior knowledge (h2c) on a cleartext V2 listener,
+    /// beside HTTP/1.1; default false.
+    pub h2c: Option<bool>,
 }
 
 /// `[server]`, checked.
@@ -87,6 +98,11 @@ pub struct ServerConfig {
     pub connections: ConnectionLimits,
     /// What one gRPC connection may ask at once.
     pub grpc: GrpcLimits,
+    /// TLS per listener (filled in by [`super::tls_section`], which needs
+    /// the config's folder).
+    pub tls: ListenerTls,
+    /// `server.h2c`.
+    pub h2c: bool,
 }
 
 /// Limits that protect the server from oversized or slow requests.
@@ -177,6 +193,8 @@ pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         shutdown_notice,
         connections,
         grpc: grpc_limits,
+        tls: ListenerTls::default(),
+        h2c: raw.h2c.unwrap_or(false),
     })
 }
 

@@ -32,7 +32,10 @@ use tokio::time::Sleep;
 
 /// The client connection preface of HTTP/2 (RFC 9113, 3.4), before its
 /// first SETTINGS frame.
-pub const HTTP2_PREFACE_LEN: usize = 24;
+pub const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Its length.
+pub const HTTP2_PREFACE_LEN: usize = HTTP2_PREFACE.len();
 
 /// How bytes read move a connection between phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +48,10 @@ pub enum Framing {
         /// Bytes of the preface not read yet.
         preface_left: usize,
     },
+    /// Not known yet (a cleartext listener with `server.h2c`): the first
+    /// bytes decide, the HTTP/2 preface making it [`Framing::Http2`],
+    /// anything else [`Framing::Http1`].
+    Sniff,
 }
 
 /// A connection's place in its table and the timer of its current
@@ -105,7 +112,7 @@ impl ReadGuard {
         let before = buf.filled().len();
         match Pin::new(inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                self.read(phase, buf.filled().len() - before);
+                self.read(phase, buf.filled().get(before..).unwrap_or_default());
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -123,10 +130,20 @@ impl ReadGuard {
         }
     }
 
-    /// `n` bytes were read in `phase`: the phase they lead to.
-    fn read(&mut self, phase: Phase, n: usize) {
+    /// `bytes` were read in `phase`: the phase they lead to.
+    fn read(&mut self, phase: Phase, bytes: &[u8]) {
+        let n = bytes.len();
         if n == 0 {
             return;
+        }
+        if self.framing == Framing::Sniff {
+            let seen = n.min(HTTP2_PREFACE_LEN);
+            if bytes.get(..seen) == HTTP2_PREFACE.get(..seen) {
+                self.framing = Framing::Http2 { preface_left: HTTP2_PREFACE_LEN };
+                self.place.state.set_phase(Phase::Head, self.table.now_ms());
+                return self.read(Phase::Head, bytes);
+            }
+            self.framing = Framing::Http1;
         }
         match &mut self.framing {
             Framing::Http1 if phase == Phase::Idle => {
@@ -139,7 +156,7 @@ impl ReadGuard {
                     self.place.state.set_phase(Phase::Idle, self.table.now_ms());
                 }
             }
-            Framing::Http2 { .. } => {}
+            Framing::Http2 { .. } | Framing::Sniff => {}
         }
     }
 
