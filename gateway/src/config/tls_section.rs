@@ -54,6 +54,21 @@ impl ListenerTls {
             .into_iter()
             .filter_map(|(name, tls)| tls.as_ref().map(|t| (name, t)))
     }
+
+    /// One line per TLS listener, for `check-config`:
+    /// `server.tls: certificate CN=... (serial ...) expires ... (in N days)`.
+    pub fn describe(&self) -> Vec<String> {
+        self.each().map(|(name, tls)| format!("{}: {}", field_path(name), tls.material.describe())).collect()
+    }
+}
+
+/// The config field of listener `name` (`api`, `admin`, `grpc`).
+pub fn field_path(name: &str) -> &'static str {
+    match name {
+        "admin" => "server.admin_tls",
+        "grpc" => "server.grpc_tls",
+        _ => "server.tls",
+    }
 }
 
 /// Checks the three listeners' TLS tables; paths start at `base_dir`.

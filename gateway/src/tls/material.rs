@@ -97,6 +97,8 @@ pub struct TlsMaterial {
     pub server_config: Arc<ServerConfig>,
     /// When the leaf certificate expires (seconds since the Unix epoch).
     pub not_after: i64,
+    /// The same, as text (`Nov 27 13:00:00 2027 +00:00`).
+    pub not_after_text: String,
     /// The leaf certificate's serial number (hex), for logs and tests.
     pub serial: String,
     /// The leaf certificate's subject, as text.
@@ -109,6 +111,17 @@ impl TlsMaterial {
     /// Seconds until the certificate expires (negative once expired).
     pub fn expires_in_s(&self) -> i64 {
         self.not_after.saturating_sub(unix_now())
+    }
+
+    /// One line for `check-config`: whose certificate, its serial, when it
+    /// expires and whether client certificates are required.
+    pub fn describe(&self) -> String {
+        let days = self.expires_in_s() / 86_400;
+        let mtls = if self.client_auth { "; client certificates required" } else { "" };
+        format!(
+            "certificate {} (serial {}) expires {} (in {days} days){mtls}",
+            self.subject, self.serial, self.not_after_text
+        )
     }
 }
 
@@ -154,6 +167,7 @@ pub fn load(files: &TlsFiles, alpn: Alpn) -> Result<TlsMaterial, TlsError> {
     Ok(TlsMaterial {
         server_config: Arc::new(config),
         not_after: leaf.not_after,
+        not_after_text: leaf.not_after_text,
         serial: leaf.serial,
         subject: leaf.subject,
         client_auth: files.client_ca.is_some(),
@@ -163,6 +177,7 @@ pub fn load(files: &TlsFiles, alpn: Alpn) -> Result<TlsMaterial, TlsError> {
 /// What the gateway reads from the leaf certificate.
 struct Leaf {
     not_after: i64,
+    not_after_text: String,
     serial: String,
     subject: String,
 }
@@ -184,7 +199,12 @@ impl Leaf {
             let when = format!("is not valid before {}", validity.not_before);
             return Err(TlsError::NotValidNow { path: path.into(), when });
         }
-        Ok(Leaf { not_after, serial: x509.raw_serial_as_string(), subject: x509.subject().to_string() })
+        Ok(Leaf {
+            not_after,
+            not_after_text: validity.not_after.to_string(),
+            serial: x509.raw_serial_as_string(),
+            subject: x509.subject().to_string(),
+        })
     }
 }
 

@@ -318,3 +318,110 @@ def test_check_config_refuses_unusable_tls_files(tmp_path, pki, case, expected):
     assert out.returncode != 0, out.stdout
     text = out.stdout + out.stderr
     assert "server.tls" in text and expected in text, text
+
+
+def test_check_config_shows_each_certificate_and_its_expiry(tmp_path, pki):
+    server = (f"tls = {tls_table(*pki['rsa'])}\n"
+              f"admin_tls = {tls_table(*pki['ecdsa'], client_ca=pki['client_ca'])}")
+    out = check_config(write(tmp_path, server))
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = {line.strip().split(":", 1)[0]: line for line in out.stdout.splitlines() if line.startswith("  ")}
+    assert "CN=gateway rsa" in lines["server.tls"] and "expires" in lines["server.tls"], out.stdout
+    assert "in 364 days" in lines["server.tls"] or "in 365 days" in lines["server.tls"], out.stdout
+    assert "client certificates required" in lines["server.admin_tls"], out.stdout
+
+
+def expiry_gauge(gw, listener="api"):
+    text = requests.get(f"{gw.admin}/metrics", timeout=30).text
+    prefix = f'switchyard_tls_certificate_expiry_seconds{{listener="{listener}"}} '
+    values = [line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)]
+    assert values, text[-2000:]
+    return float(values[0])
+
+
+def not_after(pem_path):
+    from cryptography import x509
+    return int(x509.load_pem_x509_certificate(pem_path.read_bytes()).not_valid_after_utc.timestamp())
+
+
+def install(live, pair):
+    """Copies a certificate/key pair over the files the config names."""
+    for src, dst in zip(pair, live):
+        dst.write_bytes(src.read_bytes())
+
+
+def test_reload_rotates_the_certificate_for_new_connections_and_refuses_a_broken_pair(tmp_path, pki):
+    import http.client
+    live = (tmp_path / "live.pem", tmp_path / "live.key")
+    install(live, pki["ecdsa"])
+    path = write(tmp_path, f"tls = {tls_table(*live)}")
+    path.write_text(path.read_text() + "\n[reload]\nwatch = false\n")
+    gw = Gateway(path, tls_ca=pki["root"])
+    serial_a, serial_b = pki["serials"]["ecdsa"], pki["serials"]["ecdsa2"]
+    try:
+        assert peer_serial(gw.port, pki["root"]) == serial_a
+        assert expiry_gauge(gw) == not_after(pki["ecdsa"][0])
+        ctx = ssl.create_default_context(cafile=str(pki["root"]))
+        kept = http.client.HTTPSConnection("127.0.0.1", gw.port, context=ctx, timeout=30)
+        kept.request("GET", "/v2/health/ready")
+        assert kept.getresponse().read() is not None
+
+        install(live, pki["ecdsa2"])
+        reloaded = requests.post(f"{gw.admin}/admin/reload", timeout=60)
+        assert reloaded.status_code == 200, reloaded.text
+        assert peer_serial(gw.port, pki["root"]) == serial_b, "a new connection gets the new certificate"
+        assert expiry_gauge(gw) == not_after(pki["ecdsa2"][0])
+        # The connection opened before keeps its certificate and is served.
+        kept.request("GET", "/v2/health/ready")
+        assert kept.getresponse().status == 200
+        assert serial_of(kept.sock.getpeercert(binary_form=True)) == serial_a
+        kept.close()
+
+        # A key that does not match its certificate: refused with the reason.
+        live[0].write_bytes(pki["rsa"][0].read_bytes())
+        refused = requests.post(f"{gw.admin}/admin/reload", timeout=60)
+        assert refused.status_code == 400, refused.text
+        issues = refused.json()["issues"]
+        assert any(i["path"] == "server.tls" and "does not match" in i["message"] for i in issues), issues
+        assert peer_serial(gw.port, pki["root"]) == serial_b, "the running certificate keeps serving"
+    finally:
+        gw.stop()
+
+
+def test_the_file_watch_rotates_under_load_without_a_failed_request(tmp_path, pki):
+    import threading
+    live = (tmp_path / "live.pem", tmp_path / "live.key")
+    install(live, pki["ecdsa"])
+    path = write(tmp_path, f"tls = {tls_table(*live)}")
+    path.write_text(path.read_text() + "\n[reload]\ninterval_ms = 100\n")
+    gw = Gateway(path, tls_ca=pki["root"])
+    stop, results = threading.Event(), []
+
+    def load():
+        while not stop.is_set():
+            try:  # each call on a new connection
+                answer = requests.post(f"{gw.base}/v2/models/digits/infer", json=infer_body(X),
+                                       verify=str(pki["root"]), timeout=30)
+                results.append(answer.status_code)
+            except requests.RequestException as e:
+                results.append(repr(e))
+
+    workers = [threading.Thread(target=load) for _ in range(2)]
+    try:
+        for w in workers:
+            w.start()
+        install(live, pki["ecdsa2"])
+        deadline = time.monotonic() + 60
+        while peer_serial(gw.port, pki["root"]) != pki["serials"]["ecdsa2"]:
+            assert time.monotonic() < deadline, f"not rotated:\n{gw.log_text()}"
+            time.sleep(0.1)
+        count = len(results)
+        while len(results) < count + 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=60)
+        gw.stop()
+    assert results and all(r == 200 for r in results), [r for r in results if r != 200][:5]
