@@ -8,6 +8,7 @@ use crate::app::GatewayApp;
 use crate::bound::BoundAddrs;
 use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
+use crate::config::tls_section::{ListenerTls, TlsConfig};
 use crate::config::Config;
 use crate::config::ServerConfig;
 use crate::connections::{rlimit, ConnTable, GuardedApp, Listener};
@@ -157,6 +158,13 @@ where
     GuardedApp::new(proxy, table).with_h2c(h2c)
 }
 
+/// A listener's TLS settings, read from the snapshot in force when each
+/// connection arrives (`pick` chooses the listener's table): rotation.
+pub fn tls_source(state: &Arc<AppState>, pick: fn(&ListenerTls) -> Option<&TlsConfig>) -> TlsSource {
+    let state = state.clone();
+    TlsSource::new(move || pick(&state.snapshot.load().config.server.tls).map(|t| t.material.clone()))
+}
+
 /// The listeners, bound at start-up (a port in use fails it; port 0 is a
 /// free port, see [`crate::bound`]) and served once the server runs.
 struct Listeners {
@@ -173,13 +181,13 @@ impl Listeners {
         let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone(), server.h2c);
         let v2 = Listener::bind("v2", server.listen, v2_app)
             .with_context(|| format!("bind server.listen {}", server.listen))?
-            .with_tls(server.tls.api.is_some().then(|| TlsSource::api(state)));
+            .with_tls(server.tls.api.is_some().then(|| tls_source(state, |t| t.api.as_ref())));
         let admin_table =
             ConnTable::new(ConnectionLimits { max_connections: ADMIN_MAX_CONNECTIONS, ..server.connections });
         let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table, false);
         let admin = Listener::bind("admin", server.admin_listen, admin_app)
             .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?
-            .with_tls(server.tls.admin.is_some().then(|| TlsSource::admin(state)));
+            .with_tls(server.tls.admin.is_some().then(|| tls_source(state, |t| t.admin.as_ref())));
         let grpc = server
             .grpc_listen
             .map(|addr| {

@@ -103,7 +103,12 @@ impl BackgroundService for GrpcListener {
             budget_bytes: server.grpc.max_receiving_bytes,
         };
         let table = self.state.grpc_connections.clone();
-        let tls = server.tls.grpc.is_some().then(|| TlsSource::grpc(&self.state));
+        let tls = server.tls.grpc.is_some().then(|| {
+            let state = self.state.clone();
+            TlsSource::new(move || {
+                state.snapshot.load().config.server.tls.grpc.as_ref().map(|t| t.material.clone())
+            })
+        });
         let incoming = super::conn::incoming(listener, table, server.grpc.max_requests_per_connection, tls);
         let stop = async move {
             let _ = shutdown.changed().await;

@@ -14,7 +14,11 @@
 //! the config snapshot. A reload (`SIGHUP`, `POST /admin/reload`, the file
 //! watch) re-reads the PEM files while checking the new config; each new
 //! connection takes the settings of the snapshot in force when it arrives
-//! ([`source::TlsSource`]), so open connections keep theirs. A broken new
+//! ([`source::TlsSource`], composed by the server over the snapshot), so
+//! open connections keep theirs.
+//!
+//! A layer-2 module beside `config` (which checks the files through
+//! [`material`]): it knows neither the config types nor the state. A broken new
 //! pair fails the check and the whole reload is refused, with the old
 //! settings still in force.
 

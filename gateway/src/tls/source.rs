@@ -1,41 +1,28 @@
-//! Where a TLS listener takes the settings for each new connection: the
-//! config snapshot in force when the connection arrives, so a reload that
-//! rotated the certificate applies to the next connection and never to an
-//! open one.
+//! Where a TLS listener takes the settings for each new connection: a
+//! function the server composes over the config snapshot in force (see
+//! `serve` and `grpc::listener`), so a reload that rotated the certificate
+//! applies to the next connection and never to an open one.
 
 use super::material::TlsMaterial;
-use crate::config::tls_section::{ListenerTls, TlsConfig};
-use crate::state::AppState;
 use pingora::listeners::tls::Acceptor;
 use std::sync::Arc;
 
-/// One listener's TLS settings, read from the snapshot in force.
+/// One listener's TLS settings in force.
 #[derive(Clone)]
 pub struct TlsSource {
-    state: Arc<AppState>,
-    pick: fn(&ListenerTls) -> Option<&TlsConfig>,
+    load: Arc<dyn Fn() -> Option<Arc<TlsMaterial>> + Send + Sync>,
 }
 
 impl TlsSource {
-    /// The V2 listener's (`server.tls`).
-    pub fn api(state: &Arc<AppState>) -> TlsSource {
-        TlsSource { state: state.clone(), pick: |t| t.api.as_ref() }
+    /// Settings read by `load` when each connection arrives (`None`: the
+    /// listener has no TLS settings in force).
+    pub fn new(load: impl Fn() -> Option<Arc<TlsMaterial>> + Send + Sync + 'static) -> TlsSource {
+        TlsSource { load: Arc::new(load) }
     }
 
-    /// The admin listener's (`server.admin_tls`).
-    pub fn admin(state: &Arc<AppState>) -> TlsSource {
-        TlsSource { state: state.clone(), pick: |t| t.admin.as_ref() }
-    }
-
-    /// The gRPC listener's (`server.grpc_tls`).
-    pub fn grpc(state: &Arc<AppState>) -> TlsSource {
-        TlsSource { state: state.clone(), pick: |t| t.grpc.as_ref() }
-    }
-
-    /// The settings in force; `None` when the listener is cleartext.
+    /// The settings in force.
     pub fn material(&self) -> Option<Arc<TlsMaterial>> {
-        let snap = self.state.snapshot.load();
-        (self.pick)(&snap.config.server.tls).map(|t| t.material.clone())
+        (self.load)()
     }
 
     /// A Pingora acceptor with the settings in force (cheap: it shares
