@@ -22,6 +22,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conftest import MODELS, REPO, Gateway
+from h2_raw import RawH2
 from routing_util import infer_body
 from tls_util import issue, make_ca, serial_of
 
@@ -249,6 +250,14 @@ def test_h2c_prior_knowledge_on_cleartext_beside_http1(tmp_path):
         with httpx.Client(http1=False, http2=True, timeout=30) as client:
             answer = client.post(f"{gw.base}/v2/models/digits/infer", json=infer_body(X))
         assert answer.http_version == "HTTP/2" and answer.status_code == 200, answer.text
+        # HTTP/2 connections are bounded: streams at once and header-list size advertised.
+        raw = RawH2(gw.port)
+        try:
+            raw.wait_for(lambda e: type(e).__name__ == "RemoteSettingsChanged", 10)
+            assert raw.server_max_streams == 100
+            assert raw.conn.remote_settings.max_header_list_size == 64 * 1024
+        finally:
+            raw.close()
     finally:
         gw.stop()
 
