@@ -262,15 +262,19 @@ def test_h2c_prior_knowledge_on_cleartext_beside_http1(tmp_path):
         gw.stop()
 
 
-def test_an_http2_connection_outlives_the_head_timeout_between_calls(tmp_path, pki):
-    """HTTP/2 over TLS is timed by its own framing: the preface is the
-    head, and the connection then waits for calls under the keep-alive
-    timeout (not closed as a head that never ended)."""
-    cert, key = pki["ecdsa"]
-    gw = Gateway(write(tmp_path, f"tls = {tls_table(cert, key)}", header_timeout_ms=300), tls_ca=pki["root"])
+@pytest.mark.parametrize("transport", ["tls", "h2c"])
+def test_an_http2_connection_outlives_the_head_timeout_between_calls(tmp_path, pki, transport):
+    """HTTP/2 (over TLS, or h2c) is timed by its own framing: the preface
+    is the head, and the connection then waits for calls under the
+    keep-alive timeout (not closed as a head that never ended)."""
+    if transport == "tls":
+        server, ca = f"tls = {tls_table(*pki['ecdsa'])}", pki["root"]
+        client_args = {"verify": ssl.create_default_context(cafile=str(pki["root"]))}
+    else:
+        server, ca, client_args = "h2c = true", None, {"http1": False}
+    gw = Gateway(write(tmp_path, server, header_timeout_ms=300), tls_ca=ca)
     try:
-        ctx = ssl.create_default_context(cafile=str(pki["root"]))
-        with httpx.Client(http2=True, verify=ctx, timeout=30) as client:
+        with httpx.Client(http2=True, timeout=30, **client_args) as client:
             before = accepted(gw)
             for _ in range(3):
                 answer = client.post(f"{gw.base}/v2/models/digits/infer", json=infer_body(X))
