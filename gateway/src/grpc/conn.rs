@@ -135,7 +135,13 @@ fn admit(
     let inner = match tls {
         None => ServerIo::Plain(tcp),
         Some(source) => match source.rustls_acceptor() {
-            Some(acceptor) => ServerIo::Handshaking(Box::new(acceptor.accept(tcp))),
+            Some(acceptor) => {
+                let counted = table.clone();
+                let on_failure = move || {
+                    counted.counters.tls_failed.fetch_add(1, Ordering::Relaxed);
+                };
+                ServerIo::Handshaking(Box::new(acceptor.accept(tcp)), Some(Box::new(on_failure)))
+            }
             None => {
                 tracing::error!("the gRPC listener has no TLS settings in force; connection closed");
                 return None;

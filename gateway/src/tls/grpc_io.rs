@@ -14,12 +14,15 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::Accept;
 
+/// What a failed handshake calls (counts it).
+pub type OnFailure = Box<dyn FnOnce() + Send + Sync>;
+
 /// A gRPC connection's transport: cleartext, or TLS.
 pub enum ServerIo {
     /// Cleartext.
     Plain(TcpStream),
-    /// TLS, handshake in progress.
-    Handshaking(Box<Accept<TcpStream>>),
+    /// TLS, handshake in progress; the callback runs if it fails.
+    Handshaking(Box<Accept<TcpStream>>, Option<OnFailure>),
     /// TLS, established.
     Tls(Box<TlsStream<TcpStream>>),
     /// The handshake failed; every later use fails too.
@@ -29,10 +32,13 @@ pub enum ServerIo {
 impl ServerIo {
     /// Drives the handshake; `Ready(Ok)` once the stream is usable.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let ServerIo::Handshaking(accept) = self {
+        if let ServerIo::Handshaking(accept, on_failure) = self {
             match Pin::new(accept.as_mut()).poll(cx) {
                 Poll::Ready(Ok(tls)) => *self = ServerIo::Tls(Box::new(tls)),
                 Poll::Ready(Err(e)) => {
+                    if let Some(count) = on_failure.take() {
+                        count();
+                    }
                     *self = ServerIo::Failed;
                     tracing::debug!(error = %e, "gRPC TLS handshake failed");
                     return Poll::Ready(Err(e));

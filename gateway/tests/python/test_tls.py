@@ -172,6 +172,9 @@ def test_grpc_and_admin_listeners_over_tls(tmp_path, pki):
 
         metrics = requests.get(f"{gw.admin}/metrics", verify=str(pki["root"]), timeout=30)
         assert metrics.status_code == 200
+        failed = 'switchyard_connections_closed_total{listener="grpc",reason="tls_handshake"} '
+        counted = [float(line[len(failed):]) for line in metrics.text.splitlines() if line.startswith(failed)]
+        assert counted and counted[0] >= 1, "the handshake the stranger gave up is counted"
         with pytest.raises(requests.RequestException):
             requests.get(f"http://127.0.0.1:{gw.admin_port}/metrics", timeout=10)
     finally:
@@ -192,6 +195,10 @@ def test_client_certificates_when_client_ca_is_set(tmp_path, pki):
         out = curl("--http2", "--cacert", str(pki["root"]), "--cert", str(pki["client"][0]), "--key",
                    str(pki["client"][1]), "-o", "/dev/null", "-w", "%{http_version} %{http_code}", url)
         assert out.stdout == "2 200", out.stderr
+        failed = 'switchyard_connections_closed_total{listener="api",reason="tls_handshake"} '
+        text = requests.get(f"{gw.admin}/metrics", timeout=30).text
+        counted = [float(line[len(failed):]) for line in text.splitlines() if line.startswith(failed)]
+        assert counted and counted[0] >= 2, "both refused handshakes are counted"
     finally:
         gw.stop()
 
