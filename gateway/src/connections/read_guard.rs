@@ -286,3 +286,53 @@ pub(crate) use guarded_transport;
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::connections_section::ConnectionLimits;
+    use std::time::Duration;
+
+    fn table() -> Arc<ConnTable> {
+        ConnTable::new(ConnectionLimits {
+            max_connections: 4,
+            keepalive_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Reads `bytes` through a guard that starts as `Framing::Sniff`; the
+    /// phase it leaves the connection in, and the framing it settled on.
+    async fn sniffed(bytes: &'static [u8]) -> (Phase, Framing) {
+        let table = table();
+        let place = table.admit().unwrap();
+        let mut guard = ReadGuard::new(place, table, Framing::Sniff);
+        assert_eq!(guard.state().phase().0, Phase::Idle, "a sniffing connection starts idle");
+        let mut inner = bytes;
+        let mut buf = [0u8; 64];
+        let mut read = ReadBuf::new(&mut buf);
+        std::future::poll_fn(|cx| guard.poll_read(&mut inner, cx, &mut read)).await.unwrap();
+        (guard.state().phase().0, guard.framing)
+    }
+
+    #[tokio::test]
+    async fn the_http2_preface_makes_a_sniffed_connection_http2_and_idle() {
+        let (phase, framing) = sniffed(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00").await;
+        assert_eq!(framing, Framing::Http2 { preface_left: 0 });
+        assert_eq!(phase, Phase::Idle, "past the preface, an HTTP/2 connection waits for calls");
+    }
+
+    #[tokio::test]
+    async fn part_of_the_preface_is_a_head_in_progress() {
+        let (phase, framing) = sniffed(b"PRI * HTTP").await;
+        assert_eq!(framing, Framing::Http2 { preface_left: HTTP2_PREFACE_LEN - 10 });
+        assert_eq!(phase, Phase::Head);
+    }
+
+    #[tokio::test]
+    async fn anything_else_is_an_http1_request_head() {
+        let (phase, framing) = sniffed(b"GET /v2 HTTP/1.1\r\n").await;
+        assert_eq!(framing, Framing::Http1);
+        assert_eq!(phase, Phase::Head);
+    }
+}
