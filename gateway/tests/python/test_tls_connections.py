@@ -161,3 +161,33 @@ def open_connections(gw):
         if line.startswith('switchyard_connections_open{listener="api"}'):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+def test_an_http2_call_longer_than_the_keepalive_timeout_is_not_cut(gw, pki):
+    """A call in progress makes its HTTP/2 connection busy: the keep-alive
+    timeout (1 s here) runs only between calls, as on HTTP/1."""
+    import threading
+
+    import httpx
+    ctx = ssl.create_default_context(cafile=str(pki["root"]))
+    result = {}
+    with httpx.Client(http2=True, verify=ctx, timeout=60) as client:
+        assert client.get(f"{gw.base}/v2").http_version == "HTTP/2"
+        pause(gw, "synth-heavy")
+        try:
+            def call():
+                try:
+                    result["answer"] = client.post(f"{gw.base}/v2/models/heavy/infer",
+                                                   json=infer_body(np.zeros((1, 64))))
+                except httpx.HTTPError as e:
+                    result["error"] = e
+
+            caller = threading.Thread(target=call)
+            caller.start()
+            wait_for(lambda: pool_stats(gw, "synth-heavy")["queue_depth"] >= 1, "the call to queue")
+            time.sleep(2.5)  # well past the keep-alive timeout, the call still queued
+        finally:
+            resume(gw, "synth-heavy")
+        caller.join(timeout=60)
+    assert "error" not in result, result
+    assert result["answer"].status_code == 200 and result["answer"].http_version == "HTTP/2"
