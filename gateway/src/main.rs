@@ -226,6 +226,9 @@ fn check_command(file: &std::path::Path) -> anyhow::Result<ExitCode> {
                 config.models.len(),
                 config.routes.len()
             );
+            for line in config.server.tls.describe() {
+                println!("  {line}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {

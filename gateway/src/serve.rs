@@ -8,6 +8,7 @@ use crate::app::GatewayApp;
 use crate::bound::BoundAddrs;
 use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
+use crate::config::tls_section::{ListenerTls, TlsConfig};
 use crate::config::Config;
 use crate::config::ServerConfig;
 use crate::connections::{rlimit, ConnTable, GuardedApp, Listener};
@@ -15,9 +16,11 @@ use crate::grpc::GrpcListener;
 use crate::reload::{ConfigSource, Reloader};
 use crate::shutdown::{SignalWatch, Stopped};
 use crate::state::AppState;
+use crate::tls::TlsSource;
 use crate::upstream::health::HealthService;
 use crate::upstream::Upstreams;
 use anyhow::Context;
+use pingora::apps::HttpServerOptions;
 use pingora::prelude::{ProxyHttp, Server};
 use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
@@ -133,15 +136,33 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
     }
 }
 
-/// The Pingora app `app` behind the connection table `table`.
-fn guarded<A>(app: A, conf: &Arc<ServerConf>, table: Arc<ConnTable>) -> GuardedApp<HttpProxy<A, ()>>
+/// The Pingora app `app` behind the connection table `table`; `h2c`:
+/// cleartext connections may speak HTTP/2 with prior knowledge.
+fn guarded<A>(
+    app: A,
+    conf: &Arc<ServerConf>,
+    table: Arc<ConnTable>,
+    h2c: bool,
+) -> GuardedApp<HttpProxy<A, ()>>
 where
     A: ProxyHttp + Send + Sync + 'static,
     A::CTX: Send + Sync,
 {
     let mut proxy = HttpProxy::new(app, conf.clone());
     proxy.handle_init_modules();
-    GuardedApp::new(proxy, table)
+    if h2c {
+        let mut options = HttpServerOptions::default();
+        options.h2c = true;
+        proxy.server_options = Some(options);
+    }
+    GuardedApp::new(proxy, table).with_h2c(h2c)
+}
+
+/// A listener's TLS settings, read from the snapshot in force when each
+/// connection arrives (`pick` chooses the listener's table): rotation.
+pub fn tls_source(state: &Arc<AppState>, pick: fn(&ListenerTls) -> Option<&TlsConfig>) -> TlsSource {
+    let state = state.clone();
+    TlsSource::new(move || pick(&state.snapshot.load().config.server.tls).map(|t| t.material.clone()))
 }
 
 /// The listeners, bound at start-up (a port in use fails it; port 0 is a
@@ -157,14 +178,16 @@ impl Listeners {
     fn bind(state: &Arc<AppState>, reloader: &Arc<Reloader>) -> anyhow::Result<Listeners> {
         let server = state.snapshot.load().config.server.clone();
         let conf = Arc::new(server_conf(&server));
-        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone());
+        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone(), server.h2c);
         let v2 = Listener::bind("v2", server.listen, v2_app)
-            .with_context(|| format!("bind server.listen {}", server.listen))?;
+            .with_context(|| format!("bind server.listen {}", server.listen))?
+            .with_tls(server.tls.api.is_some().then(|| tls_source(state, |t| t.api.as_ref())));
         let admin_table =
             ConnTable::new(ConnectionLimits { max_connections: ADMIN_MAX_CONNECTIONS, ..server.connections });
-        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table);
+        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table, false);
         let admin = Listener::bind("admin", server.admin_listen, admin_app)
-            .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?;
+            .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?
+            .with_tls(server.tls.admin.is_some().then(|| tls_source(state, |t| t.admin.as_ref())));
         let grpc = server
             .grpc_listen
             .map(|addr| {

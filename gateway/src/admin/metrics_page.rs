@@ -5,7 +5,7 @@
 //! already keep ([`super::scrape`]).
 
 use super::scrape;
-use crate::metrics::{connections, requests};
+use crate::metrics::{connections, requests, tls};
 use crate::reply::Reply;
 use crate::state::AppState;
 use prometheus::{Encoder, TextEncoder};
@@ -32,6 +32,7 @@ pub fn gather(state: &AppState) -> Vec<prometheus::proto::MetricFamily> {
         listeners.push(("grpc", state.grpc_connections.snapshot()));
     }
     families.extend(connections::connection_families(&listeners, state.lifecycle.cut()));
+    families.extend(tls::tls_families(&snap.config.server.tls));
     families
 }
 

@@ -44,6 +44,7 @@ pub mod size;
 pub mod store_section;
 pub mod telemetry_section;
 pub mod text_section;
+pub mod tls_section;
 pub mod types;
 pub mod upstream_section;
 pub mod validate;

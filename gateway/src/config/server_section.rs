@@ -13,6 +13,7 @@ use super::grpc_section::{
 use super::issue::Issues;
 use super::schema_default::{some_u32, some_u64, some_usize};
 use super::size::ByteSize;
+use super::tls_section::{ListenerTls, RawTls};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -101,6 +102,16 @@ pub struct RawServer {
     /// Bytes of large gRPC messages being received at once, default
     /// `max_body_bytes`.
     pub grpc_max_receiving_bytes: Option<ByteSize>,
+    /// TLS on the V2 listener: `{ cert, key, client_ca }` (see
+    /// [`super::tls_section`]); absent = cleartext.
+    pub tls: Option<RawTls>,
+    /// TLS on the admin listener, same shape.
+    pub admin_tls: Option<RawTls>,
+    /// TLS on the gRPC listener, same shape.
+    pub grpc_tls: Option<RawTls>,
+    /// HTTP/2 with prior knowledge (h2c) on a cleartext V2 listener,
+    /// beside HTTP/1.1; default false.
+    pub h2c: Option<bool>,
 }
 
 /// `[server]`, checked.
@@ -128,6 +139,11 @@ pub struct ServerConfig {
     pub connections: ConnectionLimits,
     /// What one gRPC connection may ask at once.
     pub grpc: GrpcLimits,
+    /// TLS per listener (filled in by [`super::tls_section`], which needs
+    /// the config's folder).
+    pub tls: ListenerTls,
+    /// `server.h2c`.
+    pub h2c: bool,
 }
 
 /// Limits that protect the server from oversized or slow requests.
@@ -220,6 +236,8 @@ pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         shutdown_notice,
         connections,
         grpc: grpc_limits,
+        tls: ListenerTls::default(),
+        h2c: raw.h2c.unwrap_or(false),
     })
 }
 

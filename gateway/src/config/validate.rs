@@ -9,7 +9,7 @@ use super::raw::RawConfig;
 use super::record_files::{self, Protected};
 use super::types::{Config, ProxyConfig};
 use super::{cache_section, control_section, model_section, onnxruntime_section, prefix_route_section};
-use super::{route_section, server_section, store_section, telemetry_section, upstream_section};
+use super::{route_section, server_section, store_section, telemetry_section, tls_section, upstream_section};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -17,7 +17,13 @@ use std::path::Path;
 /// joined with the repository folder.
 pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
     let mut issues = Issues::default();
-    let server = server_section::check(&raw.server, &mut issues);
+    let mut server = server_section::check(&raw.server, &mut issues);
+    let s = &raw.server;
+    let tls_raw = [s.tls.as_ref(), s.admin_tls.as_ref(), s.grpc_tls.as_ref()];
+    let tls = tls_section::check(tls_raw, base_dir, &mut issues);
+    if let Some(server) = server.as_mut() {
+        server.tls = tls;
+    }
     let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or(store_section::DEFAULT_PATH));
     let (models, model_routing) = model_section::check(&raw.models, &repo_dir, &mut issues);
     let rows_independent = model_section::rows_independent(&raw.models);

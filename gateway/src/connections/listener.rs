@@ -28,6 +28,7 @@
 use super::guarded_app::GuardedApp;
 use super::listen_socket;
 use super::table::ConnTable;
+use crate::tls::TlsSource;
 use async_trait::async_trait;
 use pingora::apps::ServerApp;
 use pingora::protocols::l4::listener::Listener as L4Listener;
@@ -109,6 +110,8 @@ pub struct Listener<A> {
     addr: SocketAddr,
     app: Arc<GuardedApp<A>>,
     status: Arc<ListenerStatus>,
+    /// Where new connections take their TLS settings; `None`: cleartext.
+    tls: Option<TlsSource>,
 }
 
 impl<A> Listener<A> {
@@ -125,7 +128,20 @@ impl<A> Listener<A> {
             connections: AtomicUsize::new(0),
             table: app.table().clone(),
         });
-        Ok(Listener { socket: parking_lot::Mutex::new(Some(socket)), addr, app: Arc::new(app), status })
+        Ok(Listener {
+            socket: parking_lot::Mutex::new(Some(socket)),
+            addr,
+            app: Arc::new(app),
+            status,
+            tls: None,
+        })
+    }
+
+    /// Serves TLS, with the settings `tls` has when each connection
+    /// arrives (so a rotated certificate applies to new connections).
+    pub fn with_tls(mut self, tls: Option<TlsSource>) -> Listener<A> {
+        self.tls = tls;
+        self
     }
 
     /// The bound address.
@@ -149,8 +165,14 @@ impl<A: ServerApp + Send + Sync + 'static> Listener<A> {
         let open = self.status.track();
         let app = self.app.clone();
         let shutdown = shutdown.clone();
+        let tls = self.tls.as_ref().map(TlsSource::acceptor);
         tokio::spawn(async move {
-            app.serve(Box::new(stream), &shutdown).await;
+            let Some(tls) = tls.map_or(Some(None), |acceptor| acceptor.map(Some)) else {
+                tracing::error!("a TLS listener has no TLS settings in force; connection closed");
+                drop(open);
+                return;
+            };
+            app.serve(stream, tls, &shutdown).await;
             drop(open);
         });
     }

@@ -23,6 +23,7 @@
 
 pub mod client_gone;
 pub mod guarded_app;
+pub mod h2_calls;
 pub mod listen_socket;
 pub mod listener;
 pub mod read_guard;
@@ -46,11 +47,19 @@ fn guarded(session: &Session) -> Option<&GuardedStream> {
     (**stream).as_any().downcast_ref::<GuardedStream>()
 }
 
+/// The addresses of an HTTP/2 session's connection, from its digest.
+fn h2_socket(session: &Session) -> Option<h2_calls::ConnKey> {
+    let socket = session.as_downstream().digest()?.socket_digest.as_ref()?;
+    Some((*socket.local_addr()?.as_inet()?, *socket.peer_addr()?.as_inet()?))
+}
+
 /// Marks the connection as serving a request: its head has been read, so
 /// the head deadline no longer applies. Call once per request, first.
 pub fn request_started(session: &Session) {
     if let Some(stream) = guarded(session) {
         stream.state().set_phase(Phase::Busy, stream.table().now_ms());
+    } else if let Some(key) = h2_socket(session) {
+        h2_calls::call_started(key);
     }
 }
 
@@ -60,6 +69,8 @@ pub fn request_started(session: &Session) {
 pub fn request_finished(session: &Session) {
     if let Some(stream) = guarded(session) {
         stream.state().set_phase(Phase::Idle, stream.table().now_ms());
+    } else if let Some(key) = h2_socket(session) {
+        h2_calls::call_finished(key);
     }
 }
 

@@ -32,7 +32,10 @@ use tokio::time::Sleep;
 
 /// The client connection preface of HTTP/2 (RFC 9113, 3.4), before its
 /// first SETTINGS frame.
-pub const HTTP2_PREFACE_LEN: usize = 24;
+pub const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Its length.
+pub const HTTP2_PREFACE_LEN: usize = HTTP2_PREFACE.len();
 
 /// How bytes read move a connection between phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +48,10 @@ pub enum Framing {
         /// Bytes of the preface not read yet.
         preface_left: usize,
     },
+    /// Not known yet (a cleartext listener with `server.h2c`): the first
+    /// bytes decide, the HTTP/2 preface making it [`Framing::Http2`],
+    /// anything else [`Framing::Http1`].
+    Sniff,
 }
 
 /// A connection's place in its table and the timer of its current
@@ -105,7 +112,7 @@ impl ReadGuard {
         let before = buf.filled().len();
         match Pin::new(inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                self.read(phase, buf.filled().len() - before);
+                self.read(phase, buf.filled().get(before..).unwrap_or_default());
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -123,10 +130,20 @@ impl ReadGuard {
         }
     }
 
-    /// `n` bytes were read in `phase`: the phase they lead to.
-    fn read(&mut self, phase: Phase, n: usize) {
+    /// `bytes` were read in `phase`: the phase they lead to.
+    fn read(&mut self, phase: Phase, bytes: &[u8]) {
+        let n = bytes.len();
         if n == 0 {
             return;
+        }
+        if self.framing == Framing::Sniff {
+            let seen = n.min(HTTP2_PREFACE_LEN);
+            if bytes.get(..seen) == HTTP2_PREFACE.get(..seen) {
+                self.framing = Framing::Http2 { preface_left: HTTP2_PREFACE_LEN };
+                self.place.state.set_phase(Phase::Head, self.table.now_ms());
+                return self.read(Phase::Head, bytes);
+            }
+            self.framing = Framing::Http1;
         }
         match &mut self.framing {
             Framing::Http1 if phase == Phase::Idle => {
@@ -139,7 +156,7 @@ impl ReadGuard {
                     self.place.state.set_phase(Phase::Idle, self.table.now_ms());
                 }
             }
-            Framing::Http2 { .. } => {}
+            Framing::Http2 { .. } | Framing::Sniff => {}
         }
     }
 
@@ -268,4 +285,54 @@ pub(crate) use guarded_transport;
 /// `d` in whole milliseconds (saturating).
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::connections_section::ConnectionLimits;
+    use std::time::Duration;
+
+    fn table() -> Arc<ConnTable> {
+        ConnTable::new(ConnectionLimits {
+            max_connections: 4,
+            keepalive_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+        })
+    }
+
+    /// Reads `bytes` through a guard that starts as `Framing::Sniff`; the
+    /// phase it leaves the connection in, and the framing it settled on.
+    async fn sniffed(bytes: &'static [u8]) -> (Phase, Framing) {
+        let table = table();
+        let place = table.admit().unwrap();
+        let mut guard = ReadGuard::new(place, table, Framing::Sniff);
+        assert_eq!(guard.state().phase().0, Phase::Idle, "a sniffing connection starts idle");
+        let mut inner = bytes;
+        let mut buf = [0u8; 64];
+        let mut read = ReadBuf::new(&mut buf);
+        std::future::poll_fn(|cx| guard.poll_read(&mut inner, cx, &mut read)).await.unwrap();
+        (guard.state().phase().0, guard.framing)
+    }
+
+    #[tokio::test]
+    async fn the_http2_preface_makes_a_sniffed_connection_http2_and_idle() {
+        let (phase, framing) = sniffed(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00").await;
+        assert_eq!(framing, Framing::Http2 { preface_left: 0 });
+        assert_eq!(phase, Phase::Idle, "past the preface, an HTTP/2 connection waits for calls");
+    }
+
+    #[tokio::test]
+    async fn part_of_the_preface_is_a_head_in_progress() {
+        let (phase, framing) = sniffed(b"PRI * HTTP").await;
+        assert_eq!(framing, Framing::Http2 { preface_left: HTTP2_PREFACE_LEN - 10 });
+        assert_eq!(phase, Phase::Head);
+    }
+
+    #[tokio::test]
+    async fn anything_else_is_an_http1_request_head() {
+        let (phase, framing) = sniffed(b"GET /v2 HTTP/1.1\r\n").await;
+        assert_eq!(framing, Framing::Http1);
+        assert_eq!(phase, Phase::Head);
+    }
 }

@@ -13,6 +13,7 @@
 //! accepts itself (a 64 KiB read buffer; writes coalesced up to one
 //! segment, so a small response head and body leave in one write).
 
+use super::h2_calls;
 use super::read_guard::{Framing, ReadGuard};
 use super::state::ConnState;
 use super::table::{Admitted, ConnTable};
@@ -34,14 +35,22 @@ use tokio::io::{AsyncWriteExt, BufStream};
 pub struct GuardedStream {
     inner: BufStream<Stream>,
     guard: ReadGuard,
+    /// Its entry among the HTTP/2 connections, when it may be one.
+    _h2: Option<h2_calls::Registration>,
 }
 
 impl GuardedStream {
-    /// Wraps `inner`, holding its `place` in `table`.
-    pub fn new(inner: Stream, place: Admitted, table: Arc<ConnTable>) -> GuardedStream {
+    /// Wraps `inner`, holding its `place` in `table`; `framing` says what
+    /// it speaks ([`Framing::Http1`]; [`Framing::Http2`] after ALPN `h2`;
+    /// [`Framing::Sniff`] with h2c).
+    pub fn new(inner: Stream, place: Admitted, table: Arc<ConnTable>, framing: Framing) -> GuardedStream {
+        let h2 = (framing != Framing::Http1)
+            .then(|| conn_key(&inner))
+            .flatten()
+            .map(|key| h2_calls::register(key, place.state.clone(), table.clone()));
         let inner =
             BufStream::with_capacity(DEFAULT_L4_READ_BUFFER_SIZE, DEFAULT_L4_WRITE_BUFFER_SIZE, inner);
-        GuardedStream { inner, guard: ReadGuard::new(place, table, Framing::Http1) }
+        GuardedStream { inner, guard: ReadGuard::new(place, table, framing), _h2: h2 }
     }
 
     /// The connection's shared state.
@@ -56,6 +65,12 @@ impl GuardedStream {
 }
 
 super::read_guard::guarded_transport!(GuardedStream);
+
+/// The (local, peer) addresses of `stream`'s socket.
+fn conn_key(stream: &Stream) -> Option<h2_calls::ConnKey> {
+    let socket = stream.get_socket_digest()?;
+    Some((*socket.local_addr()?.as_inet()?, *socket.peer_addr()?.as_inet()?))
+}
 
 #[async_trait]
 impl Shutdown for GuardedStream {
@@ -142,7 +157,7 @@ mod tests {
         let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
         let place = table.admit().unwrap();
-        (client, GuardedStream::new(Box::new(L4Stream::from(server)), place, table.clone()))
+        (client, GuardedStream::new(Box::new(L4Stream::from(server)), place, table.clone(), Framing::Http1))
     }
 
     #[tokio::test]

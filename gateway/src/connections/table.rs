@@ -50,9 +50,12 @@ pub struct ConnCounters {
     pub evicted: AtomicU64,
     /// Connections closed after `keepalive_timeout` without a request.
     pub idle_closed: AtomicU64,
-    /// Connections closed because a request head took longer than
-    /// `header_timeout`.
+    /// Connections closed because a request head (or a TLS handshake)
+    /// took longer than `header_timeout`.
     pub header_timeouts: AtomicU64,
+    /// TLS connections whose handshake failed (no common protocol, a
+    /// client certificate missing or refused, not TLS at all).
+    pub tls_failed: AtomicU64,
     /// Connections closed by the drain before they sent a request (none
     /// was ever read on them).
     pub drained_unused: AtomicU64,
@@ -80,6 +83,8 @@ pub struct ConnSnapshot {
     pub idle_closed: u64,
     /// See [`ConnCounters::header_timeouts`].
     pub header_timeouts: u64,
+    /// See [`ConnCounters::tls_failed`].
+    pub tls_failed: u64,
 }
 
 /// The open connections of one listener.
@@ -238,6 +243,7 @@ impl ConnTable {
             evicted: c.evicted.load(Ordering::Relaxed),
             idle_closed: c.idle_closed.load(Ordering::Relaxed),
             header_timeouts: c.header_timeouts.load(Ordering::Relaxed),
+            tls_failed: c.tls_failed.load(Ordering::Relaxed),
         }
     }
 }

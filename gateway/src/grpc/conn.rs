@@ -15,6 +15,8 @@
 use crate::connections::read_guard::{Framing, ReadGuard, HTTP2_PREFACE_LEN};
 use crate::connections::state::{ConnState, Phase};
 use crate::connections::ConnTable;
+use crate::tls::grpc_io::ServerIo;
+use crate::tls::TlsSource;
 use futures::Stream;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,7 +32,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// An admitted client connection.
 pub struct GrpcConn {
-    inner: TcpStream,
+    inner: ServerIo,
     guard: ReadGuard,
     info: ConnInfo,
 }
@@ -92,33 +94,60 @@ impl Drop for CallOnConn {
 /// The listener's accepted connections: those the table admits, as
 /// [`GrpcConn`]s; the others are closed at once. Accept errors are
 /// yielded (tonic logs them) after a short pause.
+/// With `tls`, each connection is TLS with the settings in force when it
+/// arrives (its handshake runs on first use, see [`ServerIo`]).
 pub fn incoming(
     listener: TcpListener,
     table: Arc<ConnTable>,
     share_size: usize,
+    tls: Option<TlsSource>,
 ) -> impl Stream<Item = io::Result<GrpcConn>> {
-    futures::stream::unfold((listener, table), move |(listener, table)| async move {
-        loop {
-            let accepted = match listener.accept().await {
-                Ok((tcp, _peer)) => admit(tcp, &table, share_size),
-                Err(e) => {
-                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
-                    Some(Err(e))
+    futures::stream::unfold((listener, table), move |(listener, table)| {
+        let tls = tls.clone();
+        async move {
+            loop {
+                let accepted = match listener.accept().await {
+                    Ok((tcp, _peer)) => admit(tcp, &table, share_size, tls.as_ref()),
+                    Err(e) => {
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        Some(Err(e))
+                    }
+                };
+                if let Some(next) = accepted {
+                    return Some((next, (listener, table)));
                 }
-            };
-            if let Some(next) = accepted {
-                return Some((next, (listener, table)));
             }
         }
     })
 }
 
 /// The connection as admitted, or `None` (closed) when the table is full.
-fn admit(tcp: TcpStream, table: &Arc<ConnTable>, share_size: usize) -> Option<io::Result<GrpcConn>> {
+fn admit(
+    tcp: TcpStream,
+    table: &Arc<ConnTable>,
+    share_size: usize,
+    tls: Option<&TlsSource>,
+) -> Option<io::Result<GrpcConn>> {
     let place = table.admit()?;
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "could not set TCP_NODELAY on a gRPC connection");
     }
+    let inner = match tls {
+        None => ServerIo::Plain(tcp),
+        Some(source) => match source.rustls_acceptor() {
+            Some(acceptor) => {
+                let counted = table.clone();
+                let on_failure = move || {
+                    counted.counters.tls_failed.fetch_add(1, Ordering::Relaxed);
+                };
+                ServerIo::Handshaking(Box::new(acceptor.accept(tcp)), Some(Box::new(on_failure)))
+            }
+            None => {
+                tracing::error!("the gRPC listener has no TLS settings in force; connection closed");
+                return None;
+            }
+        },
+    };
     let shared = Arc::new(Shared {
         state: place.state.clone(),
         table: table.clone(),
@@ -127,7 +156,7 @@ fn admit(tcp: TcpStream, table: &Arc<ConnTable>, share_size: usize) -> Option<io
         share_size,
     });
     let guard = ReadGuard::new(place, table.clone(), Framing::Http2 { preface_left: HTTP2_PREFACE_LEN });
-    Some(Ok(GrpcConn { inner: tcp, guard, info: ConnInfo { shared } }))
+    Some(Ok(GrpcConn { inner, guard, info: ConnInfo { shared } }))
 }
 
 impl Connected for GrpcConn {

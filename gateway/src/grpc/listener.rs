@@ -30,6 +30,7 @@ use super::incoming::IncomingLimits;
 use super::proto::grpc_inference_service_server::GrpcInferenceServiceServer;
 use super::service::GrpcFront;
 use crate::state::AppState;
+use crate::tls::TlsSource;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
@@ -102,7 +103,13 @@ impl BackgroundService for GrpcListener {
             budget_bytes: server.grpc.max_receiving_bytes,
         };
         let table = self.state.grpc_connections.clone();
-        let incoming = super::conn::incoming(listener, table, server.grpc.max_requests_per_connection);
+        let tls = server.tls.grpc.is_some().then(|| {
+            let state = self.state.clone();
+            TlsSource::new(move || {
+                state.snapshot.load().config.server.tls.grpc.as_ref().map(|t| t.material.clone())
+            })
+        });
+        let incoming = super::conn::incoming(listener, table, server.grpc.max_requests_per_connection, tls);
         let stop = async move {
             let _ = shutdown.changed().await;
         };

@@ -24,8 +24,9 @@ pub fn connection_families(listeners: &[(&str, ConnSnapshot)], cut_off: usize) -
     );
     let mut closed = Family::counter(
         "switchyard_connections_closed_total",
-        "Connections the server closed: idle past keepalive_timeout_s, head (gRPC: handshake) past \
-         header_timeout_ms, or to make room at max_connections.",
+        "Connections the server closed: idle past keepalive_timeout_s, head (gRPC: handshake; TLS: \
+         its handshake) past header_timeout_ms, to make room at max_connections, or a failed TLS \
+         handshake.",
         &["listener", "reason"],
     );
     for (listener, conns) in listeners {
@@ -36,6 +37,7 @@ pub fn connection_families(listeners: &[(&str, ConnSnapshot)], cut_off: usize) -
         closed.sample(&[listener, "idle_timeout"], conns.idle_closed as f64);
         closed.sample(&[listener, "header_timeout"], conns.header_timeouts as f64);
         closed.sample(&[listener, "evicted"], conns.evicted as f64);
+        closed.sample(&[listener, "tls_handshake"], conns.tls_failed as f64);
     }
     let mut cut = Family::counter(
         "switchyard_requests_cut_off_total",

@@ -13,6 +13,8 @@
 //!   scraped from counters other modules already keep (runtime pools and
 //!   models, cache tiers, routing decisions, admission, connections), so
 //!   nothing is counted twice and the request path pays nothing for them.
+//! - [`tls`]: the expiry of each TLS listener's certificate, read from
+//!   the config snapshot at scrape time.
 //! - [`streams`]: counters of streamed (SSE) calls, shown in
 //!   `GET /admin/stats` under `"streams"`.
 //!
@@ -25,5 +27,6 @@ pub mod connections;
 pub mod family;
 pub mod requests;
 pub mod streams;
+pub mod tls;
 
 pub use requests::{record_request, upstream_attempt, RequestLabels};

@@ -2,7 +2,9 @@
 //! swap the new snapshot in atomically.
 //!
 //! Triggers ([`triggers`]): the file's contents changing (polled,
-//! `[reload] watch`), `SIGHUP`, and `POST /admin/reload`. One reload runs
+//! `[reload] watch`), the listeners' TLS certificate, key or client-CA
+//! files changing (polled with it: certificate rotation), `SIGHUP`, and
+//! `POST /admin/reload`. One reload runs
 //! at a time; others wait their turn.
 //!
 //! A reload ([`Reloader::reload`]):
@@ -150,6 +152,9 @@ const NO_SOURCE: &str =
 struct Record {
     /// Digest of the file contents last read (loaded or rejected).
     seen: Option<blake3::Hash>,
+    /// Digest of the TLS files as the last reload (or the start) found
+    /// them ([`Reloader::tls_digest`]).
+    seen_tls: Option<blake3::Hash>,
     /// The last reload's document.
     last: Option<Value>,
 }
@@ -166,11 +171,12 @@ impl Reloader {
     /// A reloader for `state`, whose config came from `source`.
     pub fn new(state: Arc<AppState>, source: ConfigSource) -> Reloader {
         let seen = source.loaded_digest;
+        let seen_tls = tls_digest(&state.snapshot.load().config);
         Reloader {
             state,
             source,
             one_at_a_time: Mutex::new(()),
-            record: Mutex::new(Record { seen, last: None }),
+            record: Mutex::new(Record { seen, seen_tls, last: None }),
         }
     }
 
@@ -215,6 +221,19 @@ impl Reloader {
         (self.record.lock().seen != Some(now)).then_some(now)
     }
 
+    /// Whether the certificate, key or client-CA files of the listeners'
+    /// TLS changed since the last reload read them (a rotation to apply;
+    /// always false without a config file).
+    pub fn tls_files_changed(&self) -> bool {
+        self.source.path.is_some() && self.tls_digest() != self.record.lock().seen_tls
+    }
+
+    /// The digest of the TLS files the running config names, as they are
+    /// now (`None`: no listener has TLS).
+    pub fn tls_digest(&self) -> Option<blake3::Hash> {
+        tls_digest(&self.state.snapshot.load().config)
+    }
+
     /// The digest of the file's contents now (`None`: unreadable or no file).
     pub fn file_digest(&self) -> Option<blake3::Hash> {
         let path = self.source.path.as_ref()?;
@@ -241,6 +260,7 @@ impl Reloader {
         };
         let started = Instant::now();
         let current = self.state.snapshot.load_full();
+        let tls_before = tls_digest(&current.config);
         let (digest, parsed) = read_config_file(path);
         if digest.is_some() {
             self.record.lock().seen = digest;
@@ -268,10 +288,31 @@ impl Reloader {
             }
         };
         if let ReloadResult::Applied(doc) | ReloadResult::Rejected(doc) = &result {
-            self.record.lock().last = Some(doc.clone());
+            let mut record = self.record.lock();
+            record.last = Some(doc.clone());
+            record.seen_tls = tls_before;
         }
         result
     }
+}
+
+/// A digest of the paths and contents of every TLS file `config` names
+/// (an unreadable file counts as empty); `None` when no listener has TLS.
+fn tls_digest(config: &Config) -> Option<blake3::Hash> {
+    let mut hasher = blake3::Hasher::new();
+    let mut any = false;
+    for (listener, tls) in config.server.tls.each() {
+        any = true;
+        hasher.update(listener.as_bytes());
+        let files = &tls.files;
+        for path in [Some(&files.cert), Some(&files.key), files.client_ca.as_ref()].into_iter().flatten() {
+            let bytes = std::fs::read(path).unwrap_or_default();
+            hasher.update(path.as_os_str().as_encoded_bytes());
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+        }
+    }
+    any.then(|| hasher.finalize())
 }
 
 fn applied_doc(trigger: Trigger, built: &build::Built, took: Duration) -> Value {

@@ -14,7 +14,10 @@
 //! Redis connection once (per-route TTLs and `enabled` do reload);
 //! `[[upstreams]]` and `[[prefix_routes]]` build the upstream registry,
 //! its health checks and the prefix routes' caches once; `[telemetry]`
-//! installs the trace exporter once.
+//! installs the trace exporter once; `server.h2c` and whether a listener
+//! has TLS at all (`server.tls`, `admin_tls`, `grpc_tls`) are fixed when
+//! it is bound, while new certificate files for a TLS listener apply at
+//! once (rotation, [`crate::tls`]).
 
 use crate::config::Config;
 
@@ -57,6 +60,23 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     );
     keep(g.max_receiving_bytes != rg.max_receiving_bytes, "server.grpc_max_receiving_bytes");
     s.grpc = r.grpc;
+    keep(s.h2c != r.h2c, "server.h2c");
+    s.h2c = r.h2c;
+    // A listener's TLS turned on or off needs a restart; new files for a
+    // listener that has TLS apply at once (rotation).
+    let (t, rt) = (&mut s.tls, &r.tls);
+    keep(t.api.is_some() != rt.api.is_some(), "server.tls");
+    if t.api.is_some() != rt.api.is_some() {
+        t.api = rt.api.clone();
+    }
+    keep(t.admin.is_some() != rt.admin.is_some(), "server.admin_tls");
+    if t.admin.is_some() != rt.admin.is_some() {
+        t.admin = rt.admin.clone();
+    }
+    keep(t.grpc.is_some() != rt.grpc.is_some(), "server.grpc_tls");
+    if t.grpc.is_some() != rt.grpc.is_some() {
+        t.grpc = rt.grpc.clone();
+    }
     keep(new.onnxruntime_library != running.onnxruntime_library, "onnxruntime.library");
     new.onnxruntime_library = running.onnxruntime_library.clone();
     keep(new.cache != running.cache, "cache");

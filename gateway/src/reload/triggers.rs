@@ -62,6 +62,10 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
                 reloader.reload(Trigger::Signal);
             }
             () = tokio::time::sleep(interval.unwrap_or(IDLE_TICK)) => {
+                if interval.is_some() && reloader.file_changed().is_none() && reloader.tls_files_changed() {
+                    tls_files_changed(&reloader).await;
+                    continue;
+                }
                 let Some(seen) = interval.and_then(|_| reloader.file_changed()) else { continue };
                 tokio::time::sleep(SETTLE).await;
                 if reloader.file_digest() == Some(seen) {
@@ -72,6 +76,18 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
                 }
             }
         }
+    }
+}
+
+/// Reloads once the TLS files that changed have settled (a certificate and
+/// its key are often written one after the other; a reload between the
+/// two is refused, and the next poll tries again).
+async fn tls_files_changed(reloader: &Arc<Reloader>) {
+    let seen = reloader.tls_digest();
+    tokio::time::sleep(SETTLE).await;
+    if reloader.tls_digest() == seen {
+        tracing::info!("TLS certificate files changed: reloading");
+        reloader.reload(Trigger::FileChange);
     }
 }
 

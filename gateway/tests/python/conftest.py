@@ -81,12 +81,20 @@ _LOG_NUMBERS = itertools.count()
 class Gateway:
     """A running gateway process."""
 
-    def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None, preexec_fn=None):
+    def __init__(self, config=None, extra_args=(), env=None, port=None, admin_port=None, preexec_fn=None,
+                 tls_ca=None, client_cert=None, admin_tls=False):
         """`port`/`admin_port`: fixed ports (to restart a replica where its
         peers expect it; reserved for the session); by default the gateway
         binds port 0 and the harness reads the ports it got. `grpc_port` is
         the gRPC listener's port when one is on. `preexec_fn` runs in the
-        child before the binary (e.g. to lower its open-file limit)."""
+        child before the binary (e.g. to lower its open-file limit).
+        `tls_ca`: the V2 listener serves HTTPS (`server.tls`) with a
+        certificate from this CA file (`base` is then `https://`);
+        `client_cert`: the (cert, key) files readiness presents (mTLS);
+        `admin_tls`: the admin listener serves HTTPS too."""
+        self.tls_ca = str(tls_ca) if tls_ca else None
+        self.client_cert = client_cert
+        self.admin_tls = admin_tls
         binary = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
         tmp = Path(os.environ.get("TMPDIR", "/tmp"))
         stem = f"switchyard-{os.getpid()}-{next(_LOG_NUMBERS)}"
@@ -116,7 +124,7 @@ class Gateway:
         if reported:
             self._read_ports(ports_file)
         self.url = f"127.0.0.1:{self.port}"
-        self.base = f"http://{self.url}"
+        self.base = f"{'https' if self.tls_ca else 'http'}://{self.url}"
         self._wait_ready()
 
     def _read_ports(self, path, timeout=60.0):
@@ -142,7 +150,9 @@ class Gateway:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"switchyard exited with {self.proc.returncode}:\n{self.log_text()}")
             try:
-                if requests.get(f"{self.base}/v2/health/ready", timeout=1).status_code == 200:
+                ready = requests.get(f"{self.base}/v2/health/ready", timeout=1,
+                                     verify=self.tls_ca or True, cert=self.client_cert)
+                if ready.status_code == 200:
                     return
             except requests.RequestException:
                 pass
@@ -152,7 +162,7 @@ class Gateway:
 
     @property
     def admin(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
+        return f"{'https' if self.admin_tls else 'http'}://127.0.0.1:{self.admin_port}"
 
     def alive(self) -> bool:
         return self.proc.poll() is None
