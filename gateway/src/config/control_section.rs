@@ -7,6 +7,7 @@
 
 use super::issue::Issues;
 use super::secret::{RawSecret, SecretDigest};
+use super::tenant_section::{self, RawTenant, TenantConfig};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -44,6 +45,10 @@ pub struct RawReload {
 pub struct RawRouteAuth {
     /// Accepted API keys.
     pub keys: Vec<RawApiKey>,
+    /// Limits of the keys' tenants on this route alone (beside their
+    /// `[[tenants]]` limits across routes); see `config::tenant_section`.
+    #[serde(default)]
+    pub tenants: Vec<RawTenant>,
 }
 
 /// One API key: `{ key = "...", tenant = "team-a" }` or
@@ -96,10 +101,12 @@ impl Default for ReloadConfig {
 }
 
 /// A route's client authentication, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouteAuth {
     /// Accepted keys, in config order.
     pub keys: Vec<ApiKey>,
+    /// The keys' tenants' limits on this route (`auth.tenants`).
+    pub tenants: Vec<TenantConfig>,
 }
 
 /// One accepted API key.
@@ -183,7 +190,9 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
         }
         keys.push(ApiKey { digest, tenant: Arc::from(key.tenant.as_str()), from_env: key.key_env.clone() });
     }
-    Some(RouteAuth { keys })
+    let known: HashSet<&str> = raw.keys.iter().map(|k| k.tenant.as_str()).collect();
+    let tenants = tenant_section::check(&raw.tenants, &known, &format!("{path}.auth.tenants"), issues);
+    Some(RouteAuth { keys, tenants })
 }
 
 #[cfg(test)]

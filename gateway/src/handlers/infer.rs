@@ -43,6 +43,9 @@ pub async fn infer<'a>(
     // which does not cover the budget header: that is checked first.
     let route_budget = budget::route_budget(target.route(config));
     budget::check_header(route_budget, headers)?;
+    // The tenant's request limits count every call, so the exact-repeat
+    // hits below too (`crate::tenants`).
+    let admitted = inference::admit(state, snap, &target, tenant)?;
     // A sampled request skips the exact-repeat fast path, so its traffic
     // record has its decoded inputs (a repeat is then an L1 hit).
     let sampled = state.recorders.draw(target.route(config).and_then(|r| r.record.as_ref()));
@@ -84,8 +87,17 @@ pub async fn infer<'a>(
         Ok(decoded)
     })?;
     let stream = crate::endpoint::wants_stream(headers, &decoded.parameters)?;
-    let call =
-        inference::Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "rest" };
+    let call = inference::Call {
+        target,
+        decoded,
+        headers,
+        tenant,
+        received,
+        stream,
+        sampled,
+        protocol: "rest",
+        admitted: Some(admitted),
+    };
     let answered = match inference::run(state, snap, call).await? {
         Outcome::Events(events) => return Ok(Response::Events(events)),
         Outcome::Answered(answered) => *answered,

@@ -9,7 +9,10 @@
 //! Order, as for every request: [`decode_limits`] before decoding (rows and
 //! elements bounded by the route), [`check_decoded`] after it, then
 //! [`run`]: budget -> cache plan -> stream, or routing through the cache ->
-//! outputs shaped and bounded by `server.max_response_bytes`.
+//! outputs shaped and bounded by `server.max_response_bytes`. Tenant
+//! limits are taken here too: the request limits before the cache
+//! ([`admit`]), the compute limits only when a model runs for the call
+//! ([`crate::tenants`]).
 
 pub mod row_path;
 pub mod statistics;
@@ -27,6 +30,7 @@ use crate::state::AppState;
 use crate::stream::{self, produce::Job, respond::EventStream};
 use crate::target::Target;
 use crate::telemetry;
+use crate::tenants::Admitted;
 use http::HeaderMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -85,6 +89,9 @@ pub struct Call<'h> {
     pub sampled: bool,
     /// `rest`, `grpc` or `openai`, as the traffic sample records it.
     pub protocol: &'static str,
+    /// The tenant's admission when the front end took it already (REST
+    /// does, before its exact-repeat cache); `None`: [`run`] takes it.
+    pub admitted: Option<Admitted>,
 }
 
 /// A complete answer, ready to encode.
@@ -118,13 +125,18 @@ pub async fn run<'a>(
     snap: &'a Snapshot,
     call: Call<'_>,
 ) -> Result<Outcome<'a>, GatewayError> {
-    let Call { target, mut decoded, headers, tenant, received, stream, sampled, protocol } = call;
+    let Call { target, mut decoded, headers, tenant, received, stream, sampled, protocol, admitted } = call;
     let config = &snap.config;
     if let Some(id) = &decoded.id {
         telemetry::adopt_request_id(id);
     }
     let route_budget = budget::route_budget(target.route(config));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
+    let admitted = match admitted {
+        Some(admitted) => admitted,
+        None => admit(state, snap, &target, tenant)?,
+    };
+    let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     // A batch of independent rows is cached row by row (`cache::rows`);
     // a stream keeps the whole-request entry its final answer is stored in.
     let row_plan =
@@ -146,7 +158,10 @@ pub async fn run<'a>(
             decoded.binary_data_output = false;
             decoded.outputs.iter_mut().for_each(|o| o.binary = false);
         }
-        let job = Job { target, decoded, request, plan, budget, received, batched };
+        // A stream holds its compute limits from the start (its cached
+        // final, if any, is rare enough not to single out).
+        let computing = admitted.compute(batch_rows)?;
+        let job = Job { target, decoded, request, plan, budget, received, batched, computing };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
     let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
@@ -159,15 +174,23 @@ pub async fn run<'a>(
     let result = match &row_plan {
         None => {
             let req = RouteRequest { target: &target, request, budget, received };
-            let compute = async {
+            let admitted = &admitted;
+            let compute = async move {
+                let _computing = admitted.compute(batch_rows)?;
                 let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
                 Ok(finished.answer)
             };
             state.cache.answer(&plan, budget.total, Box::pin(compute)).await
         }
         Some(row_plan) => {
-            let run =
-                row_path::RowRun { routing: state.routing(snap), target: &target, request, budget, received };
+            let run = row_path::RowRun {
+                routing: state.routing(snap),
+                target: &target,
+                request,
+                budget,
+                received,
+                admitted: &admitted,
+            };
             let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
             answered.map(|(answer, cache, served)| {
                 rows = Some(served);
@@ -198,6 +221,20 @@ pub async fn run<'a>(
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
     Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id })))
+}
+
+/// Admits a call of `tenant` to `target` under its tenant limits
+/// ([`crate::tenants`]): the route x tenant and tenant request rates and
+/// daily quotas. [`run`] calls it; the REST front end calls it before its
+/// exact-repeat cache and hands the result over in [`Call::admitted`].
+pub fn admit(
+    state: &AppState,
+    snap: &Snapshot,
+    target: &Target,
+    tenant: Option<&str>,
+) -> Result<Admitted, GatewayError> {
+    let route = target.route(&snap.config).map(|r| r.name.as_str());
+    state.tenants.admit(&snap.tenants, route, tenant)
 }
 
 /// What a sampled call keeps of its request for its traffic record (the

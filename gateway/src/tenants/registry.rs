@@ -1,0 +1,200 @@
+//! [`Tenants`]: the limiter state of every scope and the counters of
+//! every tenant label, for the life of the process (across hot reloads),
+//! and the two steps a request takes through them ([`Tenants::admit`],
+//! [`Admitted::compute`]; order in [`super`]).
+
+use super::counters::{CountersView, TenantCounters};
+use super::refusal::Refusal;
+use super::scope::{unix_now, InFlight, Limited, ScopeState};
+use super::table::TenantTable;
+use crate::config::tenant_section::TenantLimits;
+use crate::error::GatewayError;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A scope: a tenant on one route (`Some(route)`) or across routes.
+type ScopeKey = (Option<String>, Arc<str>);
+
+/// Limiter state and counters, shared by all requests.
+#[derive(Default)]
+pub struct Tenants {
+    scopes: Mutex<HashMap<ScopeKey, Arc<ScopeState>>>,
+    counters: Mutex<HashMap<Arc<str>, Arc<TenantCounters>>>,
+}
+
+/// One limited scope a request was admitted in.
+struct Held {
+    state: Arc<ScopeState>,
+    limits: TenantLimits,
+    route: Option<String>,
+}
+
+/// A request admitted past its tenant's request limits; [`Admitted::compute`]
+/// takes its compute limits when a model runs for it.
+#[derive(Default)]
+pub struct Admitted {
+    tenant: Option<Arc<str>>,
+    scopes: Vec<Held>,
+    counters: Option<Arc<TenantCounters>>,
+}
+
+/// A request computing under its tenant's limits; dropping it gives its
+/// `concurrent` places back.
+pub struct Computing(#[allow(dead_code)] Vec<InFlight>);
+
+impl Tenants {
+    /// Admits a request of `tenant` (none: an open route, nothing to
+    /// limit) to `route` (none: a model addressed directly): each limited
+    /// scope's daily quota and request rate, the route's first.
+    pub fn admit(
+        &self,
+        table: &TenantTable,
+        route: Option<&str>,
+        tenant: Option<&str>,
+    ) -> Result<Admitted, GatewayError> {
+        let Some(tenant) = tenant else { return Ok(Admitted::default()) };
+        let counters = self.counters_of(table.label(tenant));
+        let tenant: Arc<str> = Arc::from(tenant);
+        let mut scopes = Vec::new();
+        if let Some((route, limits)) = route.and_then(|r| Some((r, table.route(r, &tenant)?))) {
+            let state = self.scope((Some(route.to_string()), tenant.clone()));
+            scopes.push(Held { state, limits: *limits, route: Some(route.to_string()) });
+        }
+        if let Some(limits) = table.tenant(&tenant) {
+            scopes.push(Held { state: self.scope((None, tenant.clone())), limits: *limits, route: None });
+        }
+        let now = unix_now();
+        for held in &scopes {
+            if let Err(limited) = held.state.take_request(&held.limits, now) {
+                counters.limited(limited.kind);
+                return Err(refused(&tenant, held, limited, 0));
+            }
+        }
+        counters.admitted();
+        Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters) })
+    }
+
+    fn scope(&self, key: ScopeKey) -> Arc<ScopeState> {
+        self.scopes.lock().entry(key).or_default().clone()
+    }
+
+    fn counters_of(&self, label: Arc<str>) -> Arc<TenantCounters> {
+        self.counters.lock().entry(label).or_default().clone()
+    }
+
+    /// Every tenant label's counters.
+    pub fn counters(&self) -> BTreeMap<String, CountersView> {
+        self.counters.lock().iter().map(|(label, c)| (label.to_string(), c.view())).collect()
+    }
+
+    /// Requests left today under each daily quota of `table`: (tenant,
+    /// route or `None`, left).
+    pub fn quotas_left(&self, table: &TenantTable) -> Vec<(String, Option<String>, u64)> {
+        let now = unix_now();
+        let scopes = self.scopes.lock();
+        table
+            .quotas()
+            .into_iter()
+            .map(|(tenant, route, quota)| {
+                let key = (route.map(String::from), tenant.clone());
+                let left = scopes.get(&key).map_or(quota, |s| s.quota_left(quota, now));
+                (tenant.to_string(), route.map(String::from), left)
+            })
+            .collect()
+    }
+}
+
+impl Admitted {
+    /// Takes the compute limits for `rows` rows about to run: each limited
+    /// scope's `concurrent` place, then its rows.
+    pub fn compute(&self, rows: usize) -> Result<Computing, GatewayError> {
+        let mut places = Vec::with_capacity(self.scopes.len());
+        for held in &self.scopes {
+            match held.state.take_compute(&held.limits, rows) {
+                Ok(place) => places.push(place),
+                Err(limited) => {
+                    if let Some(c) = &self.counters {
+                        c.limited(limited.kind);
+                    }
+                    let tenant = self.tenant.as_deref().unwrap_or_default();
+                    return Err(refused(tenant, held, limited, rows));
+                }
+            }
+        }
+        if let Some(c) = &self.counters {
+            c.rows(rows);
+        }
+        Ok(Computing(places))
+    }
+}
+
+fn refused(tenant: &str, held: &Held, limited: Limited, rows: usize) -> GatewayError {
+    GatewayError::TenantLimited(Box::new(Refusal {
+        tenant: tenant.to_string(),
+        route: held.route.clone(),
+        kind: limited.kind,
+        retry_after: limited.retry_after,
+        limits: held.limits,
+        rows,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use std::path::Path;
+
+    const CONFIG: &str = r#"
+[[models]]
+name = "m"
+path = "m.onnx"
+[[routes]]
+name = "r"
+models = ["m"]
+auth = { keys = [{ key = "key-of-team-a-0001", tenant = "a" }, { key = "key-of-team-b-0002", tenant = "b" }, { key = "key-of-team-c-0003", tenant = "c" }], tenants = [{ name = "b", limits = { requests_per_day = 1 } }] }
+[[tenants]]
+name = "a"
+limits = { requests_per_day = 2, concurrent = 1 }
+"#;
+
+    fn table() -> TenantTable {
+        TenantTable::build(&parse(CONFIG, Path::new("/")).unwrap())
+    }
+
+    fn kind(e: GatewayError) -> Option<super::super::LimitKind> {
+        match e {
+            GatewayError::TenantLimited(r) => Some(r.kind),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn scopes_limit_their_own_tenant_and_route() {
+        let (tenants, table) = (Tenants::default(), table());
+        assert!(tenants.admit(&table, Some("r"), Some("b")).is_ok());
+        assert_eq!(
+            kind(tenants.admit(&table, Some("r"), Some("b")).err().unwrap()),
+            Some(super::super::LimitKind::Daily)
+        );
+        assert!(tenants.admit(&table, None, Some("b")).is_ok(), "b's quota is on route r only");
+        for _ in 0..5 {
+            assert!(tenants.admit(&table, Some("r"), Some("c")).is_ok(), "c has no limits");
+            assert!(tenants.admit(&table, Some("r"), None).is_ok(), "an open call has none");
+        }
+        let a = tenants.admit(&table, Some("r"), Some("a")).unwrap();
+        let computing = a.compute(3).unwrap();
+        assert_eq!(kind(a.compute(1).err().unwrap()), Some(super::super::LimitKind::Concurrent));
+        drop(computing);
+        assert!(a.compute(1).is_ok());
+        let counters = tenants.counters();
+        assert_eq!(counters["a"].rows, 4);
+        assert_eq!(counters["a"].limited["concurrent"], 1);
+        assert_eq!(counters["b"].limited["daily"], 1);
+        assert_eq!(counters["_other"].admitted, 5, "c is not named by the limits: {counters:?}");
+        let mut left = tenants.quotas_left(&table);
+        left.sort();
+        assert_eq!(left, [("a".into(), None, 1), ("b".into(), Some("r".into()), 0)]);
+    }
+}

@@ -1,0 +1,256 @@
+//! The limiter state of one scope (a tenant across routes, or a tenant on
+//! one route): its request and row rates (GCRA, from `governor`), its
+//! requests computing now, and its requests of the UTC day.
+//!
+//! The state outlives config generations: a hot reload that keeps a
+//! scope's rate keeps its GCRA state, one that changes the rate starts it
+//! afresh (full burst); the in-flight count and the day's count are kept
+//! whatever the new limits, so a reload neither forgets work in progress
+//! nor hands out a second day's quota.
+
+use super::LimitKind;
+use crate::config::tenant_section::{Rate, TenantLimits};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota};
+use parking_lot::Mutex;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Seconds in a (UTC) day.
+pub const DAY_S: u64 = 86_400;
+
+/// A refusal by one limit of one scope, before it is given its scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited {
+    /// Which limit.
+    pub kind: LimitKind,
+    /// When a retry may pass (at least the rest of this second).
+    pub retry_after: Duration,
+}
+
+/// A GCRA limiter for one [`Rate`], kept with the rate it was built for.
+struct Bucket {
+    rate: Rate,
+    gcra: DefaultDirectRateLimiter,
+}
+
+impl Bucket {
+    fn new(rate: Rate) -> Option<Bucket> {
+        let period = Duration::from_secs_f64(1.0 / rate.per_s);
+        let quota = Quota::with_period(period)?.allow_burst(NonZeroU32::new(rate.burst)?);
+        Some(Bucket { rate, gcra: DefaultDirectRateLimiter::direct(quota) })
+    }
+}
+
+/// The bucket for `rate` in `slot`: the one there when its rate is the
+/// same, else a new one (a reload changed the rate).
+fn bucket(slot: &Mutex<Option<Arc<Bucket>>>, rate: Rate) -> Option<Arc<Bucket>> {
+    let mut slot = slot.lock();
+    match &*slot {
+        Some(b) if b.rate == rate => Some(b.clone()),
+        _ => {
+            let fresh = Arc::new(Bucket::new(rate)?);
+            *slot = Some(fresh.clone());
+            Some(fresh)
+        }
+    }
+}
+
+/// Takes `n` cells of `rate` from `slot`; `kind` names the limit refused.
+fn take(slot: &Mutex<Option<Arc<Bucket>>>, rate: Rate, n: u32, kind: LimitKind) -> Result<(), Limited> {
+    let Some(bucket) = bucket(slot, rate) else { return Ok(()) };
+    let Some(n) = NonZeroU32::new(n) else { return Ok(()) };
+    match bucket.gcra.check_n(n) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(not_until)) => {
+            Err(Limited { kind, retry_after: not_until.wait_time_from(DefaultClock::default().now()) })
+        }
+        Err(_) => Err(Limited { kind: LimitKind::RowsOverBurst, retry_after: Duration::ZERO }),
+    }
+}
+
+/// The requests of one UTC day.
+#[derive(Debug, Default, Clone, Copy)]
+struct DayCount {
+    day: u64,
+    used: u64,
+}
+
+/// Everything one scope counts.
+#[derive(Default)]
+pub struct ScopeState {
+    requests: Mutex<Option<Arc<Bucket>>>,
+    rows: Mutex<Option<Arc<Bucket>>>,
+    in_flight: Arc<AtomicU32>,
+    day: Mutex<DayCount>,
+}
+
+/// One request computing in a scope; dropping it ends it.
+pub struct InFlight(Option<Arc<AtomicU32>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(count) = &self.0 {
+            count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Seconds since the epoch, now.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl ScopeState {
+    /// Admits one request: its daily quota, then its request rate; the
+    /// day's count grows only when both pass.
+    pub fn take_request(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
+        let mut day = self.day.lock();
+        let today = now_s / DAY_S;
+        if day.day != today {
+            *day = DayCount { day: today, used: 0 };
+        }
+        if let Some(quota) = limits.requests_per_day {
+            if day.used >= quota {
+                let left = DAY_S - now_s % DAY_S;
+                return Err(Limited { kind: LimitKind::Daily, retry_after: Duration::from_secs(left) });
+            }
+        }
+        if let Some(rate) = limits.requests {
+            take(&self.requests, rate, 1, LimitKind::Requests)?;
+        }
+        day.used += 1;
+        Ok(())
+    }
+
+    /// Admits `rows` rows to compute: a place under `concurrent`, then the
+    /// rows from the row rate (the place is given back when they are
+    /// refused).
+    pub fn take_compute(&self, limits: &TenantLimits, rows: usize) -> Result<InFlight, Limited> {
+        let place = match limits.concurrent {
+            None => InFlight(None),
+            Some(max) => {
+                let taken = self
+                    .in_flight
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
+                if taken.is_err() {
+                    let refused =
+                        Limited { kind: LimitKind::Concurrent, retry_after: Duration::from_secs(1) };
+                    return Err(refused);
+                }
+                InFlight(Some(self.in_flight.clone()))
+            }
+        };
+        if let Some(rate) = limits.rows {
+            let n = u32::try_from(rows).unwrap_or(u32::MAX);
+            take(&self.rows, rate, n, LimitKind::Rows)?;
+        }
+        Ok(place)
+    }
+
+    /// Requests left today under `quota` (at `now_s`).
+    pub fn quota_left(&self, quota: u64, now_s: u64) -> u64 {
+        let day = *self.day.lock();
+        if day.day == now_s / DAY_S {
+            quota.saturating_sub(day.used)
+        } else {
+            quota
+        }
+    }
+
+    /// Requests computing now.
+    #[cfg(test)]
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(
+        requests: Option<Rate>,
+        rows: Option<Rate>,
+        concurrent: Option<u32>,
+        per_day: Option<u64>,
+    ) -> TenantLimits {
+        TenantLimits { requests, rows, concurrent, requests_per_day: per_day }
+    }
+
+    /// A rate so slow no cell comes back while a test runs.
+    fn slow(burst: u32) -> Rate {
+        Rate { per_s: 1.0 / 3600.0, burst }
+    }
+
+    #[test]
+    fn the_burst_passes_then_the_rate_refuses_with_a_wait() {
+        let scope = ScopeState::default();
+        let l = limits(Some(slow(3)), None, None, None);
+        for _ in 0..3 {
+            assert_eq!(scope.take_request(&l, 0), Ok(()));
+        }
+        let refused = scope.take_request(&l, 0).unwrap_err();
+        assert_eq!(refused.kind, LimitKind::Requests);
+        assert!(refused.retry_after > Duration::from_secs(3000), "{refused:?}");
+    }
+
+    #[test]
+    fn the_daily_quota_counts_admitted_requests_and_resets_the_next_day() {
+        let scope = ScopeState::default();
+        let l = limits(None, None, None, Some(2));
+        let noon = 20_000 * DAY_S + DAY_S / 2;
+        assert_eq!(scope.quota_left(2, noon), 2);
+        assert!(scope.take_request(&l, noon).is_ok());
+        assert!(scope.take_request(&l, noon).is_ok());
+        let refused = scope.take_request(&l, noon).unwrap_err();
+        assert_eq!(refused, Limited { kind: LimitKind::Daily, retry_after: Duration::from_secs(DAY_S / 2) });
+        assert_eq!(scope.quota_left(2, noon), 0);
+        assert!(scope.take_request(&l, noon + DAY_S).is_ok(), "a new UTC day");
+        assert_eq!(scope.quota_left(2, noon + DAY_S), 1);
+    }
+
+    #[test]
+    fn a_rate_refusal_does_not_spend_the_quota() {
+        let scope = ScopeState::default();
+        let l = limits(Some(slow(1)), None, None, Some(5));
+        assert!(scope.take_request(&l, 0).is_ok());
+        assert!(scope.take_request(&l, 0).is_err());
+        assert_eq!(scope.quota_left(5, 0), 4);
+    }
+
+    #[test]
+    fn concurrency_places_come_back_when_dropped() {
+        let scope = ScopeState::default();
+        let l = limits(None, None, Some(2), None);
+        let a = scope.take_compute(&l, 1).unwrap();
+        let _b = scope.take_compute(&l, 1).unwrap();
+        assert_eq!(scope.take_compute(&l, 1).err().map(|r| r.kind), Some(LimitKind::Concurrent));
+        drop(a);
+        assert!(scope.take_compute(&l, 1).is_ok());
+    }
+
+    #[test]
+    fn rows_are_taken_by_the_batch_and_a_refusal_frees_its_place() {
+        let scope = ScopeState::default();
+        let l = limits(None, Some(slow(10)), Some(1), None);
+        let first = scope.take_compute(&l, 6).unwrap();
+        drop(first);
+        assert_eq!(scope.take_compute(&l, 6).err().map(|r| r.kind), Some(LimitKind::Rows));
+        assert_eq!(scope.in_flight(), 0, "the refused request gave its place back");
+        assert_eq!(scope.take_compute(&l, 11).err().map(|r| r.kind), Some(LimitKind::RowsOverBurst));
+        assert!(scope.take_compute(&l, 4).is_ok(), "4 of the 10 are left");
+    }
+
+    #[test]
+    fn a_reload_with_the_same_rate_keeps_the_state_and_a_new_rate_starts_afresh() {
+        let scope = ScopeState::default();
+        let l = limits(Some(slow(1)), None, None, None);
+        assert!(scope.take_request(&l, 0).is_ok());
+        assert!(scope.take_request(&l, 0).is_err(), "same rate: same bucket");
+        let raised = limits(Some(slow(2)), None, None, None);
+        assert!(scope.take_request(&raised, 0).is_ok(), "a new rate starts with its full burst");
+    }
+}
