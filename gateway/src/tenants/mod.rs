@@ -22,6 +22,7 @@
 //! hot reloads ([`scope`]).
 
 pub mod counters;
+pub mod families;
 pub mod refusal;
 pub mod registry;
 pub mod scope;

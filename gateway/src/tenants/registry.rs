@@ -64,12 +64,9 @@ impl Tenants {
         if let Some(limits) = table.tenant(&tenant) {
             scopes.push(Held { state: self.scope((None, tenant.clone())), limits: *limits, route: None });
         }
-        let now = unix_now();
-        for held in &scopes {
-            if let Err(limited) = held.state.take_request(&held.limits, now) {
-                counters.limited(limited.kind);
-                return Err(refused(&tenant, held, limited, 0));
-            }
+        if let Err((held, limited)) = take_requests(&scopes, unix_now()) {
+            counters.limited(limited.kind);
+            return Err(refused(&tenant, held, limited, 0));
         }
         counters.admitted();
         Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters) })
@@ -127,6 +124,27 @@ impl Admitted {
         }
         Ok(Computing(places))
     }
+}
+
+/// Each scope's daily quota, then each scope's request rate; on a
+/// refusal every day's request counted is given back (a rate cell a scope
+/// gave before another scope's rate refused stays spent: GCRA takes no
+/// refund).
+fn take_requests(scopes: &[Held], now: u64) -> Result<(), (&Held, Limited)> {
+    let refund = |upto: usize| scopes[..upto].iter().for_each(|h| h.state.refund_day(now));
+    for (i, held) in scopes.iter().enumerate() {
+        if let Err(limited) = held.state.reserve_day(&held.limits, now) {
+            refund(i);
+            return Err((held, limited));
+        }
+    }
+    for held in scopes {
+        if let Err(limited) = held.state.take_rate(&held.limits) {
+            refund(scopes.len());
+            return Err((held, limited));
+        }
+    }
+    Ok(())
 }
 
 fn refused(tenant: &str, held: &Held, limited: Limited, rows: usize) -> GatewayError {
@@ -196,5 +214,25 @@ limits = { requests_per_day = 2, concurrent = 1 }
         let mut left = tenants.quotas_left(&table);
         left.sort();
         assert_eq!(left, [("a".into(), None, 1), ("b".into(), Some("r".into()), 0)]);
+    }
+
+    #[test]
+    fn a_refusal_in_one_scope_spends_no_quota_of_the_other() {
+        let config = CONFIG.replace(
+            "tenants = [{ name = \"b\"",
+            "tenants = [{ name = \"a\", limits = { requests_per_day = 5 } }, { name = \"b\"",
+        );
+        let table = TenantTable::build(&parse(&config, Path::new("/")).unwrap());
+        let tenants = Tenants::default();
+        for _ in 0..2 {
+            assert!(tenants.admit(&table, Some("r"), Some("a")).is_ok());
+        }
+        for _ in 0..3 {
+            let refused = tenants.admit(&table, Some("r"), Some("a")).err().unwrap();
+            assert_eq!(kind(refused), Some(super::super::LimitKind::Daily), "a's own quota of 2");
+        }
+        let mut left = tenants.quotas_left(&table);
+        left.sort();
+        assert_eq!(left[..2], [("a".into(), None, 0), ("a".into(), Some("r".into()), 3)]);
     }
 }

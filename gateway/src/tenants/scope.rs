@@ -104,25 +104,46 @@ pub fn unix_now() -> u64 {
 }
 
 impl ScopeState {
-    /// Admits one request: its daily quota, then its request rate; the
-    /// day's count grows only when both pass.
-    pub fn take_request(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
+    /// Counts one request of the UTC day of `now_s` when the daily quota
+    /// has room (every request is counted, quota or not, so a quota set
+    /// by a reload counts the day so far).
+    pub fn reserve_day(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
         let mut day = self.day.lock();
         let today = now_s / DAY_S;
         if day.day != today {
             *day = DayCount { day: today, used: 0 };
         }
-        if let Some(quota) = limits.requests_per_day {
-            if day.used >= quota {
-                let left = DAY_S - now_s % DAY_S;
-                return Err(Limited { kind: LimitKind::Daily, retry_after: Duration::from_secs(left) });
-            }
-        }
-        if let Some(rate) = limits.requests {
-            take(&self.requests, rate, 1, LimitKind::Requests)?;
+        if limits.requests_per_day.is_some_and(|quota| day.used >= quota) {
+            let left = DAY_S - now_s % DAY_S;
+            return Err(Limited { kind: LimitKind::Daily, retry_after: Duration::from_secs(left) });
         }
         day.used += 1;
         Ok(())
+    }
+
+    /// Gives back a request [`ScopeState::reserve_day`] counted (another
+    /// limit refused it).
+    pub fn refund_day(&self, now_s: u64) {
+        let mut day = self.day.lock();
+        if day.day == now_s / DAY_S {
+            day.used = day.used.saturating_sub(1);
+        }
+    }
+
+    /// Takes one request from the request rate.
+    pub fn take_rate(&self, limits: &TenantLimits) -> Result<(), Limited> {
+        match limits.requests {
+            Some(rate) => take(&self.requests, rate, 1, LimitKind::Requests),
+            None => Ok(()),
+        }
+    }
+
+    /// Admits one request in this scope alone: its daily quota, then its
+    /// request rate (a rate refusal gives the day's request back).
+    #[cfg(test)]
+    pub fn take_request(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
+        self.reserve_day(limits, now_s)?;
+        self.take_rate(limits).inspect_err(|_| self.refund_day(now_s))
     }
 
     /// Admits `rows` rows to compute: a place under `concurrent`, then the

@@ -278,3 +278,58 @@ limits = {{ requests_per_s = 0.001, burst = 1 }}
         assert "text" in error["message"]
     finally:
         g.stop()
+
+
+def sample(metrics, name, **labels):
+    """The value of the series `name{labels}` (labels in any order), or None."""
+    for line in metrics.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        text, value = line.rsplit(" ", 1)
+        found = dict(part.split("=", 1) for part in text[len(name) + 1:-1].split(","))
+        if found == {k: f'"{v}"' for k, v in labels.items()}:
+            return float(value)
+    return None
+
+
+def test_metrics_and_stats_count_per_listed_tenant_and_the_rest_as_other(tmp_path):
+    config = write_config(tmp_path, f"""
+[cache]
+l1_max_bytes = "16MiB"
+
+[[models]]
+name = "digits-cheap"
+path = "{{models}}/digits-cheap.onnx"
+
+[[routes]]
+name = "digits"
+models = ["digits-cheap"]
+auth = {{ keys = [{keys_toml(["daily", "free"])}], tenants = [{{ name = "daily", limits = {{ requests_per_day = 5 }} }}] }}
+
+[[tenants]]
+name = "daily"
+limits = {{ requests_per_day = 3 }}
+""")
+    g = Gateway(config=config)
+    try:
+        x = rows(2, 70)
+        assert [infer(g, "daily", x).status_code for _ in range(2)] == [200, 200], "a miss (2 rows), a hit"
+        assert infer(g, "daily", rows(1, 71)).status_code == 200
+        assert infer(g, "daily", rows(1, 72)).status_code == 429
+        assert infer(g, "free", rows(1, 73)).status_code == 200
+        metrics = requests.get(f"{g.admin}/metrics", timeout=30).text
+        assert sample(metrics, "switchyard_tenant_admitted_total", tenant="daily") == 3
+        assert sample(metrics, "switchyard_tenant_limited_total", tenant="daily", limit="daily") == 1
+        assert sample(metrics, "switchyard_tenant_limited_total", tenant="daily", limit="requests") == 0
+        assert sample(metrics, "switchyard_tenant_rows_total", tenant="daily") == 3, "the hit computed nothing"
+        assert sample(metrics, "switchyard_tenant_quota_left", tenant="daily", route="*") == 0
+        assert sample(metrics, "switchyard_tenant_quota_left", tenant="daily", route="digits") == 2
+        assert sample(metrics, "switchyard_tenant_admitted_total", tenant="_other") == 1
+        assert 'tenant="free"' not in metrics, "an unlisted tenant has no label of its own"
+        stats = requests.get(f"{g.admin}/admin/stats", timeout=30).json()["tenants"]
+        assert stats["daily"]["admitted"] == 3 and stats["daily"]["rows"] == 3, stats
+        assert stats["daily"]["limited"]["daily"] == 1, stats
+        assert stats["daily"]["quota_left"] == {"*": 0, "digits": 2}, stats
+        assert stats["_other"]["admitted"] == 1 and "free" not in stats, stats
+    finally:
+        g.stop()
