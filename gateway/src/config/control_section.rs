@@ -49,6 +49,10 @@ pub struct RawRouteAuth {
     /// `[[tenants]]` limits across routes); see `config::tenant_section`.
     #[serde(default)]
     pub tenants: Vec<RawTenant>,
+    /// Share the route between its keys' tenants while it is overloaded
+    /// (`crate::tenants::fair`), default true; applies when the keys
+    /// name two tenants or more.
+    pub fair_share: Option<bool>,
 }
 
 /// One API key: `{ key = "...", tenant = "team-a" }` or
@@ -107,6 +111,8 @@ pub struct RouteAuth {
     pub keys: Vec<ApiKey>,
     /// The keys' tenants' limits on this route (`auth.tenants`).
     pub tenants: Vec<TenantConfig>,
+    /// Fair share between the keys' tenants under overload.
+    pub fair_share: bool,
 }
 
 /// One accepted API key.
@@ -192,7 +198,7 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
     }
     let known: HashSet<&str> = raw.keys.iter().map(|k| k.tenant.as_str()).collect();
     let tenants = tenant_section::check(&raw.tenants, &known, &format!("{path}.auth.tenants"), issues);
-    Some(RouteAuth { keys, tenants })
+    Some(RouteAuth { keys, tenants, fair_share: raw.fair_share.unwrap_or(true) })
 }
 
 #[cfg(test)]

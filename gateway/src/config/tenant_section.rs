@@ -34,6 +34,10 @@ pub struct RawTenant {
     /// the metrics).
     #[serde(default)]
     pub limits: RawTenantLimits,
+    /// Its weight in a route's fair share while the route is overloaded
+    /// (`crate::tenants::fair`), default 1; a route's `auth.tenants`
+    /// weight wins on that route.
+    pub weight: Option<u32>,
 }
 
 /// A tenant's `limits = { ... }`; each absent limit is not enforced.
@@ -94,6 +98,8 @@ pub struct TenantConfig {
     pub name: Arc<str>,
     /// Its limits.
     pub limits: TenantLimits,
+    /// Its fair-share weight, when given (default 1).
+    pub weight: Option<u32>,
 }
 
 /// Checks a list of tenants (`[[tenants]]` at `path` = `tenants`, or a
@@ -119,7 +125,11 @@ pub fn check(raw: &[RawTenant], known: &HashSet<&str>, path: &str, issues: &mut 
             issues.push(format!("{at}.name"), format!("tenant {:?} is listed twice", tenant.name));
         }
         let limits = check_limits(&tenant.limits, &format!("{at}.limits"), issues);
-        out.push(TenantConfig { name: Arc::from(tenant.name.as_str()), limits });
+        if tenant.weight == Some(0) {
+            issues.push(format!("{at}.weight"), "must be at least 1");
+        }
+        let weight = tenant.weight.filter(|&w| w > 0);
+        out.push(TenantConfig { name: Arc::from(tenant.name.as_str()), limits, weight });
     }
     out
 }
@@ -231,6 +241,7 @@ mod tests {
                 "[[tenants]]\nname = \"a\"\nlimits = { requests_per_day = 0 }\n",
                 "tenants[0].limits.requests_per_day",
             ),
+            ("[[tenants]]\nname = \"a\"\nweight = 0\n", "tenants[0].weight"),
             (
                 "[[tenants]]\nname = \"a\"\nlimits = { request_per_s = 1 }\n",
                 "tenants[0].limits.request_per_s",

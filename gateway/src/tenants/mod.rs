@@ -12,7 +12,9 @@
 //!    cache): a hit spends a request and a day's request, nothing else.
 //! 2. Compute ([`Admitted::compute`]), only when a model runs (a cache
 //!    miss; for a batch cached row by row, each batch of missing rows):
-//!    a place under `concurrent`, then the rows from the row rate. A
+//!    a place under `concurrent`, then the rows from the row rate, then
+//!    the tenant's fair share of the route when it is overloaded
+//!    ([`fair`]; `auth.fair_share = false` turns it off). A
 //!    cache hit and a request answered by another's identical computation
 //!    (coalesced) spend neither.
 //!
@@ -22,6 +24,7 @@
 //! hot reloads ([`scope`]).
 
 pub mod counters;
+pub mod fair;
 pub mod families;
 pub mod refusal;
 pub mod registry;
@@ -45,16 +48,19 @@ pub enum LimitKind {
     Concurrent,
     /// `requests_per_day`.
     Daily,
+    /// The tenant's fair share of an overloaded route ([`fair`]).
+    FairShare,
 }
 
 impl LimitKind {
     /// Every kind, in the order metrics list them.
-    pub const ALL: [LimitKind; 5] = [
+    pub const ALL: [LimitKind; 6] = [
         LimitKind::Requests,
         LimitKind::Rows,
         LimitKind::RowsOverBurst,
         LimitKind::Concurrent,
         LimitKind::Daily,
+        LimitKind::FairShare,
     ];
 
     /// The metric label and error label suffix.
@@ -65,6 +71,7 @@ impl LimitKind {
             LimitKind::RowsOverBurst => "rows_burst",
             LimitKind::Concurrent => "concurrent",
             LimitKind::Daily => "daily",
+            LimitKind::FairShare => "fair_share",
         }
     }
 
@@ -76,6 +83,7 @@ impl LimitKind {
             LimitKind::RowsOverBurst => "tenant_rows_burst",
             LimitKind::Concurrent => "tenant_concurrent",
             LimitKind::Daily => "tenant_daily",
+            LimitKind::FairShare => "tenant_fair_share",
         }
     }
 

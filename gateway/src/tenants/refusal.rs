@@ -27,6 +27,8 @@ pub struct Refusal {
     pub limits: TenantLimits,
     /// The request's rows, for [`LimitKind::RowsOverBurst`].
     pub rows: usize,
+    /// The tenant's share of the route, for [`LimitKind::FairShare`].
+    pub share: u32,
 }
 
 impl Refusal {
@@ -58,6 +60,10 @@ impl Refusal {
     /// `w` its window in seconds (for a rate: the burst and the seconds it
     /// takes to come back), `qu` the unit when it is not requests.
     pub fn policy_header(&self) -> String {
+        if self.kind == LimitKind::FairShare {
+            let name = self.policy_name(LimitKind::FairShare);
+            return format!("\"{name}\";q={};qu=\"concurrent-requests\"", self.share);
+        }
         let l = &self.limits;
         let mut items = Vec::new();
         if let Some(rate) = l.requests {
@@ -114,6 +120,13 @@ impl Refusal {
                 self.rows,
                 self.limits.rows.map_or(0, |r| r.burst)
             ),
+            LimitKind::FairShare => format!(
+                "route {:?} is overloaded and tenant {:?} holds its fair share ({} requests computing); retry in {} s",
+                self.route.as_deref().unwrap_or_default(),
+                self.tenant,
+                self.share,
+                self.retry_after_s()
+            ),
             kind => format!("{scope} is over its {} limit; retry in {} s", kind.as_str(), self.retry_after_s()),
         }
     }
@@ -148,6 +161,7 @@ mod tests {
                 requests_per_day: Some(1000),
             },
             rows: 7,
+            share: 0,
         }
     }
 
@@ -173,5 +187,8 @@ mod tests {
         assert_eq!(big.status(), 413);
         assert!(big.message().contains("7 rows"), "{}", big.message());
         assert_eq!(big.limit_header(), "\"rows\";r=0;t=2");
+        let fair = Refusal { share: 3, ..refusal(LimitKind::FairShare, Some("digits")) };
+        assert_eq!(fair.policy_header(), "\"digits/fair_share\";q=3;qu=\"concurrent-requests\"");
+        assert_eq!(fair.limit_header(), "\"digits/fair_share\";r=0;t=2");
     }
 }

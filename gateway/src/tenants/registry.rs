@@ -4,14 +4,18 @@
 //! [`Admitted::compute`]; order in [`super`]).
 
 use super::counters::{CountersView, TenantCounters};
+use super::fair::FairGroup;
 use super::refusal::Refusal;
 use super::scope::{unix_now, InFlight, Limited, ScopeState};
+use super::table::FairRoute;
 use super::table::TenantTable;
+use super::LimitKind;
 use crate::config::tenant_section::TenantLimits;
 use crate::error::GatewayError;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A scope: a tenant on one route (`Some(route)`) or across routes.
 type ScopeKey = (Option<String>, Arc<str>);
@@ -21,6 +25,26 @@ type ScopeKey = (Option<String>, Arc<str>);
 pub struct Tenants {
     scopes: Mutex<HashMap<ScopeKey, Arc<ScopeState>>>,
     counters: Mutex<HashMap<Arc<str>, Arc<TenantCounters>>>,
+    groups: Mutex<HashMap<String, Arc<Mutex<FairGroup>>>>,
+}
+
+/// The fair share a request computes under: its route's group and settings.
+struct FairTicket {
+    route: String,
+    group: Arc<Mutex<FairGroup>>,
+    settings: Arc<FairRoute>,
+}
+
+/// A place in a route's fair share; dropping it gives it back.
+struct FairPlace {
+    group: Arc<Mutex<FairGroup>>,
+    tenant: Arc<str>,
+}
+
+impl Drop for FairPlace {
+    fn drop(&mut self) {
+        self.group.lock().release(&self.tenant);
+    }
 }
 
 /// One limited scope a request was admitted in.
@@ -37,11 +61,15 @@ pub struct Admitted {
     tenant: Option<Arc<str>>,
     scopes: Vec<Held>,
     counters: Option<Arc<TenantCounters>>,
+    fair: Option<FairTicket>,
 }
 
 /// A request computing under its tenant's limits; dropping it gives its
-/// `concurrent` places back.
-pub struct Computing(#[allow(dead_code)] Vec<InFlight>);
+/// `concurrent` places and its fair-share place back.
+pub struct Computing {
+    _places: Vec<InFlight>,
+    _fair: Option<FairPlace>,
+}
 
 impl Tenants {
     /// Admits a request of `tenant` (none: an open route, nothing to
@@ -69,7 +97,12 @@ impl Tenants {
             return Err(refused(&tenant, held, limited, 0));
         }
         counters.admitted();
-        Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters) })
+        let fair = route.and_then(|route| {
+            let settings = table.fair(route)?.clone();
+            let group = self.groups.lock().entry(route.to_string()).or_default().clone();
+            Some(FairTicket { route: route.to_string(), group, settings })
+        });
+        Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters), fair })
     }
 
     fn scope(&self, key: ScopeKey) -> Arc<ScopeState> {
@@ -119,10 +152,37 @@ impl Admitted {
                 }
             }
         }
+        let fair = match (&self.fair, &self.tenant) {
+            (Some(ticket), Some(tenant)) => Some(self.fair_place(ticket, tenant)?),
+            _ => None,
+        };
         if let Some(c) = &self.counters {
             c.rows(rows);
         }
-        Ok(Computing(places))
+        Ok(Computing { _places: places, _fair: fair })
+    }
+
+    /// A place in the route's fair share ([`super::fair`]).
+    fn fair_place(&self, ticket: &FairTicket, tenant: &Arc<str>) -> Result<FairPlace, GatewayError> {
+        let FairTicket { route, group, settings } = ticket;
+        let admitted = group.lock().try_admit(tenant, settings.capacity, |t| settings.weight(t));
+        match admitted {
+            Ok(()) => Ok(FairPlace { group: group.clone(), tenant: tenant.clone() }),
+            Err(over) => {
+                if let Some(c) = &self.counters {
+                    c.limited(LimitKind::FairShare);
+                }
+                Err(GatewayError::TenantLimited(Box::new(Refusal {
+                    tenant: tenant.to_string(),
+                    route: Some(route.clone()),
+                    kind: LimitKind::FairShare,
+                    retry_after: Duration::from_secs(1),
+                    limits: TenantLimits::default(),
+                    rows: 0,
+                    share: over.share,
+                })))
+            }
+        }
     }
 }
 
@@ -155,6 +215,7 @@ fn refused(tenant: &str, held: &Held, limited: Limited, rows: usize) -> GatewayE
         retry_after: limited.retry_after,
         limits: held.limits,
         rows,
+        share: 0,
     }))
 }
 
