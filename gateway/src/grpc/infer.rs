@@ -54,5 +54,5 @@ pub(super) fn infer_call<'h>(
     };
     decoded.parameters.remove(EMPTY_FINAL_PARAMETER);
     let sampled = state.recorders.draw(target.route(&snap.config).and_then(|r| r.record.as_ref()));
-    Ok(Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "grpc", admitted: None })
+    Ok(Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "grpc" })
 }

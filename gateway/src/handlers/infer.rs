@@ -43,9 +43,6 @@ pub async fn infer<'a>(
     // which does not cover the budget header: that is checked first.
     let route_budget = budget::route_budget(target.route(config));
     budget::check_header(route_budget, headers)?;
-    // The tenant's request limits count every call, so the exact-repeat
-    // hits below too (`crate::tenants`).
-    let admitted = inference::admit(state, snap, &target, tenant)?;
     // A sampled request skips the exact-repeat fast path, so its traffic
     // record has its decoded inputs (a repeat is then an L1 hit).
     let sampled = state.recorders.draw(target.route(config).and_then(|r| r.record.as_ref()));
@@ -70,6 +67,9 @@ pub async fn infer<'a>(
         Some(key) => state.cache.remembered(key).await,
         None => None,
     } {
+        // A hit spends the tenant's request limits as any call does
+        // (`crate::tenants`); a miss is admitted by `inference::run`.
+        inference::admit(state, snap, &target, tenant)?;
         if let Some(id) = &entry.request_id {
             telemetry::adopt_request_id(id);
         }
@@ -87,17 +87,8 @@ pub async fn infer<'a>(
         Ok(decoded)
     })?;
     let stream = crate::endpoint::wants_stream(headers, &decoded.parameters)?;
-    let call = inference::Call {
-        target,
-        decoded,
-        headers,
-        tenant,
-        received,
-        stream,
-        sampled,
-        protocol: "rest",
-        admitted: Some(admitted),
-    };
+    let call =
+        inference::Call { target, decoded, headers, tenant, received, stream, sampled, protocol: "rest" };
     let answered = match inference::run(state, snap, call).await? {
         Outcome::Events(events) => return Ok(Response::Events(events)),
         Outcome::Answered(answered) => *answered,

@@ -89,9 +89,6 @@ pub struct Call<'h> {
     pub sampled: bool,
     /// `rest`, `grpc` or `openai`, as the traffic sample records it.
     pub protocol: &'static str,
-    /// The tenant's admission when the front end took it already (REST
-    /// does, before its exact-repeat cache); `None`: [`run`] takes it.
-    pub admitted: Option<Admitted>,
 }
 
 /// A complete answer, ready to encode.
@@ -125,17 +122,14 @@ pub async fn run<'a>(
     snap: &'a Snapshot,
     call: Call<'_>,
 ) -> Result<Outcome<'a>, GatewayError> {
-    let Call { target, mut decoded, headers, tenant, received, stream, sampled, protocol, admitted } = call;
+    let Call { target, mut decoded, headers, tenant, received, stream, sampled, protocol } = call;
     let config = &snap.config;
     if let Some(id) = &decoded.id {
         telemetry::adopt_request_id(id);
     }
     let route_budget = budget::route_budget(target.route(config));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
-    let admitted = match admitted {
-        Some(admitted) => admitted,
-        None => admit(state, snap, &target, tenant)?,
-    };
+    let admitted = admit(state, snap, &target, tenant)?;
     let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     // A batch of independent rows is cached row by row (`cache::rows`);
     // a stream keeps the whole-request entry its final answer is stored in.
@@ -225,8 +219,9 @@ pub async fn run<'a>(
 
 /// Admits a call of `tenant` to `target` under its tenant limits
 /// ([`crate::tenants`]): the route x tenant and tenant request rates and
-/// daily quotas. [`run`] calls it; the REST front end calls it before its
-/// exact-repeat cache and hands the result over in [`Call::admitted`].
+/// daily quotas. [`run`] calls it; the REST front end calls it for a hit
+/// of its exact-repeat cache (which answers before decoding, without
+/// [`run`]).
 pub fn admit(
     state: &AppState,
     snap: &Snapshot,

@@ -61,7 +61,6 @@ pub async fn embeddings(
         stream: false,
         sampled,
         protocol: "openai",
-        admitted: None,
     };
     let Answered { parts, answer, cache, rows, .. } = match inference::run(state, snap, call).await? {
         Outcome::Answered(answered) => *answered,

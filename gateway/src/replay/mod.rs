@@ -289,7 +289,6 @@ async fn answer_call(
         stream: false,
         sampled: false,
         protocol: "replay",
-        admitted: None,
     };
     match inference::run(state, snap, replayed).await? {
         Outcome::Answered(answered) => Ok(AnsweredCall { answer: answered.answer, inputs }),

@@ -8,8 +8,9 @@
 //! 1. Admission ([`Tenants::admit`]), before the cache: the route scope,
 //!    then the tenant scope, each its daily quota, then its request rate.
 //!    Every admitted request counts, cache hits included (REST's
-//!    exact-repeat hits too: the REST front end admits before that
-//!    cache): a hit spends a request and a day's request, nothing else.
+//!    exact-repeat hits too: the REST front end admits each one): a hit
+//!    spends a request and a day's request, nothing else. A request
+//!    refused before (bad input, bad budget) spends nothing.
 //! 2. Compute ([`Admitted::compute`]), only when a model runs (a cache
 //!    miss; for a batch cached row by row, each batch of missing rows):
 //!    a place under `concurrent`, then the rows from the row rate, then

@@ -23,7 +23,7 @@ from routing_util import MODELS, infer_body, write_config
 from sse_util import pause, pool_stats, resume, wait_for
 
 KEYS = {t: f"key-of-{t}-0123456789abcdef" for t in
-        ["slow", "other", "rows", "daily", "conc", "shared", "grpc", "text", "free"]}
+        ["slow", "other", "rows", "daily", "conc", "shared", "grpc", "text", "free", "strict"]}
 
 
 def keys_toml(tenants):
@@ -48,7 +48,7 @@ warmup = true
 name = "digits"
 models = ["digits-cheap"]
 budget_ms = {{ default = 10000, max = 20000 }}
-auth = {{ keys = [{keys_toml(["slow", "other", "rows", "daily", "conc", "shared", "grpc", "free"])}],
+auth = {{ keys = [{keys_toml(["slow", "other", "rows", "daily", "conc", "shared", "grpc", "free", "strict"])}],
          tenants = [{{ name = "shared", limits = {{ requests_per_day = 1 }} }}] }}
 
 [[routes]]
@@ -74,6 +74,10 @@ limits = {{ concurrent = 1 }}
 
 [[tenants]]
 name = "grpc"
+limits = {{ requests_per_day = 1 }}
+
+[[tenants]]
+name = "strict"
 limits = {{ requests_per_day = 1 }}
 """
 
@@ -142,6 +146,19 @@ def test_the_daily_quota_counts_hits_too(gw):
     r = infer(gw, "daily", x)
     assert_limited(r, "daily", '"daily";q=3;w=86400')
     assert 1 <= int(r.headers["retry-after"]) <= 86400, "until 00:00 UTC"
+
+
+def test_a_refused_bad_request_spends_nothing(gw):
+    headers = {"x-api-key": KEYS["strict"]}
+    bad_shape = {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
+    for _ in range(3):
+        r = requests.post(f"{gw.base}/v2/models/digits/infer", json=bad_shape, headers=headers, timeout=30)
+        assert r.status_code == 400, r.text
+    r = requests.post(f"{gw.base}/v2/models/digits/infer", json=infer_body(rows(1, 25)),
+                      headers={**headers, "x-latency-budget-ms": "nope"}, timeout=30)
+    assert r.status_code == 400, r.text
+    assert infer(gw, "strict", rows(1, 26)).status_code == 200, "the day's one request is still there"
+    assert_limited(infer(gw, "strict", rows(1, 27)), "daily", '"daily";q=1;w=86400')
 
 
 def test_concurrency_limits_computing_requests_but_not_hits(gw):
