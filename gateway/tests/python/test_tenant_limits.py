@@ -148,6 +148,19 @@ def test_the_daily_quota_counts_hits_too(gw):
     assert 1 <= int(r.headers["retry-after"]) <= 86400, "until 00:00 UTC"
 
 
+def test_admin_config_shows_the_limits_and_no_key(gw):
+    doc = requests.get(f"{gw.admin}/admin/config", timeout=30).json()["config"]
+    slow = next(t for t in doc["tenants"] if t["name"] == "slow")
+    assert slow["limits"]["requests_per_s"] == 0.001 and slow["limits"]["burst"] == 2, slow
+    assert slow["limits"]["requests_per_day"] is None and slow["weight"] == 1, slow
+    auth = doc["routes"][0]["auth"]
+    assert auth["tenants"] == [{"name": "shared", "weight": 1, "limits": {
+        "requests_per_s": None, "burst": None, "rows_per_s": None, "rows_burst": None, "concurrent": None,
+        "requests_per_day": 1}}], auth
+    assert auth["fair_share"] is True
+    assert not any(k in str(doc) for k in KEYS.values()), "keys are never shown"
+
+
 def test_a_refused_bad_request_spends_nothing(gw):
     headers = {"x-api-key": KEYS["strict"]}
     bad_shape = {"inputs": [{"name": "X", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
