@@ -106,6 +106,9 @@ pub struct Answered {
     pub rows: Option<RowsServed>,
     /// The request `id`, kept for the exact-repeat cache.
     pub id: Option<String>,
+    /// `RateLimit-Policy` / `RateLimit` of the caller's tenant limits
+    /// ([`crate::tenants`]); empty without limits.
+    pub ratelimit: Vec<(http::HeaderName, String)>,
 }
 
 /// What [`run`] gives back.
@@ -214,7 +217,8 @@ pub async fn run<'a>(
         outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
-    Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id })))
+    let ratelimit = admitted.headers();
+    Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id, ratelimit })))
 }
 
 /// Admits a call of `tenant` to `target` under its tenant limits

@@ -46,13 +46,8 @@ impl Refusal {
         (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
     }
 
-    /// The policy name of `kind` in this scope: `requests`, or
-    /// `route/requests` for a route's limit.
     fn policy_name(&self, kind: LimitKind) -> String {
-        match &self.route {
-            None => kind.policy().to_string(),
-            Some(route) => format!("{}/{}", quoted_safe(route), kind.policy()),
-        }
+        policy_name(self.route.as_deref(), kind)
     }
 
     /// `RateLimit-Policy`: each limit of the refusing scope, e.g.
@@ -64,38 +59,7 @@ impl Refusal {
             let name = self.policy_name(LimitKind::FairShare);
             return format!("\"{name}\";q={};qu=\"concurrent-requests\"", self.share);
         }
-        let l = &self.limits;
-        let mut items = Vec::new();
-        if let Some(rate) = l.requests {
-            items.push(format!(
-                "\"{}\";q={};w={}",
-                self.policy_name(LimitKind::Requests),
-                rate.burst,
-                window(rate.burst, rate.per_s)
-            ));
-        }
-        if let Some(rate) = l.rows {
-            items.push(format!(
-                "\"{}\";q={};w={};qu=\"rows\"",
-                self.policy_name(LimitKind::Rows),
-                rate.burst,
-                window(rate.burst, rate.per_s)
-            ));
-        }
-        if let Some(max) = l.concurrent {
-            items.push(format!(
-                "\"{}\";q={max};qu=\"concurrent-requests\"",
-                self.policy_name(LimitKind::Concurrent)
-            ));
-        }
-        if let Some(quota) = l.requests_per_day {
-            items.push(format!(
-                "\"{}\";q={quota};w={}",
-                self.policy_name(LimitKind::Daily),
-                super::scope::DAY_S
-            ));
-        }
-        items.join(", ")
+        policy_items(self.route.as_deref(), &self.limits).join(", ")
     }
 
     /// `RateLimit`: the refusing limit, nothing left, the seconds until a
@@ -130,6 +94,69 @@ impl Refusal {
             kind => format!("{scope} is over its {} limit; retry in {} s", kind.as_str(), self.retry_after_s()),
         }
     }
+}
+
+/// The policy name of `kind` in a scope: `requests`, or `route/requests`
+/// for a route's limit.
+fn policy_name(route: Option<&str>, kind: LimitKind) -> String {
+    match route {
+        None => kind.policy().to_string(),
+        Some(route) => format!("{}/{}", quoted_safe(route), kind.policy()),
+    }
+}
+
+/// The `RateLimit-Policy` items of a scope's `limits` (`route`: a route's
+/// scope): `q` the quota, `w` its window in seconds (for a rate: the burst
+/// and the seconds it takes to come back), `qu` the unit when it is not
+/// requests.
+pub fn policy_items(route: Option<&str>, l: &TenantLimits) -> Vec<String> {
+    let name = |kind| policy_name(route, kind);
+    let mut items = Vec::new();
+    if let Some(rate) = l.requests {
+        items.push(format!(
+            "\"{}\";q={};w={}",
+            name(LimitKind::Requests),
+            rate.burst,
+            window(rate.burst, rate.per_s)
+        ));
+    }
+    if let Some(rate) = l.rows {
+        let w = window(rate.burst, rate.per_s);
+        items.push(format!("\"{}\";q={};w={w};qu=\"rows\"", name(LimitKind::Rows), rate.burst));
+    }
+    if let Some(max) = l.concurrent {
+        items.push(format!("\"{}\";q={max};qu=\"concurrent-requests\"", name(LimitKind::Concurrent)));
+    }
+    if let Some(quota) = l.requests_per_day {
+        items.push(format!("\"{}\";q={quota};w={}", name(LimitKind::Daily), super::scope::DAY_S));
+    }
+    items
+}
+
+/// What an admitted request left of its scope's request limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Standing {
+    /// Requests the rate lets through at once now.
+    pub requests_left: Option<u32>,
+    /// Requests left today.
+    pub day_left: Option<u64>,
+}
+
+/// The `RateLimit` items of an admitted request in a scope: what is left
+/// (`r`) and the seconds until it is whole again (`t`: the burst refilled,
+/// 00:00 UTC for the day).
+pub fn standing_items(route: Option<&str>, l: &TenantLimits, standing: Standing, now_s: u64) -> Vec<String> {
+    let mut items = Vec::new();
+    if let (Some(rate), Some(left)) = (l.requests, standing.requests_left) {
+        let refill = window(rate.burst.saturating_sub(left), rate.per_s);
+        let t = if left >= rate.burst { 0 } else { refill };
+        items.push(format!("\"{}\";r={left};t={t}", policy_name(route, LimitKind::Requests)));
+    }
+    if let Some(left) = standing.day_left {
+        let t = super::scope::DAY_S - now_s % super::scope::DAY_S;
+        items.push(format!("\"{}\";r={left};t={t}", policy_name(route, LimitKind::Daily)));
+    }
+    items
 }
 
 /// Seconds a full burst takes to come back, at least 1.
@@ -175,6 +202,16 @@ mod tests {
         assert_eq!(r.limit_header(), "\"requests\";r=0;t=2");
         assert_eq!(r.retry_after_s(), 2);
         assert_eq!(r.status(), 429);
+    }
+
+    #[test]
+    fn an_admitted_request_is_told_what_is_left() {
+        let r = refusal(LimitKind::Requests, Some("digits"));
+        let standing = Standing { requests_left: Some(15), day_left: Some(990) };
+        let items = standing_items(Some("digits"), &r.limits, standing, 86_400 * 3 + 400);
+        assert_eq!(items, ["\"digits/requests\";r=15;t=1", "\"digits/daily\";r=990;t=86000"]);
+        let full = Standing { requests_left: Some(20), day_left: None };
+        assert_eq!(standing_items(None, &r.limits, full, 0), ["\"requests\";r=20;t=0"]);
     }
 
     #[test]

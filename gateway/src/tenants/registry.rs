@@ -5,13 +5,15 @@
 
 use super::counters::{CountersView, TenantCounters};
 use super::fair::FairGroup;
-use super::refusal::Refusal;
+use super::refusal::{policy_items, standing_items, Refusal, Standing};
 use super::scope::{unix_now, InFlight, Limited, ScopeState};
 use super::table::FairRoute;
 use super::table::TenantTable;
 use super::LimitKind;
 use crate::config::tenant_section::TenantLimits;
 use crate::error::GatewayError;
+use crate::header_names as names;
+use http::HeaderName;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -52,6 +54,7 @@ struct Held {
     state: Arc<ScopeState>,
     limits: TenantLimits,
     route: Option<String>,
+    standing: Standing,
 }
 
 /// A request admitted past its tenant's request limits; [`Admitted::compute`]
@@ -62,6 +65,7 @@ pub struct Admitted {
     scopes: Vec<Held>,
     counters: Option<Arc<TenantCounters>>,
     fair: Option<FairTicket>,
+    now: u64,
 }
 
 /// A request computing under its tenant's limits; dropping it gives its
@@ -87,12 +91,15 @@ impl Tenants {
         let mut scopes = Vec::new();
         if let Some((route, limits)) = route.and_then(|r| Some((r, table.route(r, &tenant)?))) {
             let state = self.scope((Some(route.to_string()), tenant.clone()));
-            scopes.push(Held { state, limits: *limits, route: Some(route.to_string()) });
+            let route = Some(route.to_string());
+            scopes.push(Held { state, limits: *limits, route, standing: Standing::default() });
         }
         if let Some(limits) = table.tenant(&tenant) {
-            scopes.push(Held { state: self.scope((None, tenant.clone())), limits: *limits, route: None });
+            let state = self.scope((None, tenant.clone()));
+            scopes.push(Held { state, limits: *limits, route: None, standing: Standing::default() });
         }
-        if let Err((held, limited)) = take_requests(&scopes, unix_now()) {
+        let now = unix_now();
+        if let Err((held, limited)) = take_requests(&mut scopes, now) {
             counters.limited(limited.kind);
             return Err(refused(&tenant, held, limited, 0));
         }
@@ -102,7 +109,7 @@ impl Tenants {
             let group = self.groups.lock().entry(route.to_string()).or_default().clone();
             Some(FairTicket { route: route.to_string(), group, settings })
         });
-        Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters), fair })
+        Ok(Admitted { tenant: Some(tenant), scopes, counters: Some(counters), fair, now })
     }
 
     fn scope(&self, key: ScopeKey) -> Arc<ScopeState> {
@@ -136,6 +143,24 @@ impl Tenants {
 }
 
 impl Admitted {
+    /// `RateLimit-Policy` and `RateLimit` for the answer of an admitted
+    /// request: its scopes' limits, and what it left of their request
+    /// rate and daily quota; none when no limit applies.
+    pub fn headers(&self) -> Vec<(HeaderName, String)> {
+        let policy: Vec<String> =
+            self.scopes.iter().flat_map(|h| policy_items(h.route.as_deref(), &h.limits)).collect();
+        let standing: Vec<String> = self
+            .scopes
+            .iter()
+            .flat_map(|h| standing_items(h.route.as_deref(), &h.limits, h.standing, self.now))
+            .collect();
+        [(names::RATELIMIT_POLICY, policy), (names::RATELIMIT, standing)]
+            .into_iter()
+            .filter(|(_, items)| !items.is_empty())
+            .map(|(name, items)| (name, items.join(", ")))
+            .collect()
+    }
+
     /// Takes the compute limits for `rows` rows about to run: each limited
     /// scope's `concurrent` place, then its rows.
     pub fn compute(&self, rows: usize) -> Result<Computing, GatewayError> {
@@ -190,18 +215,24 @@ impl Admitted {
 /// refusal every day's request counted is given back (a rate cell a scope
 /// gave before another scope's rate refused stays spent: GCRA takes no
 /// refund).
-fn take_requests(scopes: &[Held], now: u64) -> Result<(), (&Held, Limited)> {
-    let refund = |upto: usize| scopes[..upto].iter().for_each(|h| h.state.refund_day(now));
-    for (i, held) in scopes.iter().enumerate() {
-        if let Err(limited) = held.state.reserve_day(&held.limits, now) {
-            refund(i);
-            return Err((held, limited));
+fn take_requests(scopes: &mut [Held], now: u64) -> Result<(), (&Held, Limited)> {
+    let refund = |scopes: &[Held], upto: usize| scopes[..upto].iter().for_each(|h| h.state.refund_day(now));
+    for i in 0..scopes.len() {
+        match scopes[i].state.reserve_day(&scopes[i].limits, now) {
+            Ok(left) => scopes[i].standing.day_left = left,
+            Err(limited) => {
+                refund(scopes, i);
+                return Err((&scopes[i], limited));
+            }
         }
     }
-    for held in scopes {
-        if let Err(limited) = held.state.take_rate(&held.limits) {
-            refund(scopes.len());
-            return Err((held, limited));
+    for i in 0..scopes.len() {
+        match scopes[i].state.take_rate(&scopes[i].limits) {
+            Ok(left) => scopes[i].standing.requests_left = left,
+            Err(limited) => {
+                refund(scopes, scopes.len());
+                return Err((&scopes[i], limited));
+            }
         }
     }
     Ok(())

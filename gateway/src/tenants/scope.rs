@@ -11,7 +11,9 @@
 use super::LimitKind;
 use crate::config::tenant_section::{Rate, TenantLimits};
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use parking_lot::Mutex;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,17 +32,21 @@ pub struct Limited {
     pub retry_after: Duration,
 }
 
+/// A GCRA limiter that says, when it admits, how many cells are left.
+type Gcra = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
+
 /// A GCRA limiter for one [`Rate`], kept with the rate it was built for.
 struct Bucket {
     rate: Rate,
-    gcra: DefaultDirectRateLimiter,
+    gcra: Gcra,
 }
 
 impl Bucket {
     fn new(rate: Rate) -> Option<Bucket> {
         let period = Duration::from_secs_f64(1.0 / rate.per_s);
         let quota = Quota::with_period(period)?.allow_burst(NonZeroU32::new(rate.burst)?);
-        Some(Bucket { rate, gcra: DefaultDirectRateLimiter::direct(quota) })
+        let gcra = DefaultDirectRateLimiter::direct(quota).with_middleware::<StateInformationMiddleware>();
+        Some(Bucket { rate, gcra })
     }
 }
 
@@ -58,12 +64,13 @@ fn bucket(slot: &Mutex<Option<Arc<Bucket>>>, rate: Rate) -> Option<Arc<Bucket>> 
     }
 }
 
-/// Takes `n` cells of `rate` from `slot`; `kind` names the limit refused.
-fn take(slot: &Mutex<Option<Arc<Bucket>>>, rate: Rate, n: u32, kind: LimitKind) -> Result<(), Limited> {
-    let Some(bucket) = bucket(slot, rate) else { return Ok(()) };
-    let Some(n) = NonZeroU32::new(n) else { return Ok(()) };
+/// Takes `n` cells of `rate` from `slot`: the cells left, or the refusal
+/// (`kind` names the limit).
+fn take(slot: &Mutex<Option<Arc<Bucket>>>, rate: Rate, n: u32, kind: LimitKind) -> Result<u32, Limited> {
+    let Some(bucket) = bucket(slot, rate) else { return Ok(rate.burst) };
+    let Some(n) = NonZeroU32::new(n) else { return Ok(rate.burst) };
     match bucket.gcra.check_n(n) {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(state)) => Ok(state.remaining_burst_capacity()),
         Ok(Err(not_until)) => {
             Err(Limited { kind, retry_after: not_until.wait_time_from(DefaultClock::default().now()) })
         }
@@ -107,7 +114,7 @@ impl ScopeState {
     /// Counts one request of the UTC day of `now_s` when the daily quota
     /// has room (every request is counted, quota or not, so a quota set
     /// by a reload counts the day so far).
-    pub fn reserve_day(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
+    pub fn reserve_day(&self, limits: &TenantLimits, now_s: u64) -> Result<Option<u64>, Limited> {
         let mut day = self.day.lock();
         let today = now_s / DAY_S;
         if day.day != today {
@@ -118,7 +125,7 @@ impl ScopeState {
             return Err(Limited { kind: LimitKind::Daily, retry_after: Duration::from_secs(left) });
         }
         day.used += 1;
-        Ok(())
+        Ok(limits.requests_per_day.map(|quota| quota.saturating_sub(day.used)))
     }
 
     /// Gives back a request [`ScopeState::reserve_day`] counted (another
@@ -130,11 +137,11 @@ impl ScopeState {
         }
     }
 
-    /// Takes one request from the request rate.
-    pub fn take_rate(&self, limits: &TenantLimits) -> Result<(), Limited> {
+    /// Takes one request from the request rate: the requests left at once.
+    pub fn take_rate(&self, limits: &TenantLimits) -> Result<Option<u32>, Limited> {
         match limits.requests {
-            Some(rate) => take(&self.requests, rate, 1, LimitKind::Requests),
-            None => Ok(()),
+            Some(rate) => take(&self.requests, rate, 1, LimitKind::Requests).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -143,7 +150,7 @@ impl ScopeState {
     #[cfg(test)]
     pub fn take_request(&self, limits: &TenantLimits, now_s: u64) -> Result<(), Limited> {
         self.reserve_day(limits, now_s)?;
-        self.take_rate(limits).inspect_err(|_| self.refund_day(now_s))
+        self.take_rate(limits).map(|_| ()).inspect_err(|_| self.refund_day(now_s))
     }
 
     /// Admits `rows` rows to compute: a place under `concurrent`, then the
@@ -166,7 +173,7 @@ impl ScopeState {
         };
         if let Some(rate) = limits.rows {
             let n = u32::try_from(rows).unwrap_or(u32::MAX);
-            take(&self.rows, rate, n, LimitKind::Rows)?;
+            take(&self.rows, rate, n, LimitKind::Rows).map(|_| ())?;
         }
         Ok(place)
     }
@@ -210,9 +217,9 @@ mod tests {
     fn the_burst_passes_then_the_rate_refuses_with_a_wait() {
         let scope = ScopeState::default();
         let l = limits(Some(slow(3)), None, None, None);
-        for _ in 0..3 {
-            assert_eq!(scope.take_request(&l, 0), Ok(()));
-        }
+        assert_eq!(scope.take_rate(&l), Ok(Some(2)), "2 of the burst of 3 left");
+        assert_eq!(scope.take_rate(&l), Ok(Some(1)));
+        assert_eq!(scope.take_request(&l, 0), Ok(()));
         let refused = scope.take_request(&l, 0).unwrap_err();
         assert_eq!(refused.kind, LimitKind::Requests);
         assert!(refused.retry_after > Duration::from_secs(3000), "{refused:?}");
@@ -224,6 +231,8 @@ mod tests {
         let l = limits(None, None, None, Some(2));
         let noon = 20_000 * DAY_S + DAY_S / 2;
         assert_eq!(scope.quota_left(2, noon), 2);
+        assert_eq!(scope.reserve_day(&l, noon), Ok(Some(1)));
+        scope.refund_day(noon);
         assert!(scope.take_request(&l, noon).is_ok());
         assert!(scope.take_request(&l, noon).is_ok());
         let refused = scope.take_request(&l, noon).unwrap_err();

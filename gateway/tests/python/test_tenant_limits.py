@@ -112,8 +112,10 @@ def assert_limited(r, policy, fragment):
 
 
 def test_request_rate_refuses_past_the_burst_with_retry_after_and_ratelimit_headers(gw):
-    for seed in (1, 2):
-        assert infer(gw, "slow", rows(1, seed)).status_code == 200
+    answers = [infer(gw, "slow", rows(1, seed)) for seed in (1, 2)]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert [a.headers["ratelimit"] for a in answers] == ['"requests";r=1;t=1000', '"requests";r=0;t=2000']
+    assert answers[0].headers["ratelimit-policy"] == '"requests";q=2;w=2000'
     r = infer(gw, "slow", rows(1, 3))
     assert_limited(r, "requests", '"requests";q=2;w=2000')
     assert int(r.headers["retry-after"]) > 100, "the next cell is ~1000 s away"
@@ -142,6 +144,8 @@ def test_the_daily_quota_counts_hits_too(gw):
     x = rows(1, 20)
     answers = [infer(gw, "daily", x) for _ in range(3)]
     assert [a.status_code for a in answers] == [200] * 3
+    left = [a.headers["ratelimit"].split(";t=")[0] for a in answers]
+    assert left == ['"daily";r=2', '"daily";r=1', '"daily";r=0'], "each hit, repeat ones too, says what is left"
     assert all(a.headers["x-cache"].startswith("hit") for a in answers[1:]), [a.headers for a in answers]
     r = infer(gw, "daily", x)
     assert_limited(r, "daily", '"daily";q=3;w=86400')
@@ -300,9 +304,11 @@ limits = {{ requests_per_s = 0.001, burst = 1 }}
             return requests.post(f"{g.base}/v1/embeddings", json={"model": "minilm", "input": [text]},
                                  headers={"authorization": f"Bearer {KEYS['text']}"}, timeout=60)
 
-        assert embed("a first sentence").status_code == 200
+        first = embed("a first sentence")
+        assert first.status_code == 200 and first.headers["ratelimit"] == '"requests";r=0;t=1000', first.headers
         r = embed("a second sentence")
         assert_limited(r, "requests", '"requests";q=1;w=1000')
+        assert r.headers["ratelimit"].startswith('"requests";r=0;t=')
         error = r.json()["error"]
         assert error["type"] == "rate_limit_error" and error["code"] == "tenant_requests", error
         assert "text" in error["message"]
@@ -346,7 +352,8 @@ limits = {{ requests_per_day = 3 }}
         assert [infer(g, "daily", x).status_code for _ in range(2)] == [200, 200], "a miss (2 rows), a hit"
         assert infer(g, "daily", rows(1, 71)).status_code == 200
         assert infer(g, "daily", rows(1, 72)).status_code == 429
-        assert infer(g, "free", rows(1, 73)).status_code == 200
+        free = infer(g, "free", rows(1, 73))
+        assert free.status_code == 200 and "ratelimit" not in free.headers, "no limits, no headers"
         metrics = requests.get(f"{g.admin}/metrics", timeout=30).text
         assert sample(metrics, "switchyard_tenant_admitted_total", tenant="daily") == 3
         assert sample(metrics, "switchyard_tenant_limited_total", tenant="daily", limit="daily") == 1
