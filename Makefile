@@ -7,7 +7,7 @@ PY := $(CURDIR)/.venv/bin/python
 
 FUZZ_SECONDS ?=
 
-.PHONY: fuzz fuzz-quick fuzz-afl-quick schemathesis image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
+.PHONY: docs setup-docs fuzz fuzz-quick fuzz-afl-quick schemathesis image image-cuda image-test run run-text test setup setup-text setup-test setup-bench bench-selftest build build-release lint fmt unit python-tests bench bench-quick memory-soak soak chaos clean-cache
 
 ## run: install what is missing, build, serve the bundled example models on 127.0.0.1:8000 (admin :9000)
 run: setup build-release
@@ -17,8 +17,8 @@ run: setup build-release
 run-text: setup-text build-release
 	./target/release/switchyard serve --config deploy/examples/text-embeddings.toml
 
-## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy
-test: setup-test lint unit fuzz-quick python-tests bench-selftest
+## test: install what is missing and run every test (Rust, Python clients), plus fmt and clippy and the book's build
+test: setup-test lint docs unit fuzz-quick python-tests bench-selftest
 	@echo "make test: all suites passed"
 
 # A one-off test run gains nothing from incremental compilation and it costs
@@ -33,6 +33,13 @@ setup-test:
 
 setup-text:
 	@scripts/setup.sh text
+
+setup-docs:
+	@scripts/setup.sh docs
+
+## docs: build the book (docs/, mdBook) into target/book (open target/book/index.html); fails on an mdBook warning or a broken link
+docs: setup-docs
+	@scripts/build_book.sh target/book
 
 build:
 	$(CARGO) build --workspace

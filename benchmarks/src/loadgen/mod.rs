@@ -73,6 +73,7 @@ pub fn load_bodies(args: &Args) -> Result<Vec<PreparedBody>> {
             per_request: args.texts_per_request,
             binary: args.binary,
             binary_output: args.binary_output,
+            openai_model: args.openai_model.clone(),
         };
         text_body::from_text_file(path, &req, args.distinct)
     } else if let Some(shape) = &args.input_shape {

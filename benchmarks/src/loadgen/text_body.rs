@@ -1,7 +1,10 @@
 //! `BYTES` text requests for text models: one sentence per line of a file,
 //! `per_request` consecutive lines per request (cycling through the file),
 //! as V2 JSON strings or Triton binary `BYTES` (each element a 4-byte
-//! little-endian length, then its UTF-8 bytes).
+//! little-endian length, then its UTF-8 bytes), or as OpenAI embeddings
+//! bodies (`{"model": ..., "input": [...]}`), which Switchyard's
+//! `/v1/embeddings`, text-embeddings-inference and Infinity all take, so
+//! one load drives the peers with the same texts.
 
 use std::path::Path;
 
@@ -23,6 +26,14 @@ pub struct TextRequests {
     pub binary: bool,
     /// Ask for binary outputs (`binary_data_output`).
     pub binary_output: bool,
+    /// OpenAI embeddings bodies naming this model, instead of V2 bodies.
+    pub openai_model: Option<String>,
+}
+
+#[derive(Serialize)]
+struct OpenAiRequest<'a> {
+    model: &'a str,
+    input: &'a [&'a str],
 }
 
 #[derive(Serialize)]
@@ -55,6 +66,14 @@ struct InputParameters {
 
 /// Encodes one request carrying `texts`.
 pub fn encode_texts(req: &TextRequests, texts: &[&str]) -> Result<PreparedBody> {
+    if let Some(model) = &req.openai_model {
+        let body = serde_json::to_vec(&OpenAiRequest { model, input: texts })
+            .map_err(|e| LoadgenError::Args(format!("encoding request: {e}")))?;
+        return Ok(PreparedBody {
+            body: Bytes::from(body),
+            headers: vec![(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        });
+    }
     let parameters = req.binary_output.then_some(Parameters { binary_data_output: true });
     let json_err = |e: serde_json::Error| LoadgenError::Args(format!("encoding request: {e}"));
     let mut input =
@@ -115,7 +134,15 @@ mod tests {
     use super::*;
 
     fn req(binary: bool, per_request: usize) -> TextRequests {
-        TextRequests { input: "text".into(), per_request, binary, binary_output: false }
+        TextRequests { input: "text".into(), per_request, binary, binary_output: false, openai_model: None }
+    }
+
+    #[test]
+    fn openai_bodies() {
+        let r = TextRequests { openai_model: Some("minilm-l6".into()), ..req(false, 2) };
+        let b = encode_texts(&r, &["a", "b"]).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&b.body).unwrap();
+        assert_eq!(v, serde_json::json!({"model": "minilm-l6", "input": ["a", "b"]}));
     }
 
     #[test]

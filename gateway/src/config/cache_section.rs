@@ -3,16 +3,38 @@
 //! paths like every other config error.
 
 use super::issue::Issues;
+use super::schema_default::{some_bool, some_u32, some_u64, some_usize};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
+
+/// Default Redis key prefix.
+pub const DEFAULT_NAMESPACE: &str = "switchyard";
+/// Default Redis lookup timeout.
+pub const DEFAULT_TIMEOUT_MS: u64 = 5;
+/// Default Redis background write timeout.
+pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 100;
+/// Default Redis connection timeout.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 1000;
+/// Default consecutive failures that open the breaker.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 3;
+/// Default time L2 is skipped once the breaker opens.
+pub const DEFAULT_BREAKER_COOL_DOWN_MS: u64 = 1000;
+/// Default pending background writes before new ones are dropped.
+pub const DEFAULT_WRITE_QUEUE: usize = 4096;
+/// Default time to live of a route's cached answers (L1, and L2 unless
+/// `l2_ttl_s` says otherwise).
+pub const DEFAULT_TTL_S: u64 = 300;
+/// Default wait for another replica's answer with `fleet_coalesce`.
+pub const DEFAULT_FLEET_WAIT_MS: u64 = 2000;
 
 /// `[cache]`: the response cache (L1 in process, optional Redis L2).
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawCache {
     /// L1 size bound in bytes, default 256MiB.
+    #[schemars(default = "some_u64::<DEFAULT_L1_MAX_BYTES>", extend("minimum" = 1))]
     pub l1_max_bytes: Option<ByteSize>,
     /// Shared L2 in Redis; absent = in-process only.
     pub redis: Option<RawRedis>,
@@ -30,18 +52,25 @@ pub struct RawRedis {
     /// Talk Redis Cluster protocol, default false (true with `urls`).
     pub cluster: Option<bool>,
     /// Key prefix, default `switchyard` (keys are `<namespace>:v2:{<hex>}`).
+    #[schemars(default = "default_namespace")]
     pub namespace: Option<String>,
     /// Lookup timeout, default 5 ms.
+    #[schemars(default = "some_u64::<DEFAULT_TIMEOUT_MS>", range(min = 1))]
     pub timeout_ms: Option<u64>,
     /// Background write timeout, default 100 ms.
+    #[schemars(default = "some_u64::<DEFAULT_WRITE_TIMEOUT_MS>", range(min = 1))]
     pub write_timeout_ms: Option<u64>,
     /// Connection timeout, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_CONNECT_TIMEOUT_MS>", range(min = 1))]
     pub connect_timeout_ms: Option<u64>,
     /// Consecutive failures that open the breaker, default 3.
+    #[schemars(default = "some_u32::<DEFAULT_BREAKER_FAILURES>", range(min = 1))]
     pub breaker_failures: Option<u32>,
     /// How long L2 is skipped once the breaker opens, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_BREAKER_COOL_DOWN_MS>", range(min = 1))]
     pub breaker_cool_down_ms: Option<u64>,
     /// Pending background writes before new ones are dropped, default 4096.
+    #[schemars(default = "some_usize::<DEFAULT_WRITE_QUEUE>", range(min = 1))]
     pub write_queue: Option<usize>,
 }
 
@@ -50,16 +79,21 @@ pub struct RawRedis {
 #[serde(deny_unknown_fields)]
 pub struct RawRouteCache {
     /// Cache this route's answers, default true.
+    #[schemars(default = "some_bool::<true>")]
     pub enabled: Option<bool>,
     /// L1 time to live, default 300 s.
+    #[schemars(default = "some_u64::<DEFAULT_TTL_S>", range(min = 1))]
     pub ttl_s: Option<u64>,
     /// L2 time to live, default `ttl_s`.
+    #[schemars(range(min = 1))]
     pub l2_ttl_s: Option<u64>,
     /// Coalesce identical misses across every gateway sharing the Redis
     /// L2, default false.
+    #[schemars(default = "some_bool::<false>")]
     pub fleet_coalesce: Option<bool>,
     /// With `fleet_coalesce`: how long a replica waits for another one's
     /// answer before computing its own, default 2000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_FLEET_WAIT_MS>", range(min = 1, max = MAX_FLEET_WAIT_MS))]
     pub fleet_wait_ms: Option<u64>,
 }
 
@@ -114,8 +148,8 @@ impl Default for RouteCache {
     fn default() -> Self {
         RouteCache {
             enabled: true,
-            ttl: Duration::from_secs(300),
-            l2_ttl: Duration::from_secs(300),
+            ttl: Duration::from_secs(DEFAULT_TTL_S),
+            l2_ttl: Duration::from_secs(DEFAULT_TTL_S),
             fleet_wait: None,
         }
     }
@@ -127,6 +161,11 @@ pub const MAX_FLEET_WAIT_MS: u64 = 60_000;
 
 /// Default L1 bound: 256 MiB.
 pub const DEFAULT_L1_MAX_BYTES: u64 = 256 << 20;
+
+/// The schema's `cache.redis.namespace` default.
+fn default_namespace() -> Option<&'static str> {
+    Some(DEFAULT_NAMESPACE)
+}
 
 /// `[cache]`: absent = no cache.
 pub fn check(raw: Option<&RawCache>, issues: &mut Issues) -> Option<CacheConfig> {
@@ -171,15 +210,15 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
             issues.push(path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
         }
     }
-    let namespace = raw.namespace.clone().unwrap_or_else(|| "switchyard".to_string());
+    let namespace = raw.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     if namespace.is_empty() || namespace.contains(char::is_whitespace) {
         issues.push("cache.redis.namespace", "must be non-empty and contain no spaces");
     }
-    let breaker_failures = raw.breaker_failures.unwrap_or(3);
+    let breaker_failures = raw.breaker_failures.unwrap_or(DEFAULT_BREAKER_FAILURES);
     if breaker_failures == 0 {
         issues.push("cache.redis.breaker_failures", "must be at least 1");
     }
-    let write_queue = raw.write_queue.unwrap_or(4096);
+    let write_queue = raw.write_queue.unwrap_or(DEFAULT_WRITE_QUEUE);
     if write_queue == 0 {
         issues.push("cache.redis.write_queue", "must be at least 1");
     }
@@ -187,11 +226,23 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
         urls,
         cluster,
         namespace,
-        timeout: issues.millis(raw.timeout_ms, 5, "cache.redis.timeout_ms"),
-        write_timeout: issues.millis(raw.write_timeout_ms, 100, "cache.redis.write_timeout_ms"),
-        connect_timeout: issues.millis(raw.connect_timeout_ms, 1000, "cache.redis.connect_timeout_ms"),
+        timeout: issues.millis(raw.timeout_ms, DEFAULT_TIMEOUT_MS, "cache.redis.timeout_ms"),
+        write_timeout: issues.millis(
+            raw.write_timeout_ms,
+            DEFAULT_WRITE_TIMEOUT_MS,
+            "cache.redis.write_timeout_ms",
+        ),
+        connect_timeout: issues.millis(
+            raw.connect_timeout_ms,
+            DEFAULT_CONNECT_TIMEOUT_MS,
+            "cache.redis.connect_timeout_ms",
+        ),
         breaker_failures,
-        breaker_cool_down: issues.millis(raw.breaker_cool_down_ms, 1000, "cache.redis.breaker_cool_down_ms"),
+        breaker_cool_down: issues.millis(
+            raw.breaker_cool_down_ms,
+            DEFAULT_BREAKER_COOL_DOWN_MS,
+            "cache.redis.breaker_cool_down_ms",
+        ),
         write_queue,
     })
 }
@@ -200,14 +251,14 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
 /// to `ttl_s`.
 pub fn check_route(raw: Option<&RawRouteCache>, path: &str, issues: &mut Issues) -> RouteCache {
     let Some(raw) = raw else { return RouteCache::default() };
-    let ttl_s = raw.ttl_s.unwrap_or(300);
+    let ttl_s = raw.ttl_s.unwrap_or(DEFAULT_TTL_S);
     let l2_ttl_s = raw.l2_ttl_s.unwrap_or(ttl_s);
     for (field, value) in [("ttl_s", raw.ttl_s), ("l2_ttl_s", raw.l2_ttl_s)] {
         if value == Some(0) {
             issues.push(format!("{path}.cache.{field}"), "must be at least 1 s (or set enabled = false)");
         }
     }
-    let wait_ms = raw.fleet_wait_ms.unwrap_or(2000);
+    let wait_ms = raw.fleet_wait_ms.unwrap_or(DEFAULT_FLEET_WAIT_MS);
     if !(1..=MAX_FLEET_WAIT_MS).contains(&wait_ms) {
         issues.push(format!("{path}.cache.fleet_wait_ms"), format!("must be 1 to {MAX_FLEET_WAIT_MS} ms"));
     }

@@ -19,9 +19,11 @@ use serde::Deserialize;
 pub struct RawCalibrate {
     /// Share of calls whose inputs also run through both models in the
     /// background, in `(0, 1]`.
+    #[schemars(extend("exclusiveMinimum" = 0, "maximum" = 1))]
     pub shadow: f64,
     /// Agreement with the heavy model the suggested threshold must reach;
     /// default 0.995.
+    #[schemars(default = "default_target", extend("exclusiveMinimum" = 0, "maximum" = 1))]
     pub target: Option<f64>,
 }
 
@@ -35,6 +37,11 @@ pub struct CalibrateConfig {
     pub shadow: f64,
     /// Target agreement.
     pub target: f64,
+}
+
+/// The schema's `routes[].calibrate.target` default.
+fn default_target() -> Option<f64> {
+    Some(DEFAULT_TARGET)
 }
 
 /// Checks a route's `calibrate` against its policy (`path`: the route's).

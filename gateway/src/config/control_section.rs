@@ -6,6 +6,7 @@
 //! ([`SecretDigest`]), the plain text never outlives the check.
 
 use super::issue::Issues;
+use super::schema_default::{some_bool, some_u64};
 use super::secret::{RawSecret, SecretDigest};
 use super::tenant_section::{self, RawTenant, TenantConfig};
 use schemars::JsonSchema;
@@ -29,13 +30,18 @@ pub struct RawAdmin {
     pub token: Option<RawSecret>,
 }
 
+/// Default interval of the config file check.
+pub const DEFAULT_RELOAD_INTERVAL_MS: u64 = 1000;
+
 /// `[reload]`
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawReload {
     /// Reload when the config file changes, default true.
+    #[schemars(default = "some_bool::<true>")]
     pub watch: Option<bool>,
     /// How often the file is checked, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_RELOAD_INTERVAL_MS>", range(min = 1))]
     pub interval_ms: Option<u64>,
 }
 
@@ -100,7 +106,7 @@ pub struct ReloadConfig {
 impl Default for ReloadConfig {
     /// Watching, every second.
     fn default() -> Self {
-        ReloadConfig { watch: true, interval: Duration::from_secs(1) }
+        ReloadConfig { watch: true, interval: Duration::from_millis(DEFAULT_RELOAD_INTERVAL_MS) }
     }
 }
 
@@ -158,7 +164,7 @@ pub fn check_reload(raw: Option<&RawReload>, issues: &mut Issues) -> ReloadConfi
     }
     ReloadConfig {
         watch: raw.watch.unwrap_or(true),
-        interval: Duration::from_millis(raw.interval_ms.unwrap_or(1000).max(1)),
+        interval: Duration::from_millis(raw.interval_ms.unwrap_or(DEFAULT_RELOAD_INTERVAL_MS).max(1)),
     }
 }
 

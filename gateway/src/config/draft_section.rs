@@ -25,17 +25,23 @@ use std::time::Duration;
 /// Default interval of the SSE comment heartbeat.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
 
+/// Default mode of a route's streams.
+pub const DEFAULT_MODE: DraftMode = DraftMode::Parallel;
+
 /// A route's `draft = { ... }` as written.
 #[derive(Debug, Deserialize, JsonSchema, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawDraft {
     /// `parallel` (default), `sequential` or `off`.
+    #[schemars(default = "default_mode")]
     pub mode: Option<OneOf<DraftMode>>,
     /// Milliseconds of silence after which a `: keep-alive` comment is
     /// sent; default 15000.
+    #[schemars(default = "default_heartbeat_ms", range(min = 1))]
     pub heartbeat_ms: Option<u64>,
     /// Parallel mode runs sequentially when the heavy pool already holds
     /// this many queued requests; default: one full batch per worker.
+    #[schemars(range(min = 1))]
     pub parallel_queue_limit: Option<usize>,
     /// Cheap model (non-cascade routes); default the route's first model.
     pub cheap: Option<String>,
@@ -44,6 +50,7 @@ pub struct RawDraft {
     /// Output holding the cheap model's confidence (non-cascade routes).
     pub confidence_output: Option<String>,
     /// Confidence in `[0, 1]` at which the draft is final (non-cascade routes).
+    #[schemars(range(min = 0, max = 1))]
     pub threshold: Option<f32>,
 }
 
@@ -72,6 +79,16 @@ impl DraftMode {
     }
 }
 
+/// The schema's `routes[].draft.mode` default.
+fn default_mode() -> Option<&'static str> {
+    Some(DEFAULT_MODE.as_str())
+}
+
+/// The schema's `routes[].draft.heartbeat_ms` default.
+fn default_heartbeat_ms() -> Option<u128> {
+    Some(DEFAULT_HEARTBEAT.as_millis())
+}
+
 /// A route's streaming settings, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DraftConfig {
@@ -92,7 +109,7 @@ impl Default for DraftConfig {
     /// Parallel, 15 s heartbeat, no pair (one `final` event).
     fn default() -> Self {
         DraftConfig {
-            mode: DraftMode::Parallel,
+            mode: DEFAULT_MODE,
             heartbeat: DEFAULT_HEARTBEAT,
             parallel_queue_limit: None,
             pair: None,
@@ -112,7 +129,7 @@ pub fn check(
     let empty = RawDraft::default();
     let given = raw.unwrap_or(&empty);
     let mode = given.mode.as_ref().and_then(|mode| mode.check("mode", format!("{path}.draft.mode"), issues));
-    let mode = mode.unwrap_or(DraftMode::Parallel);
+    let mode = mode.unwrap_or(DEFAULT_MODE);
     let heartbeat = match given.heartbeat_ms {
         Some(0) => {
             issues.push(format!("{path}.draft.heartbeat_ms"), "must be at least 1 ms");

@@ -37,6 +37,7 @@ pub mod redact;
 pub mod resolver;
 pub mod route_section;
 pub mod schema;
+pub mod schema_default;
 pub mod secret;
 pub mod server_section;
 pub mod size;

@@ -4,12 +4,27 @@
 
 use super::issue::Issues;
 use super::one_of::OneOf;
+use super::schema_default::{some_u64, some_usize};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
+
+/// Default model version.
+pub const DEFAULT_VERSION: u64 = 1;
+/// Default worker threads of a pool, and intra-op threads per worker.
+pub const DEFAULT_POOL_THREADS: usize = 1;
+
+/// A model's batching when its `batching` table leaves fields out.
+pub const DEFAULT_BATCHING: BatchingSpec = BatchingSpec {
+    max_batch_size: 32,
+    max_queue_delay: Duration::from_micros(500),
+    queue_capacity: 1024,
+    idle_dispatch: true,
+    inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+};
 
 /// One `[[models]]` entry.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -18,6 +33,7 @@ pub struct RawModel {
     /// Name used in routes and as a V2 model name.
     pub name: String,
     /// Version reported to clients and part of cache keys; default 1.
+    #[schemars(default = "some_u64::<DEFAULT_VERSION>")]
     pub version: Option<u64>,
     /// ONNX file, relative to the repository folder.
     pub path: String,
@@ -28,10 +44,12 @@ pub struct RawModel {
     pub warmup: bool,
     /// Dynamic batching; absent = defaults.
     #[serde(default)]
+    #[schemars(default = "default_batching")]
     pub batching: RawBatching,
     /// Device pools; absent = one CPU pool with one worker.
     #[serde(default)]
     pub pools: Vec<RawPool>,
+    #[schemars(extend("exclusiveMinimum" = 0))]
     /// Relative cost of one inference (any unit, > 0); routing policies
     /// prefer cheaper models. Default: 1 + the model's position in the route.
     pub cost: Option<f64>,
@@ -60,6 +78,7 @@ pub struct RawBatching {
     /// How long the first request waits for others, default 500 us.
     pub max_queue_delay_us: Option<u64>,
     /// Queued requests per pool before `Overloaded`, default 1024.
+    #[schemars(range(min = 1))]
     pub queue_capacity: Option<usize>,
     /// Dispatch at once when nobody else is likely to join the batch
     /// instead of waiting out the delay, default true (see `BatchingSpec::idle_dispatch`).
@@ -79,9 +98,12 @@ pub struct RawPool {
     /// `cpu` or `cuda`.
     pub device: OneOf<PoolDevice>,
     /// Worker threads, each with its own session; default 1.
+    #[schemars(default = "some_usize::<DEFAULT_POOL_THREADS>", range(min = 1))]
     pub workers: Option<usize>,
     /// ONNX Runtime intra-op threads per worker; default 1.
+    #[schemars(default = "some_usize::<DEFAULT_POOL_THREADS>", range(min = 1))]
     pub intra_op_threads: Option<usize>,
+    #[schemars(extend("exclusiveMinimum" = 0))]
     /// Relative cost of running here vs. the model's other pools (> 0);
     /// the cheapest pool that fits the budget is used. Default 1.
     pub cost: Option<f64>,
@@ -123,6 +145,20 @@ pub struct ModelRouting {
     pub pool_costs: HashMap<String, f64>,
 }
 
+/// The schema's `models[].batching` default: [`DEFAULT_BATCHING`] as
+/// the table would be written. A pool's `batching` has none: its fields
+/// default to the model's.
+fn default_batching() -> serde_json::Value {
+    let d = DEFAULT_BATCHING;
+    serde_json::json!({
+        "max_batch_size": d.max_batch_size,
+        "max_queue_delay_us": d.max_queue_delay.as_micros(),
+        "queue_capacity": d.queue_capacity,
+        "idle_dispatch": d.idle_dispatch,
+        "inline_max_us": d.inline_max.as_micros(),
+    })
+}
+
 /// Checks every `[[models]]` entry (`repo_dir`: where relative paths
 /// start): the runtime's specs, in config order, and each model's routing
 /// attributes by name.
@@ -148,14 +184,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
     if raw.name.is_empty() || raw.name.contains('/') {
         issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }
-    let defaults = BatchingSpec {
-        max_batch_size: 32,
-        max_queue_delay: Duration::from_micros(500),
-        queue_capacity: 1024,
-        idle_dispatch: true,
-        inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
-    };
-    let batching = batching_spec(&raw.batching, &defaults, &format!("{path}.batching"), issues);
+    let batching = batching_spec(&raw.batching, &DEFAULT_BATCHING, &format!("{path}.batching"), issues);
     let mut pools: Vec<PoolSpec> = Vec::new();
     for (j, pool) in raw.pools.iter().enumerate() {
         if let Some(spec) = pool_spec(pool, &batching, &format!("{path}.pools[{j}]"), issues) {
@@ -170,15 +199,15 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         pools.push(PoolSpec {
             name: "cpu".into(),
             device: DeviceKind::Cpu,
-            workers: 1,
-            intra_op_threads: 1,
+            workers: DEFAULT_POOL_THREADS,
+            intra_op_threads: DEFAULT_POOL_THREADS,
             batching: None,
         });
     }
     let file = PathBuf::from(&raw.path);
     ModelSpec {
         name: raw.name.clone(),
-        version: raw.version.unwrap_or(1),
+        version: raw.version.unwrap_or(DEFAULT_VERSION),
         path: if file.is_absolute() { file } else { repo_dir.join(file) },
         pools,
         batching,
@@ -235,8 +264,12 @@ fn pool_spec(
     Some(PoolSpec {
         name: raw.name.clone().unwrap_or_else(|| raw.device.text().to_string()),
         device: device.into(),
-        workers: issues.positive(raw.workers, 1, format!("{path}.workers")),
-        intra_op_threads: issues.positive(raw.intra_op_threads, 1, format!("{path}.intra_op_threads")),
+        workers: issues.positive(raw.workers, DEFAULT_POOL_THREADS, format!("{path}.workers")),
+        intra_op_threads: issues.positive(
+            raw.intra_op_threads,
+            DEFAULT_POOL_THREADS,
+            format!("{path}.intra_op_threads"),
+        ),
         batching: raw
             .batching
             .as_ref()

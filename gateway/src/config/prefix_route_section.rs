@@ -3,6 +3,7 @@
 //! response cache.
 
 use super::issue::Issues;
+use super::schema_default::{some_bool, some_u64};
 use super::size::ByteSize;
 use super::upstream_section::UpstreamConfig;
 use http::{HeaderName, Method};
@@ -13,6 +14,17 @@ use std::time::Duration;
 /// Largest request body a cached prefix route can hash: Pingora keeps at
 /// most this much of a body to re-send it upstream after it was read.
 pub const MAX_CACHED_REQUEST_BODY: usize = 64 << 10;
+
+/// Default longest time a prefix route's cache entry is served.
+pub const DEFAULT_PREFIX_TTL_S: u64 = 60;
+/// Default methods whose responses a prefix route caches.
+pub const DEFAULT_METHODS: [&str; 2] = ["GET", "HEAD"];
+/// Default largest response body a prefix route's cache stores: 1 MiB.
+pub const DEFAULT_MAX_ENTRY_BYTES: u64 = 1 << 20;
+/// Default memory bound of a prefix route's cache: 64 MiB.
+pub const DEFAULT_PREFIX_CACHE_BYTES: u64 = 64 << 20;
+/// [`MAX_CACHED_REQUEST_BODY`] as a config value (default and most).
+const MAX_CACHED_REQUEST_BODY_U64: u64 = MAX_CACHED_REQUEST_BODY as u64;
 
 /// One `[[prefix_routes]]` entry: a path prefix proxied to an upstream.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,12 +37,16 @@ pub struct RawPrefixRoute {
     /// The `[[upstreams]]` entry that serves it.
     pub upstream: String,
     /// Remove the prefix before forwarding (`/apps/foo/x` -> `/x`), default true.
+    #[schemars(default = "some_bool::<true>")]
     pub strip_prefix: Option<bool>,
     /// Forward the client's `Host` instead of the upstream address, default false.
+    #[schemars(default = "some_bool::<false>")]
     pub preserve_host: Option<bool>,
     /// Largest request body, default `server.max_body_bytes`.
+    #[schemars(extend("minimum" = 1))]
     pub max_request_bytes: Option<ByteSize>,
     /// Largest response body; absent = no limit.
+    #[schemars(extend("minimum" = 1))]
     pub max_response_bytes: Option<ByteSize>,
     /// Exact-match response cache; absent = off.
     pub cache: Option<RawPrefixCache>,
@@ -41,23 +57,30 @@ pub struct RawPrefixRoute {
 #[serde(deny_unknown_fields)]
 pub struct RawPrefixCache {
     /// Cache this route's responses, default true when the table is present.
+    #[schemars(default = "some_bool::<true>")]
     pub enabled: Option<bool>,
     /// Longest time an entry is served, default 60 s (a shorter
     /// `max-age`/`s-maxage` from the upstream wins).
+    #[schemars(default = "some_u64::<DEFAULT_PREFIX_TTL_S>", range(min = 1))]
     pub ttl_s: Option<u64>,
     /// Methods whose responses may be cached, default `["GET", "HEAD"]`.
+    #[schemars(default = "default_methods")]
     pub methods: Option<Vec<String>>,
     /// Request headers that are part of the key, default none.
     pub headers: Option<Vec<String>>,
     /// Cache 200 responses that carry no caching headers, default false
     /// (then only responses with `max-age`/`s-maxage`/`public` are cached).
+    #[schemars(default = "some_bool::<false>")]
     pub force: Option<bool>,
     /// Largest request body that is hashed into the key (larger or
     /// unsized bodies bypass the cache), default and at most 64KiB.
+    #[schemars(default = "some_u64::<MAX_CACHED_REQUEST_BODY_U64>", extend("maximum" = MAX_CACHED_REQUEST_BODY_U64))]
     pub max_body_bytes: Option<ByteSize>,
     /// Largest response body stored, default 1MiB.
+    #[schemars(default = "some_u64::<DEFAULT_MAX_ENTRY_BYTES>", extend("minimum" = 1))]
     pub max_entry_bytes: Option<ByteSize>,
     /// Memory bound of this route's cache, default 64MiB.
+    #[schemars(default = "some_u64::<DEFAULT_PREFIX_CACHE_BYTES>", extend("minimum" = 1))]
     pub max_bytes: Option<ByteSize>,
 }
 
@@ -167,11 +190,16 @@ fn prefix_route(
     }
 }
 
+/// The schema's `prefix_routes[].cache.methods` default.
+fn default_methods() -> Option<[&'static str; 2]> {
+    Some(DEFAULT_METHODS)
+}
+
 fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Issues) -> Option<PrefixCacheConfig> {
     if !raw.enabled.unwrap_or(true) {
         return None;
     }
-    let default_methods = ["GET".to_string(), "HEAD".to_string()];
+    let default_methods = DEFAULT_METHODS.map(String::from);
     let mut methods = Vec::new();
     for (k, m) in raw.methods.as_deref().unwrap_or(&default_methods).iter().enumerate() {
         match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
@@ -186,8 +214,8 @@ fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Issues) -> Option
             Err(_) => issues.push(format!("{path}.headers[{k}]"), format!("{h:?} is not a header name")),
         }
     }
-    let max_body = raw.max_body_bytes.map_or(MAX_CACHED_REQUEST_BODY as u64, |s| s.0);
-    if max_body > MAX_CACHED_REQUEST_BODY as u64 {
+    let max_body = raw.max_body_bytes.map_or(MAX_CACHED_REQUEST_BODY_U64, |s| s.0);
+    if max_body > MAX_CACHED_REQUEST_BODY_U64 {
         issues.push(
             format!("{path}.max_body_bytes"),
             format!(
@@ -198,13 +226,13 @@ fn prefix_cache(raw: &RawPrefixCache, path: &str, issues: &mut Issues) -> Option
     if raw.ttl_s == Some(0) {
         issues.push(format!("{path}.ttl_s"), "must be at least 1 s (or set enabled = false)");
     }
-    let max_entry = raw.max_entry_bytes.map_or(1 << 20, |s| s.0);
-    let max_bytes = raw.max_bytes.map_or(64 << 20, |s| s.0);
+    let max_entry = raw.max_entry_bytes.map_or(DEFAULT_MAX_ENTRY_BYTES, |s| s.0);
+    let max_bytes = raw.max_bytes.map_or(DEFAULT_PREFIX_CACHE_BYTES, |s| s.0);
     if max_entry == 0 || max_bytes == 0 {
         issues.push(path, "max_entry_bytes and max_bytes must be at least 1 byte");
     }
     Some(PrefixCacheConfig {
-        ttl: Duration::from_secs(raw.ttl_s.unwrap_or(60).max(1)),
+        ttl: Duration::from_secs(raw.ttl_s.unwrap_or(DEFAULT_PREFIX_TTL_S).max(1)),
         methods,
         headers,
         force: raw.force.unwrap_or(false),

@@ -14,6 +14,7 @@
 //! files never take more than `max_bytes * files`.
 
 use super::issue::Issues;
+use super::schema_default::{some_u64, some_usize};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -40,14 +41,18 @@ pub const MAX_MAX_LINE_BYTES: u64 = 16 << 20;
 #[serde(deny_unknown_fields)]
 pub struct RawRecord {
     /// Share of the route's requests recorded, in `(0, 1]`.
+    #[schemars(extend("exclusiveMinimum" = 0, "maximum" = 1))]
     pub sample: f64,
     /// The traffic file (JSON lines); rotated files get `.1`, `.2`, ...
     pub path: String,
     /// Size at which the file is rotated; default 64 MiB.
+    #[schemars(default = "some_u64::<DEFAULT_MAX_BYTES>", extend("minimum" = MIN_MAX_BYTES))]
     pub max_bytes: Option<ByteSize>,
     /// Files kept, the current one included; default 4.
+    #[schemars(default = "some_usize::<DEFAULT_FILES>", range(min = 1, max = MAX_FILES))]
     pub files: Option<usize>,
     /// Largest line recorded; default 4 MiB (at most `max_bytes`).
+    #[schemars(default = "some_u64::<DEFAULT_MAX_LINE_BYTES>", extend("minimum" = MIN_MAX_LINE_BYTES, "maximum" = MAX_MAX_LINE_BYTES))]
     pub max_line_bytes: Option<ByteSize>,
 }
 

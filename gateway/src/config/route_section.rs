@@ -6,6 +6,7 @@
 use super::cache_section::{RawCache, RawRouteCache, RouteCache};
 use super::control_section::{RawRouteAuth, RouteAuth};
 use super::issue::Issues;
+use super::schema_default::some_u64;
 use super::upstream_section::UpstreamConfig;
 use router_policies::{FixedPolicy, PolicyConfig};
 use schemars::JsonSchema;
@@ -41,13 +42,18 @@ pub struct RawRoute {
     pub calibrate: Option<super::calibrate_section::RawCalibrate>,
 }
 
+/// Default latency budget of a request that names none.
+pub const DEFAULT_BUDGET_MS: u64 = 1000;
+
 /// A route's `budget_ms = { default, max }`.
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawBudget {
     /// Budget when the request names none, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_BUDGET_MS>", range(min = 1))]
     pub default: Option<u64>,
     /// Largest budget a request may ask for, default 10x default.
+    #[schemars(range(min = 1))]
     pub max: Option<u64>,
 }
 
@@ -118,7 +124,7 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
             issues.push(format!("{path}.models[{j}]"), format!("no model named {m:?} in [[models]]"));
         }
     }
-    let default_ms = raw.budget_ms.default.unwrap_or(1000);
+    let default_ms = raw.budget_ms.default.unwrap_or(DEFAULT_BUDGET_MS);
     let max_ms = raw.budget_ms.max.unwrap_or(default_ms.saturating_mul(10));
     if default_ms == 0 {
         issues.push(format!("{path}.budget_ms.default"), "must be at least 1 ms");

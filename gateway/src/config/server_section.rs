@@ -3,22 +3,49 @@
 //! [`super::connections_section`], [`super::grpc_section`] and
 //! [`super::admin_hosts_section`], which own those slices of the table.
 
-use super::connections_section::{ConnectionLimits, RawConnections};
-use super::grpc_section::{Bounds, GrpcLimits, RawGrpcLimits};
+use super::connections_section::{
+    ConnectionLimits, RawConnections, DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_KEEPALIVE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+};
+use super::grpc_section::{
+    Bounds, GrpcLimits, RawGrpcLimits, DEFAULT_MAX_IN_FLIGHT_PER_STREAM, DEFAULT_MAX_STREAMS,
+};
 use super::issue::Issues;
+use super::schema_default::{some_u32, some_u64, some_usize};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Default V2 API listener.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
+/// Default admin listener.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9000";
+/// Default largest request body: 64 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 64 << 20;
+/// Default requests served at once.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 4096;
+/// Default time allowed to receive a whole body.
+pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 30_000;
+/// Default most elements one request may declare: 16 Mi.
+pub const DEFAULT_MAX_REQUEST_ELEMENTS: usize = 16 << 20;
+/// Default largest response of one infer request: 64 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
+/// Default seconds in-flight requests get after SIGTERM.
+pub const DEFAULT_SHUTDOWN_GRACE_S: u64 = 10;
+/// Default notice between SIGTERM and closing the listeners.
+pub const DEFAULT_SHUTDOWN_NOTICE_MS: u64 = 0;
+
 /// `[server]`
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     /// V2 API listener, default `127.0.0.1:8000`.
+    #[schemars(default = "default_listen")]
     pub listen: Option<String>,
     /// Admin listener (metrics, admin API), default `127.0.0.1:9000`.
+    #[schemars(default = "default_admin_listen")]
     pub admin_listen: Option<String>,
     /// Extra names the admin listener answers to (see
     /// [`super::admin_hosts_section`]).
@@ -26,36 +53,50 @@ pub struct RawServer {
     /// gRPC listener (Open Inference Protocol over gRPC); absent = off.
     pub grpc_listen: Option<String>,
     /// Worker threads of the HTTP server, default: number of cores.
+    #[schemars(range(min = 1))]
     pub threads: Option<usize>,
     /// Largest request body accepted (413 beyond), default 64MiB.
+    #[schemars(default = "some_u64::<DEFAULT_MAX_BODY_BYTES>", extend("minimum" = 1))]
     pub max_body_bytes: Option<ByteSize>,
     /// Requests served at once; more get 429. Default 4096.
+    #[schemars(default = "some_usize::<DEFAULT_MAX_CONCURRENT_REQUESTS>", range(min = 1))]
     pub max_concurrent_requests: Option<usize>,
     /// Time allowed to receive the whole body, default 30000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_BODY_READ_TIMEOUT_MS>")]
     pub body_read_timeout_ms: Option<u64>,
     /// Most elements one request may declare across its inputs, default 16M.
+    #[schemars(default = "some_usize::<DEFAULT_MAX_REQUEST_ELEMENTS>", range(min = 1))]
     pub max_request_elements: Option<usize>,
     /// Largest response an infer request may produce (413 beyond, checked
     /// before the models run and before encoding), default 64MiB.
+    #[schemars(default = "some_u64::<DEFAULT_MAX_RESPONSE_BYTES>", extend("minimum" = 1))]
     pub max_response_bytes: Option<ByteSize>,
     /// Seconds in-flight requests get to finish after SIGTERM, default 10.
+    #[schemars(default = "some_u64::<DEFAULT_SHUTDOWN_GRACE_S>")]
     pub shutdown_grace_s: Option<u64>,
     /// After SIGTERM, keep accepting for this long while readiness says
     /// 503, so load balancers stop sending first; default 0.
+    #[schemars(default = "some_u64::<DEFAULT_SHUTDOWN_NOTICE_MS>")]
     pub shutdown_notice_ms: Option<u64>,
     /// Most open client connections (see [`super::connections_section`]).
+    #[schemars(default = "some_usize::<DEFAULT_MAX_CONNECTIONS>", range(min = 1))]
     pub max_connections: Option<usize>,
     /// Idle keep-alive connections are closed after this, default 60 s.
+    #[schemars(default = "some_u64::<DEFAULT_KEEPALIVE_TIMEOUT_S>", range(min = 1))]
     pub keepalive_timeout_s: Option<u64>,
     /// Time from a request's first byte to the end of its head, default 10000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_HEADER_TIMEOUT_MS>", range(min = 1))]
     pub header_timeout_ms: Option<u64>,
     /// Concurrent HTTP/2 streams per gRPC connection (see
     /// [`super::grpc_section`]), default 128.
+    #[schemars(default = "some_u32::<DEFAULT_MAX_STREAMS>", range(min = 1))]
     pub grpc_max_streams: Option<u32>,
     /// `ModelStreamInfer` requests in flight per stream, default 32.
+    #[schemars(default = "some_usize::<DEFAULT_MAX_IN_FLIGHT_PER_STREAM>", range(min = 1))]
     pub grpc_max_in_flight_per_stream: Option<usize>,
     /// Admission permits one gRPC connection may hold, default three
     /// quarters of `max_concurrent_requests`.
+    #[schemars(range(min = 1))]
     pub grpc_max_requests_per_connection: Option<usize>,
     /// Bytes of large gRPC messages being received at once, default
     /// `max_body_bytes`.
@@ -108,18 +149,18 @@ pub struct Limits {
 /// Checks `[server]`; `None` when a listener address is not one (the
 /// problem is in `issues`).
 pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
-    let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8000", "server.listen", issues);
-    let admin = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:9000", "server.admin_listen", issues);
+    let listen = parse_addr(raw.listen.as_deref(), DEFAULT_LISTEN, "server.listen", issues);
+    let admin = parse_addr(raw.admin_listen.as_deref(), DEFAULT_ADMIN_LISTEN, "server.admin_listen", issues);
     let admin_hosts = super::admin_hosts_section::check(raw.admin_hosts.as_deref(), issues);
     let grpc =
         raw.grpc_listen.as_deref().map(|text| parse_addr(Some(text), "", "server.grpc_listen", issues));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = issues.positive(raw.threads, cores, "server.threads");
-    let max_body = raw.max_body_bytes.map_or(64 << 20, |s| s.0);
+    let max_body = raw.max_body_bytes.map_or(DEFAULT_MAX_BODY_BYTES, |s| s.0);
     if max_body == 0 {
         issues.push("server.max_body_bytes", "must be at least 1 byte");
     }
-    let max_response = raw.max_response_bytes.map_or(64 << 20, |s| s.0);
+    let max_response = raw.max_response_bytes.map_or(DEFAULT_MAX_RESPONSE_BYTES, |s| s.0);
     if max_response == 0 {
         issues.push("server.max_response_bytes", "must be at least 1 byte");
     }
@@ -127,19 +168,21 @@ pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         max_body_bytes: usize::try_from(max_body).unwrap_or(usize::MAX),
         max_concurrent_requests: issues.positive(
             raw.max_concurrent_requests,
-            4096,
+            DEFAULT_MAX_CONCURRENT_REQUESTS,
             "server.max_concurrent_requests",
         ),
-        body_read_timeout: Duration::from_millis(raw.body_read_timeout_ms.unwrap_or(30_000).max(1)),
+        body_read_timeout: Duration::from_millis(
+            raw.body_read_timeout_ms.unwrap_or(DEFAULT_BODY_READ_TIMEOUT_MS).max(1),
+        ),
         max_request_elements: issues.positive(
             raw.max_request_elements,
-            16 << 20,
+            DEFAULT_MAX_REQUEST_ELEMENTS,
             "server.max_request_elements",
         ),
         max_response_bytes: usize::try_from(max_response).unwrap_or(usize::MAX),
     };
-    let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(10));
-    let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(0));
+    let shutdown_grace = Duration::from_secs(raw.shutdown_grace_s.unwrap_or(DEFAULT_SHUTDOWN_GRACE_S));
+    let shutdown_notice = Duration::from_millis(raw.shutdown_notice_ms.unwrap_or(DEFAULT_SHUTDOWN_NOTICE_MS));
     let connections = super::connections_section::check(
         RawConnections {
             max_connections: raw.max_connections,
@@ -178,6 +221,16 @@ pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         connections,
         grpc: grpc_limits,
     })
+}
+
+/// The schema's `server.listen` default.
+fn default_listen() -> Option<&'static str> {
+    Some(DEFAULT_LISTEN)
+}
+
+/// The schema's `server.admin_listen` default.
+fn default_admin_listen() -> Option<&'static str> {
+    Some(DEFAULT_ADMIN_LISTEN)
 }
 
 fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Issues) -> Option<SocketAddr> {

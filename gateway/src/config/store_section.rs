@@ -21,6 +21,7 @@
 //! AWS tools read them, and are never logged.
 
 use super::issue::Issues;
+use super::schema_default::{some_bool, some_u64};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -30,11 +31,23 @@ use std::sync::Arc;
 use std::time::Duration;
 use switchyard_store::{DiskCacheSettings, LocalVersion, ModelStore, StoreError, StoreSettings, StoreUri};
 
+/// Default folder that relative model paths start from.
+pub const DEFAULT_PATH: &str = "models";
+/// Default local cache of a store's downloaded versions.
+pub const DEFAULT_CACHE_DIR: &str = "model-cache";
+/// Default size bound of that cache.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = DiskCacheSettings::DEFAULT_MAX_BYTES;
+/// Smallest `part_bytes`.
+pub const MIN_PART_BYTES: u64 = 64 << 10;
+/// Most ranged GETs in flight per file (`concurrency`).
+pub const MAX_CONCURRENCY: usize = 64;
+
 /// `[repository]` as written.
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawRepository {
     /// Folder that relative model paths start from; default `models`.
+    #[schemars(default = "default_path")]
     pub path: Option<String>,
     /// A model store to serve: `s3://bucket[/prefix]` or `file:///abs/path`.
     pub uri: Option<String>,
@@ -50,25 +63,33 @@ pub struct RawRepository {
     /// `AWS_PROFILE`, else `default`.
     pub profile: Option<String>,
     /// Unsigned requests (a public bucket). Default false.
+    #[schemars(default = "some_bool::<false>")]
     pub anonymous: Option<bool>,
     /// Local cache of downloaded versions, relative to the config's
     /// folder; default `model-cache`.
+    #[schemars(default = "default_cache_dir")]
     pub cache_dir: Option<String>,
     /// Cache size bound (LRU eviction of unused versions); default 20GiB.
+    #[schemars(default = "some_u64::<DEFAULT_CACHE_MAX_BYTES>", extend("minimum" = 1))]
     pub cache_max_bytes: Option<ByteSize>,
     /// How often the store is listed for new or replaced versions (a
     /// change reloads); 0 or absent: only on reload (`POST /admin/reload`).
     pub poll_interval_ms: Option<u64>,
     /// Check single-part ETags as MD5s; default true.
+    #[schemars(default = "some_bool::<true>")]
     pub verify_etag: Option<bool>,
     /// Refuse files with neither a `.sha256` object nor a checkable ETag.
+    #[schemars(default = "some_bool::<false>")]
     pub require_checksum: Option<bool>,
     /// Files larger than this are fetched in parallel ranges of this size;
     /// default 8MiB.
+    #[schemars(extend("minimum" = MIN_PART_BYTES))]
     pub part_bytes: Option<ByteSize>,
     /// Ranged GETs in flight per file; default 8.
+    #[schemars(range(min = 1, max = MAX_CONCURRENCY))]
     pub concurrency: Option<usize>,
     /// Create the store models' sessions at start-up; default true.
+    #[schemars(default = "some_bool::<true>")]
     pub warmup: Option<bool>,
 }
 
@@ -118,6 +139,16 @@ impl StoreConfig {
     }
 }
 
+/// The schema's `repository.path` default.
+fn default_path() -> Option<&'static str> {
+    Some(DEFAULT_PATH)
+}
+
+/// The schema's `repository.cache_dir` default.
+fn default_cache_dir() -> Option<&'static str> {
+    Some(DEFAULT_CACHE_DIR)
+}
+
 /// The model store of `raw`, if it names one; problems under `repository.*`.
 pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
     let uri_text = raw.uri.as_deref()?;
@@ -128,7 +159,7 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
             return None;
         }
     };
-    let cache_dir = base_dir.join(raw.cache_dir.as_deref().unwrap_or("model-cache"));
+    let cache_dir = base_dir.join(raw.cache_dir.as_deref().unwrap_or(DEFAULT_CACHE_DIR));
     let mut settings = StoreSettings::new(uri, cache_dir);
     if let Some(endpoint) = &raw.endpoint {
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
@@ -140,20 +171,20 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
     settings.s3.path_style = raw.path_style;
     settings.s3.profile = raw.profile.clone();
     settings.s3.anonymous = raw.anonymous.unwrap_or(false);
-    settings.cache.max_bytes = raw.cache_max_bytes.map_or(DiskCacheSettings::DEFAULT_MAX_BYTES, |b| b.0);
+    settings.cache.max_bytes = raw.cache_max_bytes.map_or(DEFAULT_CACHE_MAX_BYTES, |b| b.0);
     if settings.cache.max_bytes == 0 {
         issues.push("repository.cache_max_bytes", "must be more than 0");
     }
     settings.integrity.verify_etag = raw.verify_etag.unwrap_or(true);
     settings.integrity.require_checksum = raw.require_checksum.unwrap_or(false);
     if let Some(part) = raw.part_bytes {
-        if part.0 < 64 << 10 {
+        if part.0 < MIN_PART_BYTES {
             issues.push("repository.part_bytes", "must be at least 64KiB");
         }
         settings.transfer.part_bytes = part.0;
     }
     if let Some(n) = raw.concurrency {
-        if !(1..=64).contains(&n) {
+        if !(1..=MAX_CONCURRENCY).contains(&n) {
             issues.push("repository.concurrency", "must be between 1 and 64");
         }
         settings.transfer.concurrency = n;

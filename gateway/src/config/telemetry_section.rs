@@ -4,9 +4,19 @@
 //! [`crate::telemetry`] for what is traced.
 
 use super::issue::Issues;
+use super::schema_default::some_u64;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
+
+/// Default `service.name` of the exported spans.
+pub const DEFAULT_SERVICE_NAME: &str = "switchyard";
+/// Default share of new traces sampled.
+pub const DEFAULT_SAMPLING_RATIO: f64 = 1.0;
+/// Default wait of finished spans before a batch is exported.
+pub const DEFAULT_BATCH_DELAY_MS: u64 = 1000;
+/// Default timeout of one export request.
+pub const DEFAULT_EXPORT_TIMEOUT_MS: u64 = 10_000;
 
 /// `[telemetry]` as written.
 #[derive(Debug, Deserialize, JsonSchema, Default)]
@@ -16,14 +26,18 @@ pub struct RawTelemetry {
     /// (used verbatim); absent = tracing off.
     pub otlp_endpoint: Option<String>,
     /// `service.name` of the exported spans, default `switchyard`.
+    #[schemars(default = "default_service_name")]
     pub service_name: Option<String>,
     /// Share of new traces sampled, 0.0 to 1.0, default 1.0. A request
     /// with a `traceparent` follows its caller's sampling decision.
+    #[schemars(default = "default_sampling_ratio", range(min = 0, max = 1))]
     pub sampling_ratio: Option<f64>,
     /// How long finished spans wait to be exported in a batch, default
     /// 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_BATCH_DELAY_MS>", range(min = 1))]
     pub batch_delay_ms: Option<u64>,
     /// Timeout of one export request, default 10000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_EXPORT_TIMEOUT_MS>", range(min = 1))]
     pub export_timeout_ms: Option<u64>,
 }
 
@@ -42,19 +56,30 @@ pub struct TelemetryConfig {
     pub export_timeout: Duration,
 }
 
+/// The schema's `telemetry.service_name` default.
+fn default_service_name() -> Option<&'static str> {
+    Some(DEFAULT_SERVICE_NAME)
+}
+
+/// The schema's `telemetry.sampling_ratio` default.
+fn default_sampling_ratio() -> Option<f64> {
+    Some(DEFAULT_SAMPLING_RATIO)
+}
+
 /// Checks `[telemetry]`; `None` when traces are off.
 pub fn check(raw: Option<&RawTelemetry>, issues: &mut Issues) -> Option<TelemetryConfig> {
     let raw = raw?;
-    let service_name = raw.service_name.clone().unwrap_or_else(|| "switchyard".to_string());
+    let service_name = raw.service_name.clone().unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
     if service_name.trim().is_empty() {
         issues.push("telemetry.service_name", "must not be empty");
     }
-    let sampling_ratio = raw.sampling_ratio.unwrap_or(1.0);
+    let sampling_ratio = raw.sampling_ratio.unwrap_or(DEFAULT_SAMPLING_RATIO);
     if !(0.0..=1.0).contains(&sampling_ratio) {
         issues.push("telemetry.sampling_ratio", format!("{sampling_ratio} is not between 0.0 and 1.0"));
     }
-    let batch_delay = issues.millis(raw.batch_delay_ms, 1000, "telemetry.batch_delay_ms");
-    let export_timeout = issues.millis(raw.export_timeout_ms, 10_000, "telemetry.export_timeout_ms");
+    let batch_delay = issues.millis(raw.batch_delay_ms, DEFAULT_BATCH_DELAY_MS, "telemetry.batch_delay_ms");
+    let export_timeout =
+        issues.millis(raw.export_timeout_ms, DEFAULT_EXPORT_TIMEOUT_MS, "telemetry.export_timeout_ms");
     let endpoint = raw.otlp_endpoint.as_deref()?;
     if let Err(message) = check_endpoint(endpoint) {
         issues.push("telemetry.otlp_endpoint", message);

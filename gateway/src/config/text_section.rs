@@ -10,6 +10,7 @@
 //! ```
 
 use super::issue::Issues;
+use super::schema_default::some_usize;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ use switchyard_runtime::TextSpec;
 /// sentence-transformers uses for the MiniLM models.
 pub const DEFAULT_MAX_LENGTH: usize = 128;
 
+/// Name of the public `BYTES` input when `input` is left out.
+pub const DEFAULT_INPUT: &str = "text";
+
 /// `models[].tokenizer` as written.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -27,6 +31,7 @@ pub struct RawTokenizer {
     pub path: String,
     /// Most tokens per text (special tokens included); longer texts are
     /// truncated. Default 128.
+    #[schemars(default = "some_usize::<DEFAULT_MAX_LENGTH>", range(min = 2))]
     pub max_length: Option<usize>,
     /// Length buckets, ascending: requests batch together only within one
     /// bucket (and are padded to the batch's longest text). Default powers
@@ -34,7 +39,13 @@ pub struct RawTokenizer {
     /// stops short of it.
     pub buckets: Option<Vec<usize>>,
     /// Name of the public `BYTES` input, default `text`.
+    #[schemars(default = "default_input")]
     pub input: Option<String>,
+}
+
+/// The schema's `models[].tokenizer.input` default.
+fn default_input() -> Option<&'static str> {
+    Some(DEFAULT_INPUT)
 }
 
 /// The runtime's [`TextSpec`] for `raw`, with problems reported under
@@ -56,7 +67,7 @@ pub fn check(
         tokenizer: if file.is_absolute() { file } else { repo_dir.join(file) },
         max_length,
         buckets,
-        input: raw.input.clone().unwrap_or_else(|| "text".into()),
+        input: raw.input.clone().unwrap_or_else(|| DEFAULT_INPUT.into()),
     };
     if let Err(message) = spec.validate() {
         let field = message.split_whitespace().next().unwrap_or("tokenizer").to_string();

@@ -14,11 +14,33 @@
 
 use super::issue::Issues;
 use super::one_of::OneOf;
+use super::schema_default::{some_bool, some_u32, some_u64, some_usize};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Default protocol of an upstream.
+pub const DEFAULT_KIND: UpstreamKind = UpstreamKind::Http;
+/// Default tensor encoding of a V2 upstream's requests.
+pub const DEFAULT_TENSORS: TensorEncoding = TensorEncoding::Auto;
+/// Default idle connections kept open per address.
+pub const DEFAULT_MAX_IDLE_PER_ADDR: usize = 64;
+/// Default TCP connect timeout per address.
+pub const DEFAULT_CONNECT_MS: u64 = 1000;
+/// Default time between health checks.
+pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 1000;
+/// Default timeout of one health check.
+pub const DEFAULT_HEALTH_TIMEOUT_MS: u64 = 2000;
+/// Default consecutive failed checks that mark an address down.
+pub const DEFAULT_HEALTH_FAILURES: usize = 2;
+/// Default consecutive passed checks that mark it up again.
+pub const DEFAULT_HEALTH_SUCCESSES: usize = 1;
+/// Default consecutive failed requests that open an address's breaker.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 3;
+/// Default time an open breaker gives no traffic before a probe.
+pub const DEFAULT_BREAKER_COOL_DOWN_MS: u64 = 1000;
 
 /// One `[[upstreams]]` entry: a set of addresses serving the same thing.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,6 +50,7 @@ pub struct RawUpstream {
     pub name: String,
     /// `"v2"` (an Open Inference Protocol server) or `"http"` (any app);
     /// default `"http"`.
+    #[schemars(default = "default_kind")]
     pub kind: Option<OneOf<UpstreamKind>>,
     /// `"IP:port"` addresses, at least one.
     pub addrs: Vec<String>,
@@ -40,14 +63,17 @@ pub struct RawUpstream {
     /// Per-address circuit breaker.
     #[serde(default)]
     pub breaker: RawBreaker,
+    #[schemars(extend("exclusiveMinimum" = 0))]
     /// Relative cost of one inference, the default of this upstream's models.
     pub cost: Option<f64>,
     /// Accuracy rank, the default of this upstream's models.
     pub quality: Option<u32>,
     /// Idle connections kept open per address, default 64.
+    #[schemars(default = "some_usize::<DEFAULT_MAX_IDLE_PER_ADDR>")]
     pub max_idle_per_addr: Option<usize>,
     /// How requests carry their tensors (V2): `"auto"` (default),
     /// `"binary"` or `"json"`.
+    #[schemars(default = "default_tensors")]
     pub tensors: Option<OneOf<TensorEncoding>>,
     /// Models this (V2) upstream serves under names routes can use.
     #[serde(default)]
@@ -59,12 +85,15 @@ pub struct RawUpstream {
 #[serde(deny_unknown_fields)]
 pub struct RawTimeouts {
     /// TCP connect timeout per address, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_CONNECT_MS>", range(min = 1))]
     pub connect_ms: Option<u64>,
     /// Time from sending the request to the response head (and, for prefix
     /// routes, the longest gap between reads), default 30000 ms (v2) or
     /// 60000 ms (http).
+    #[schemars(range(min = 1))]
     pub first_byte_ms: Option<u64>,
     /// Time for the whole exchange, default 60000 ms (v2) or none (http).
+    #[schemars(range(min = 1))]
     pub total_ms: Option<u64>,
 }
 
@@ -72,18 +101,23 @@ pub struct RawTimeouts {
 #[derive(Debug, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealth {
+    #[schemars(default = "some_bool::<true>")]
     /// Run health checks, default true.
     pub enabled: Option<bool>,
     /// Path answered with 200 by a healthy address; default
     /// `/v2/health/ready` for v2, none (a TCP connect check) for http.
     pub path: Option<String>,
+    #[schemars(default = "some_u64::<DEFAULT_HEALTH_INTERVAL_MS>", range(min = 1))]
     /// Time between checks, default 1000 ms.
     pub interval_ms: Option<u64>,
+    #[schemars(default = "some_u64::<DEFAULT_HEALTH_TIMEOUT_MS>", range(min = 1))]
     /// Timeout of one check, default 2000 ms.
     pub timeout_ms: Option<u64>,
     /// Consecutive failed checks that mark an address down, default 2.
+    #[schemars(default = "some_usize::<DEFAULT_HEALTH_FAILURES>", range(min = 1))]
     pub failures: Option<usize>,
     /// Consecutive passed checks that mark it up again, default 1.
+    #[schemars(default = "some_usize::<DEFAULT_HEALTH_SUCCESSES>", range(min = 1))]
     pub successes: Option<usize>,
 }
 
@@ -92,8 +126,10 @@ pub struct RawHealth {
 #[serde(deny_unknown_fields)]
 pub struct RawBreaker {
     /// Consecutive failed requests that stop traffic to an address, default 3.
+    #[schemars(default = "some_u32::<DEFAULT_BREAKER_FAILURES>", range(min = 1))]
     pub failures: Option<u32>,
     /// How long it gets no traffic before one probe request, default 1000 ms.
+    #[schemars(default = "some_u64::<DEFAULT_BREAKER_COOL_DOWN_MS>", range(min = 1))]
     pub cool_down_ms: Option<u64>,
 }
 
@@ -260,7 +296,7 @@ fn upstream_config(
     }
     let kind = match &raw.kind {
         Some(kind) => kind.check("kind", format!("{path}.kind"), issues)?,
-        None => UpstreamKind::Http,
+        None => DEFAULT_KIND,
     };
     let addrs = addresses(&raw.addrs, path, issues);
     let cost = issues.cost(raw.cost, format!("{path}.cost"));
@@ -272,7 +308,7 @@ fn upstream_config(
     }
     let tensors = match &raw.tensors {
         Some(tensors) => tensors.check("tensor encoding", format!("{path}.tensors"), issues)?,
-        None => TensorEncoding::Auto,
+        None => DEFAULT_TENSORS,
     };
     let mut models = Vec::new();
     for (j, m) in raw.models.iter().enumerate() {
@@ -298,7 +334,7 @@ fn upstream_config(
         timeouts: timeouts(&raw.timeouts, kind, &format!("{path}.timeouts"), issues),
         health: health(&raw.health, kind, &format!("{path}.health"), issues),
         breaker: breaker(&raw.breaker, &format!("{path}.breaker"), issues),
-        max_idle_per_addr: raw.max_idle_per_addr.unwrap_or(64),
+        max_idle_per_addr: raw.max_idle_per_addr.unwrap_or(DEFAULT_MAX_IDLE_PER_ADDR),
         tensors,
         models,
     })
@@ -355,7 +391,7 @@ fn timeouts(raw: &RawTimeouts, kind: UpstreamKind, path: &str, issues: &mut Issu
         UpstreamKind::Http => (60_000, None),
     };
     Timeouts {
-        connect: issues.millis(raw.connect_ms, 1_000, format!("{path}.connect_ms")),
+        connect: issues.millis(raw.connect_ms, DEFAULT_CONNECT_MS, format!("{path}.connect_ms")),
         first_byte: issues.millis(raw.first_byte_ms, first_byte, format!("{path}.first_byte_ms")),
         total: raw.total_ms.or(total).map(|ms| issues.millis(Some(ms), ms, format!("{path}.total_ms"))),
     }
@@ -367,13 +403,13 @@ fn health(raw: &RawHealth, kind: UpstreamKind, path: &str, issues: &mut Issues) 
     if check_path.as_deref().is_some_and(|p| !p.starts_with('/')) {
         issues.push(format!("{path}.path"), "must start with '/'");
     }
-    let failures = issues.positive(raw.failures, 2, format!("{path}.failures"));
-    let successes = issues.positive(raw.successes, 1, format!("{path}.successes"));
+    let failures = issues.positive(raw.failures, DEFAULT_HEALTH_FAILURES, format!("{path}.failures"));
+    let successes = issues.positive(raw.successes, DEFAULT_HEALTH_SUCCESSES, format!("{path}.successes"));
     HealthConfig {
         enabled: raw.enabled.unwrap_or(true),
         path: check_path,
-        interval: issues.millis(raw.interval_ms, 1_000, format!("{path}.interval_ms")),
-        timeout: issues.millis(raw.timeout_ms, 2_000, format!("{path}.timeout_ms")),
+        interval: issues.millis(raw.interval_ms, DEFAULT_HEALTH_INTERVAL_MS, format!("{path}.interval_ms")),
+        timeout: issues.millis(raw.timeout_ms, DEFAULT_HEALTH_TIMEOUT_MS, format!("{path}.timeout_ms")),
         failures,
         successes,
     }
@@ -384,9 +420,27 @@ fn breaker(raw: &RawBreaker, path: &str, issues: &mut Issues) -> BreakerConfig {
         issues.push(format!("{path}.failures"), "must be at least 1");
     }
     BreakerConfig {
-        failures: raw.failures.unwrap_or(3).max(1),
-        cool_down: issues.millis(raw.cool_down_ms, 1_000, format!("{path}.cool_down_ms")),
+        failures: raw.failures.unwrap_or(DEFAULT_BREAKER_FAILURES).max(1),
+        cool_down: issues.millis(
+            raw.cool_down_ms,
+            DEFAULT_BREAKER_COOL_DOWN_MS,
+            format!("{path}.cool_down_ms"),
+        ),
     }
+}
+
+/// The schema's `upstreams[].kind` default.
+fn default_kind() -> Option<&'static str> {
+    Some(DEFAULT_KIND.as_str())
+}
+
+/// The schema's `upstreams[].tensors` default.
+fn default_tensors() -> Option<&'static str> {
+    Some(match DEFAULT_TENSORS {
+        TensorEncoding::Auto => "auto",
+        TensorEncoding::Binary => "binary",
+        TensorEncoding::Json => "json",
+    })
 }
 
 /// The upstream model named `name` and the upstream serving it.

@@ -20,7 +20,7 @@ use std::path::Path;
 pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>> {
     let mut issues = Issues::default();
     let server = server_section::check(&raw.server, &mut issues);
-    let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or("models"));
+    let repo_dir = base_dir.join(raw.repository.path.as_deref().unwrap_or(store_section::DEFAULT_PATH));
     let (models, model_routing) = model_section::check(&raw.models, &repo_dir, &mut issues);
     let rows_independent = model_section::rows_independent(&raw.models);
     let mut names: HashSet<String> = models.iter().map(|m| m.name.clone()).collect();

@@ -9,7 +9,7 @@
 //! tokenizer ([`switchyard_runtime::TextEncoder::count_tokens`]).
 
 use super::error::OpenAiError;
-use super::request::EmbeddingsRequest;
+use super::request::{EmbeddingsRequest, Input};
 use super::response;
 use crate::error::GatewayError;
 use crate::handlers::Request;
@@ -23,7 +23,7 @@ use crate::target::{resolve, Target};
 use bytes::Bytes;
 use std::sync::Arc;
 use switchyard_protocol::v2::{DecodedRequest, Parameters};
-use switchyard_runtime::{DataType, ModelSignature, Tensor, TensorData, TextEncoder};
+use switchyard_runtime::{DataType, ModelSignature, Tensor, TensorData, TensorSpec, TextEncoder};
 
 /// Answers one embeddings call; `Err` is the client's error reply.
 pub async fn embeddings(
@@ -34,13 +34,18 @@ pub async fn embeddings(
 ) -> Result<Reply, OpenAiError> {
     let Request { headers, received, .. } = *req;
     let config = &snap.config;
-    let EmbeddingsRequest { model, texts, format } = parsed;
+    let EmbeddingsRequest { model, input, format, dimensions } = parsed;
     let tenant = snap.access.authorize(config, &model, headers)?;
     let target = resolve(config, &state.catalog(snap), &model, None)?;
     check_text_model(snap, &target)?;
+    let texts = match input {
+        Input::Texts(texts) => texts,
+        Input::TokenIds(sequences) => texts_of_ids(snap, &target, &sequences)?,
+    };
     budget::check_header(budget::route_budget(target.route(config)), headers)?;
     let (limits, signature) = inference::decode_limits(state, snap, &target)?;
     let output = embedding_output(&target, &signature)?;
+    check_dimensions(&target, output, dimensions)?;
     let input = signature
         .inputs
         .first()
@@ -68,8 +73,8 @@ pub async fn embeddings(
         Outcome::Answered(answered) => *answered,
         Outcome::Events(_) => return Err(GatewayError::Internal("an embeddings call streamed".into()).into()),
     };
-    let Some((_, tensor, _)) = parts.outputs.iter().find(|(name, _, _)| *name == output) else {
-        return Err(GatewayError::Internal(format!("the answer lacks the output {output:?}")).into());
+    let Some((_, tensor, _)) = parts.outputs.iter().find(|(name, _, _)| *name == output.name) else {
+        return Err(GatewayError::Internal(format!("the answer lacks the output {:?}", output.name)).into());
     };
     let tokens = count_tokens(snap, &answer.model, &target, texts).await?;
     let body = response::embeddings_body(tensor, format, &target.public_name, tokens)?;
@@ -106,12 +111,75 @@ fn check_text_model(snap: &Snapshot, target: &Target) -> Result<(), OpenAiError>
     }
 }
 
+/// The texts that token-id sequences spell, by the tokenizer of every
+/// model the target may run (400, `input`, when a sequence is not the
+/// model's own tokens, or when the models' tokenizers read it
+/// differently).
+fn texts_of_ids(snap: &Snapshot, target: &Target, sequences: &[Vec<u32>]) -> Result<Vec<Bytes>, OpenAiError> {
+    let mut encoders = Vec::with_capacity(target.models.len());
+    for model in &target.models {
+        match snap.repo.text_encoder(model).map_err(GatewayError::from)? {
+            Some(encoder) => encoders.push(encoder),
+            None => return Err(GatewayError::Internal(format!("no tokenizer for {model:?}")).into()),
+        }
+    }
+    sequences
+        .iter()
+        .enumerate()
+        .map(|(i, ids)| {
+            let mut spelled: Option<String> = None;
+            for encoder in &encoders {
+                let text = encoder.text_of_ids(ids).map_err(|e| OpenAiError::invalid("input", format!("input[{i}]: {e}")))?;
+                match &spelled {
+                    Some(first) if *first != text => {
+                        return Err(OpenAiError::invalid(
+                            "input",
+                            format!(
+                                "input[{i}]: the models of {:?} have different tokenizers, so token ids are ambiguous there; send the text",
+                                crate::error::cut(&target.public_name)
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                    None => spelled = Some(text),
+                }
+            }
+            Ok(Bytes::from(spelled.unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// `dimensions`, where given, must be the vectors' full width: the models
+/// served are not trained for truncated (Matryoshka) embeddings, and a
+/// truncated vector of such a model is a worse embedding, not a shorter
+/// one.
+fn check_dimensions(
+    target: &Target,
+    output: &TensorSpec,
+    dimensions: Option<usize>,
+) -> Result<(), OpenAiError> {
+    let (Some(asked), Some(&width)) = (dimensions, output.shape.get(1)) else { return Ok(()) };
+    match usize::try_from(width) {
+        Ok(width) if width != asked => Err(OpenAiError::invalid(
+            "dimensions",
+            format!(
+                "{:?} gives {width}-dimensional vectors and is not trained for truncated embeddings: leave dimensions out or set it to {width}",
+                crate::error::cut(&target.public_name)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The output holding the vectors: the signature's one FP32 `[rows, dim]`
 /// output.
-fn embedding_output(target: &Target, signature: &ModelSignature) -> Result<String, OpenAiError> {
+fn embedding_output<'a>(
+    target: &Target,
+    signature: &'a ModelSignature,
+) -> Result<&'a TensorSpec, OpenAiError> {
     let mut vectors = signature.outputs.iter().filter(|o| o.dtype == DataType::F32 && o.shape.len() == 2);
     match (vectors.next(), vectors.next()) {
-        (Some(spec), None) => Ok(spec.name.clone()),
+        (Some(spec), None) => Ok(spec),
         _ => Err(OpenAiError::invalid(
             "model",
             format!(

@@ -137,12 +137,14 @@ def test_the_field_reference_has_every_field_with_its_type_default_and_range():
     assert sorted(p for p in paths if "." not in p) == sorted(sections)
     assert sorted(p for p in paths - set(rows) if "." in p) == [], "schema fields without a row"
     # Known fields, as the config types declare them.
-    assert rows["server.listen"] == [["string", "", "", "V2 API listener, default `127.0.0.1:8000`."]]
+    assert rows["server.listen"] == [["string", '`"127.0.0.1:8000"`', "", "V2 API listener, default `127.0.0.1:8000`."]]
     assert rows["models[].name"][0][0] == "string, *required*"
     assert rows["models[].warmup"][0][:2] == ["boolean", "`false`"]
     kind, default, bounds, about = rows["models[].pools[].batching.max_batch_size"][0]
     assert (kind, default, bounds) == ("integer", "", ">= 0") and "default 32" in about
-    assert rows["cache.l1_max_bytes"][0][0] == "[`ByteSize`](#bytesize): integer or string"
+    assert rows["cache.l1_max_bytes"][0] == [
+        "[`ByteSize`](#bytesize): integer or string", "`268435456` (256 MiB)", ">= 1",
+        "L1 size bound in bytes, default 256MiB."]
     assert rows["upstreams[].kind"][0][0].startswith('one of `"v2"`, `"http"`')
     assert rows["models[].tokenizer.buckets"][0][:3] == ["array of integer", "", "each >= 0"]
     # The policy table's fields, per kind, with the defaults the schema has.
@@ -151,4 +153,111 @@ def test_the_field_reference_has_every_field_with_its_type_default_and_range():
     kind, default, _, about = rows["routes[].policy.shed_margin"][0]
     assert (kind, default) == ("number", "`0.5`") and about.startswith('With `type = "latency_budget"`')
     assert rows["routes[].policy.cheap"][0][1] == "absent"
+    # Defaults and ranges the config types state (#[schemars(default, range)]),
+    # the constants their checks fall back to (config::schema_default's test).
+    assert rows["server.max_concurrent_requests"][0][:3] == ["integer", "`4096`", ">= 1"]
+    assert rows["server.max_body_bytes"][0][1:3] == ["`67108864` (64 MiB)", ">= 1"]
+    assert rows["server.threads"][0][1:3] == ["", ">= 1"]  # the number of cores: computed
+    assert rows["server.grpc_max_streams"][0][1:3] == ["`128`", ">= 1"]
+    assert rows["cache.redis.timeout_ms"][0][1:3] == ["`5`", ">= 1"]
+    assert rows["cache.redis.namespace"][0][1] == '`"switchyard"`'
+    assert rows["models[].version"][0][1] == "`1`"
+    assert rows["models[].batching"][0][1] == (
+        "`{ idle_dispatch = true, inline_max_us = 50, max_batch_size = 32, max_queue_delay_us = 500,"
+        " queue_capacity = 1024 }`")
+    assert rows["models[].pools[].workers"][0][1:3] == ["`1`", ">= 1"]
+    assert rows["models[].pools[].cost"][0][2] == "> 0"
+    assert rows["models[].tokenizer.max_length"][0][1:3] == ["`128`", ">= 2"]
+    assert rows["routes[].budget_ms.default"][0][1:3] == ["`1000`", ">= 1"]
+    assert rows["routes[].cache.ttl_s"][0][1:3] == ["`300`", ">= 1"]
+    assert rows["routes[].cache.fleet_wait_ms"][0][1:3] == ["`2000`", ">= 1, <= 60000"]
+    assert rows["routes[].cache.enabled"][0][1] == "`true`"
+    assert rows["routes[].record.max_line_bytes"][0][1:3] == ["`4194304` (4 MiB)", ">= 1024, <= 16777216"]
+    assert rows["routes[].calibrate.target"][0][1:3] == ["`0.995`", "> 0, <= 1"]
+    assert rows["routes[].draft.mode"][0][1] == '`"parallel"`'
+    assert rows["upstreams[].kind"][0][1] == '`"http"`'
+    assert rows["upstreams[].health.timeout_ms"][0][1:3] == ["`2000`", ">= 1"]
+    assert rows["prefix_routes[].cache.methods"][0][1] == '`["GET", "HEAD"]`'
+    assert rows["repository.concurrency"][0][1:3] == ["", ">= 1, <= 64"]  # its default is the store's
+    assert rows["telemetry.sampling_ratio"][0][1:3] == ["`1.0`", ">= 0, <= 1"]
+
+
+def test_the_reference_states_defaults_for_the_main_sections():
+    """Most fields of each section state their
+    default (a field whose default is computed, absent or required has
+    none), so the page is the place to look a default up."""
+    rows = field_rows()
+    for section, least in (("server.", 14), ("cache.", 8), ("models[].", 7), ("routes[].", 14),
+                           ("upstreams[].", 10), ("prefix_routes[].", 8), ("repository.", 7)):
+        with_default = [p for p, r in rows.items() if p.startswith(section) and r[0][1]]
+        assert len(with_default) >= least, (section, with_default)
     assert rows["routes[].policy.weights[].weight"][0][0] == "number, *required*"
+
+
+def stated_defaults(schema: dict) -> dict:
+    """Path -> the `default` the schema states for it."""
+    defs = schema.get("$defs", {})
+    out = {}
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for sub in node.get(key, []):
+                walk(sub, path)
+        if "items" in node:
+            walk(node["items"], path + "[]")
+        for name, sub in node.get("properties", {}).items():
+            inner = f"{path}.{name}" if path else name
+            if "default" in sub:
+                out[inner] = sub["default"]
+            walk(sub, inner)
+
+    walk(schema, "")
+    return out
+
+
+UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def written_value(cell: str):
+    """A default as the Configuration page writes it (`64MiB`, 4096,
+    true, `"http"`), or None when it is prose ("cores", "16M")."""
+    text = cell.strip().strip("`").strip('"')
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    if re.fullmatch(r"\d+\.\d+", text):
+        return float(text)
+    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB)", text)
+    if m:
+        return int(m[1]) * UNITS[m[2]]
+    if cell.strip().startswith("`") and " " not in text:
+        return text
+    return None
+
+
+def test_the_configuration_page_writes_the_defaults_the_schema_states():
+    """The hand-written Configuration page gives defaults too: each one
+    that is a plain value must be the one the config types state (a
+    default changed in code and not on the page fails here)."""
+    stated = stated_defaults(json.loads(printed_schema()))
+    compared, wrong = [], []
+    for line in CONFIG_PAGE.read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        names = re.findall(r"`([^`]+)`", cells[0])
+        if len(names) != 1 or names[0] not in stated or ", " in cells[1]:
+            continue
+        value = written_value(cells[1])
+        if value is None:
+            continue
+        compared.append(names[0])
+        if value != stated[names[0]]:
+            wrong.append(f"{names[0]}: the page says {cells[1]}, the config types {stated[names[0]]!r}")
+    assert len(compared) >= 30, compared
+    assert wrong == [], wrong

@@ -129,6 +129,30 @@ def test_sdk_embeddings_equal_the_python_reference(client, reference, fmt):
     assert got.usage.prompt_tokens == got.usage.total_tokens == token_count(TEXTS)
 
 
+def test_token_ids_of_the_models_tokenizer_embed_as_their_texts(client, reference):
+    # The ids the model's own tokenizer gives, with and without [CLS]/[SEP]:
+    # the vectors are the texts' vectors, and usage counts the same tokens.
+    tok = Tokenizer.from_file(str(MODELS / "minilm-tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(MAX_LENGTH)
+    ids = [tok.encode(t).ids for t in TEXTS]
+    ids = [seq if i % 2 else seq[1:-1] for i, seq in enumerate(ids)]
+    got = client.embeddings.create(model="minilm-l6", input=ids, encoding_format="float")
+    vectors = np.array([d.embedding for d in got.data], dtype=np.float32)
+    np.testing.assert_allclose(vectors, reference.embed("minilm-l6", TEXTS), atol=ATOL, rtol=0)
+    assert got.usage.prompt_tokens == token_count(TEXTS)
+    # One sequence alone is one text.
+    one = client.embeddings.create(model="minilm-l6", input=ids[1], encoding_format="float")
+    np.testing.assert_allclose(np.array(one.data[0].embedding, dtype=np.float32),
+                               reference.embed("minilm-l6", [TEXTS[1]])[0], atol=ATOL, rtol=0)
+
+
+def test_dimensions_equal_to_the_models_width_is_accepted(client, reference):
+    got = client.embeddings.create(model="minilm-l6", input=TEXTS[:2], dimensions=384, encoding_format="float")
+    np.testing.assert_allclose(np.array([d.embedding for d in got.data], dtype=np.float32),
+                               reference.embed("minilm-l6", TEXTS[:2]), atol=ATOL, rtol=0)
+
+
 def test_base64_is_little_endian_f32_bytes(gateway, reference):
     r = requests.post(f"{gateway.base}/v1/embeddings", timeout=60,
                       json={"model": "minilm-l3", "input": "A man is playing a guitar.", "encoding_format": "base64"})
@@ -200,23 +224,30 @@ def long_text(i):
         ({"model": "minilm", "input": ["a", ""]}, 400, "invalid_request_error", "input", "input[1]"),
         ({"model": "minilm", "input": ["a", 3]}, 400, "invalid_request_error", "input", "input[1]"),
         ({"model": "minilm", "input": {"text": "a"}}, 400, "invalid_request_error", "input", "an object"),
-        ({"model": "minilm", "input": [101, 2023, 102]}, 400, "invalid_request_error", "input", "token-id"),
-        ({"model": "minilm", "input": [[101, 102]]}, 400, "invalid_request_error", "input", "token-id"),
+        # tiktoken's cl100k ids for "hello world" (what langchain sends by default)
+        ({"model": "minilm", "input": [[15339, 1917], [100257]]}, 400, "invalid_request_error", "input",
+         "outside the model's vocabulary"),
+        ({"model": "minilm", "input": [101, 102]}, 400, "invalid_request_error", "input", "no token ids"),
+        ({"model": "minilm", "input": [[101, 2023], [-1]]}, 400, "invalid_request_error", "input", "input[1][0]"),
+        ({"model": "minilm", "input": [[101, 2023], []]}, 400, "invalid_request_error", "input", "input[1]"),
         ({"model": 7, "input": "a"}, 400, "invalid_request_error", "model", "a string"),
         ({"input": "a"}, 400, "invalid_request_error", "model", "required"),
         ({"model": "minilm"}, 400, "invalid_request_error", "input", "required"),
         ({"model": "minilm", "input": "a", "encoding_format": "int8"}, 400, "invalid_request_error",
          "encoding_format", "base64"),
         ({"model": "minilm", "input": "a", "dimensions": 64}, 400, "invalid_request_error", "dimensions",
-         "not supported"),
+         "set it to 384"),
+        ({"model": "minilm", "input": "a", "dimensions": -3}, 400, "invalid_request_error", "dimensions",
+         "positive integer"),
         ({"model": "digits", "input": "a"}, 400, "invalid_request_error", "model", "not a text embedding model"),
         ({"model": "nope", "input": "a"}, 404, "invalid_request_error", None, "unknown model"),
         ({"model": "minilm", "input": ["x"] * (MAX_ROWS + 1)}, 413, "invalid_request_error", None, "max_rows"),
         ({"model": "minilm-l3", "input": [long_text(i) for i in range(4)]}, 413, "invalid_request_error", None,
          "max_tokens"),
     ],
-    ids=["empty-list", "empty-string", "empty-element", "number-element", "object", "token-ids",
-         "token-id-arrays", "model-type", "no-model", "no-input", "encoding", "dimensions", "not-text",
+    ids=["empty-list", "empty-string", "empty-element", "number-element", "object", "tiktoken-ids",
+         "only-special-ids", "negative-id", "empty-id-array", "model-type", "no-model", "no-input", "encoding",
+         "dimensions", "negative-dimensions", "not-text",
          "unknown-model", "too-many-texts", "too-many-tokens"],
 )
 def test_bad_requests_get_openai_errors(gateway, body, status, kind, param, needle):

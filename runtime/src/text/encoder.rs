@@ -11,6 +11,8 @@ use crate::signature::{ModelSignature, TensorSpec};
 use crate::tensor::{DataType, Tensor, TensorData};
 use crate::text_spec::TextSpec;
 
+mod token_ids;
+
 /// A token tensor a transformer graph takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feed {
@@ -43,6 +45,10 @@ pub struct TextEncoder {
     pad_type_id: i64,
     /// The graph's inputs, in graph order.
     feeds: Vec<(String, Feed)>,
+    /// The special tokens the tokenizer puts before and after every text
+    /// (`[CLS]` and `[SEP]` for BERT's): what token-id input may carry
+    /// around the text's own tokens.
+    frame: token_ids::Frame,
 }
 
 impl TextEncoder {
@@ -69,12 +75,15 @@ impl TextEncoder {
             }))
             .map_err(|e| format!("tokenizer {}: {e}", spec.tokenizer.display()))?;
         let feeds = graph_feeds(graph)?;
+        let frame = token_ids::Frame::of(&tokenizer)
+            .map_err(|e| format!("tokenizer {}: {e}", spec.tokenizer.display()))?;
         Ok(TextEncoder {
             tokenizer,
             spec: spec.clone(),
             pad_id: pad_id.into(),
             pad_type_id: pad_type_id.into(),
             feeds,
+            frame,
         })
     }
 

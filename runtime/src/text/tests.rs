@@ -252,3 +252,41 @@ fn only_a_prefix_of_a_long_text_is_tokenised_cut_at_whitespace() {
     let ids = rows(&out, "input_ids");
     assert_eq!(ids[0], ids[1], "a cut text encodes like any text past max_length");
 }
+
+#[test]
+fn token_ids_become_the_text_they_spell_with_or_without_special_tokens() {
+    let enc = encoder(128, vec![16, 128]);
+    let plain = texts(&["The cat sat on the mat. A dog sat"]);
+    let ids: Vec<u32> =
+        rows(&enc.encode("m", plain).unwrap(), "input_ids")[0].iter().map(|&v| v as u32).collect();
+    let text = enc.text_of_ids(&ids).unwrap();
+    let again = rows(&enc.encode("m", texts(&[&text])).unwrap(), "input_ids")[0].clone();
+    assert_eq!(again.iter().map(|&v| v as u32).collect::<Vec<_>>(), ids);
+    // Without [CLS] and [SEP] the same text comes back.
+    assert_eq!(enc.text_of_ids(&ids[1..ids.len() - 1]).unwrap(), text);
+}
+
+#[test]
+fn token_ids_of_another_tokenizer_are_refused() {
+    let enc = encoder(128, vec![16, 128]);
+    let outside = enc.text_of_ids(&[100_257, 9906]).unwrap_err();
+    assert!(outside.contains("outside the model's vocabulary"), "{outside}");
+    assert!(enc.text_of_ids(&[]).unwrap_err().contains("no token ids"));
+    assert!(enc.text_of_ids(&[2, 3]).unwrap_err().contains("no token ids"));
+    // "##s" alone is a word-piece no text tokenises to at its start.
+    let piece = tokenizers::Tokenizer::from_file(tokenizer_path()).unwrap().token_to_id("##s").unwrap();
+    let odd = enc.text_of_ids(&[piece]).unwrap_err();
+    assert!(odd.contains("do not tokenise back"), "{odd}");
+}
+
+#[test]
+fn token_ids_past_max_length_are_truncated_like_text() {
+    let long = texts(&["the cat sat on the mat . the dog sat on a mat ."]);
+    let full: Vec<u32> = rows(&encoder(128, vec![128]).encode("m", long).unwrap(), "input_ids")[0]
+        .iter()
+        .map(|&v| v as u32)
+        .collect();
+    assert!(full.len() > 8);
+    assert!(encoder(8, vec![8]).text_of_ids(&full).is_ok());
+    assert!(encoder(128, vec![128]).text_of_ids(&full[..full.len() - 1]).is_ok());
+}
