@@ -52,11 +52,11 @@ pub struct RawRouteAuth {
     /// Accepted API keys.
     pub keys: Vec<RawApiKey>,
     /// Limits of the keys' tenants on this route alone (beside their
-    /// `[[tenants]]` limits across routes); see `config::tenant_section`.
+    /// `[[tenants]]` limits across routes), the same shape as `[[tenants]]`.
     #[serde(default)]
     pub tenants: Vec<RawTenant>,
     /// Share the route between its keys' tenants while it is overloaded
-    /// (`crate::tenants::fair`), default true; applies when the keys
+    /// (the Tenants and limits page), default true; applies when the keys
     /// name two tenants or more.
     pub fair_share: Option<bool>,
 }

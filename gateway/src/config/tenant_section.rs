@@ -35,8 +35,9 @@ pub struct RawTenant {
     #[serde(default)]
     pub limits: RawTenantLimits,
     /// Its weight in a route's fair share while the route is overloaded
-    /// (`crate::tenants::fair`), default 1; a route's `auth.tenants`
+    /// (the Tenants and limits page), default 1; a route's `auth.tenants`
     /// weight wins on that route.
+    #[schemars(range(min = 1))]
     pub weight: Option<u32>,
 }
 
@@ -48,16 +49,20 @@ pub struct RawTenantLimits {
     pub requests_per_s: Option<f64>,
     /// Requests that may arrive at once above the rate, default one
     /// second's worth (at least 1).
+    #[schemars(range(min = 1))]
     pub burst: Option<u32>,
     /// Rows per second the models compute for the tenant (cache hits do
     /// not count).
     pub rows_per_s: Option<f64>,
     /// Rows that may be computed at once above the rate, default one
     /// second's worth; a request with more rows than this is refused (413).
+    #[schemars(range(min = 1))]
     pub rows_burst: Option<u32>,
     /// Requests computing at once (cache hits do not count).
+    #[schemars(range(min = 1))]
     pub concurrent: Option<u32>,
     /// Requests per UTC day; cache hits count. Resets at 00:00 UTC.
+    #[schemars(range(min = 1))]
     pub requests_per_day: Option<u64>,
 }
 
