@@ -118,6 +118,10 @@ pub enum GatewayError {
     /// disagreeing); reported as 500 with what went wrong, never a panic.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A tenant's limit refused the request (429; 413 for a batch larger
+    /// than its row burst), see [`crate::tenants`].
+    #[error("{}", .0.message())]
+    TenantLimited(Box<crate::tenants::Refusal>),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -155,6 +159,7 @@ impl GatewayError {
             GatewayError::Unauthorized { .. } => 401,
             GatewayError::Forbidden(_) => 403,
             GatewayError::Internal(_) => 500,
+            GatewayError::TenantLimited(r) => r.status(),
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason: router_policies::Reason::Unavailable, .. } => 503,
             GatewayError::Shed { .. } => 429,
@@ -183,6 +188,7 @@ impl GatewayError {
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::CorruptBody { .. } => "corrupt_body",
             GatewayError::Budget(e) => e.label(),
+            GatewayError::TenantLimited(r) => r.kind.label(),
             GatewayError::Shed { reason, .. } => reason.as_str(),
         }
     }
@@ -225,6 +231,9 @@ impl GatewayError {
         if let GatewayError::Shed { retry_after, .. } = self {
             let whole = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
             return Some(whole.max(1));
+        }
+        if let GatewayError::TenantLimited(r) = self {
+            return (r.status() == 429).then(|| r.retry_after_s());
         }
         match self.status() {
             429 | 503 => Some(1),

@@ -21,3 +21,8 @@ pub const X_SWITCHYARD_BUDGET_MS: HeaderName = HeaderName::from_static("x-switch
 /// Triton's binary tensor extension: length of the JSON part of a body.
 pub const INFERENCE_HEADER_CONTENT_LENGTH: HeaderName =
     HeaderName::from_static("inference-header-content-length");
+/// A tenant's limits, on a refusal by one of them (IETF draft
+/// ratelimit-headers; [`crate::tenants::refusal`]).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// The limit that refused, what is left and when it resets.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");

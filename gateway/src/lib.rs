@@ -67,6 +67,7 @@ mod state;
 mod stream;
 mod target;
 mod telemetry;
+mod tenants;
 mod tls;
 mod upstream;
 mod upstream_error;

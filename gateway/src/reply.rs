@@ -2,6 +2,7 @@
 //! handlers can be tested without a server. [`crate::app`] writes it out.
 
 use crate::error::GatewayError;
+use crate::header_names as names;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, InvalidHeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 
@@ -80,6 +81,11 @@ impl Reply {
         reply.error_label = Some(err.label());
         if let Some(secs) = err.retry_after() {
             reply = reply.with_header(RETRY_AFTER, secs.to_string());
+        }
+        if let GatewayError::TenantLimited(refusal) = err {
+            reply = reply
+                .with_header(names::RATELIMIT_POLICY, refusal.policy_header())
+                .with_header(names::RATELIMIT, refusal.limit_header());
         }
         if let GatewayError::Unauthorized { realm, .. } = err {
             reply = reply.with_header(WWW_AUTHENTICATE, format!("Bearer realm=\"{realm}\""));

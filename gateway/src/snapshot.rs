@@ -7,6 +7,7 @@
 
 use crate::auth::AccessTable;
 use crate::config::Config;
+use crate::tenants::TenantTable;
 use std::sync::Arc;
 use std::time::SystemTime;
 use switchyard_runtime::ModelRepository;
@@ -22,6 +23,8 @@ pub struct Snapshot {
     pub repo: Arc<ModelRepository>,
     /// API keys per route and per directly addressed model.
     pub access: AccessTable,
+    /// Tenant limits by tenant and route ([`crate::tenants`]).
+    pub tenants: TenantTable,
     /// When this generation started serving.
     pub created: SystemTime,
     /// Settings changed in the file that only a restart applies (their
@@ -37,7 +40,16 @@ impl Snapshot {
     pub fn new(generation: u64, mut config: Config, repo: Arc<ModelRepository>) -> Snapshot {
         bind_fingerprints(&mut config, &repo);
         let access = AccessTable::build(&config);
-        Snapshot { generation, config, repo, access, created: SystemTime::now(), restart_pending: Vec::new() }
+        let tenants = TenantTable::build(&config);
+        Snapshot {
+            generation,
+            config,
+            repo,
+            access,
+            tenants,
+            created: SystemTime::now(),
+            restart_pending: Vec::new(),
+        }
     }
 }
 

@@ -25,6 +25,9 @@ pub struct AppState {
     pub decisions: DecisionCounters,
     /// Answers and budget misses per route (admin stats, metrics, console).
     pub budget_misses: crate::routing::budget_misses::BudgetMisses,
+    /// Tenant limiter state and counters, kept across reloads
+    /// ([`crate::tenants`]).
+    pub tenants: crate::tenants::Tenants,
     /// The response cache (L1, optional Redis L2), built from the
     /// `[cache]` section at start-up.
     pub cache: Arc<ResponseCache>,
@@ -70,6 +73,7 @@ impl AppState {
             limiter: Arc::new(Semaphore::new(permits)),
             decisions: DecisionCounters::default(),
             budget_misses: Default::default(),
+            tenants: Default::default(),
             cache,
             lifecycle: Arc::new(Lifecycle::default()),
             streams: Default::default(),

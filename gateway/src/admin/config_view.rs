@@ -5,6 +5,7 @@
 //! server actually runs with, not what the file says; fields that changed
 //! in the file but need a restart are listed under `restart_pending`.
 
+use crate::config::tenant_section::TenantConfig;
 use crate::config::{CacheConfig, Config, RouteConfig, TokenSource};
 use crate::reload::Reloader;
 use crate::snapshot::Snapshot;
@@ -69,6 +70,24 @@ pub fn config_json(config: &Config) -> Value {
         "repository": config.store.as_ref().map(store_json),
         "models": config.models.iter().map(|m| model_json(config, m)).collect::<Vec<_>>(),
         "routes": config.routes.iter().map(route_json).collect::<Vec<_>>(),
+        "tenants": config.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
+    })
+}
+
+/// A tenant's limits as written (absent limits as `null`).
+fn tenant_json(tenant: &TenantConfig) -> Value {
+    let l = &tenant.limits;
+    json!({
+        "name": &*tenant.name,
+        "weight": tenant.weight.unwrap_or(1),
+        "limits": {
+            "requests_per_s": l.requests.map(|r| r.per_s),
+            "burst": l.requests.map(|r| r.burst),
+            "rows_per_s": l.rows.map(|r| r.per_s),
+            "rows_burst": l.rows.map(|r| r.burst),
+            "concurrent": l.concurrent,
+            "requests_per_day": l.requests_per_day,
+        },
     })
 }
 
@@ -173,6 +192,8 @@ fn route_json(route: &RouteConfig) -> Value {
                 Some(var) => json!({ "tenant": &*k.tenant, "key_env": var }),
                 None => json!({ "tenant": &*k.tenant, "key": REDACTED }),
             }).collect::<Vec<_>>(),
+            "tenants": a.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
+            "fair_share": a.fair_share,
         })),
         "calibrate": route.calibrate.as_ref().map(|c| json!({ "shadow": c.shadow, "target": c.target })),
         "record": route.record.as_ref().map(|r| json!({
@@ -222,6 +243,8 @@ auth = { keys = [{ key = "route-key-0123456789", tenant = "team-a" }] }
         }
         let doc = config_json(&config);
         assert_eq!(doc["routes"][0]["auth"]["keys"][0]["tenant"], "team-a");
+        assert_eq!(doc["routes"][0]["auth"]["fair_share"], true);
+        assert_eq!(doc["tenants"], json!([]));
         assert_eq!(doc["routes"][0]["policy"]["type"], "fixed");
         assert_eq!(doc["admin"]["token_source"], "config");
     }

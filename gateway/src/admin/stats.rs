@@ -16,6 +16,7 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["budgets"] = serde_json::to_value(state.budget_misses.snapshot()).unwrap_or_default();
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
+    stats["tenants"] = crate::tenants::families::stats_json(&state.tenants, &snap.tenants);
     stats["calibration"] = state
         .calibration
         .views()

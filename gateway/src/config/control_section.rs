@@ -8,6 +8,7 @@
 use super::issue::Issues;
 use super::schema_default::{some_bool, some_u64};
 use super::secret::{RawSecret, SecretDigest};
+use super::tenant_section::{self, RawTenant, TenantConfig};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -50,6 +51,14 @@ pub struct RawReload {
 pub struct RawRouteAuth {
     /// Accepted API keys.
     pub keys: Vec<RawApiKey>,
+    /// Limits of the keys' tenants on this route alone (beside their
+    /// `[[tenants]]` limits across routes), the same shape as `[[tenants]]`.
+    #[serde(default)]
+    pub tenants: Vec<RawTenant>,
+    /// Share the route between its keys' tenants while it is overloaded
+    /// (the Tenants and limits page), default true; applies when the keys
+    /// name two tenants or more.
+    pub fair_share: Option<bool>,
 }
 
 /// One API key: `{ key = "...", tenant = "team-a" }` or
@@ -102,10 +111,14 @@ impl Default for ReloadConfig {
 }
 
 /// A route's client authentication, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouteAuth {
     /// Accepted keys, in config order.
     pub keys: Vec<ApiKey>,
+    /// The keys' tenants' limits on this route (`auth.tenants`).
+    pub tenants: Vec<TenantConfig>,
+    /// Fair share between the keys' tenants under overload.
+    pub fair_share: bool,
 }
 
 /// One accepted API key.
@@ -189,7 +202,9 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
         }
         keys.push(ApiKey { digest, tenant: Arc::from(key.tenant.as_str()), from_env: key.key_env.clone() });
     }
-    Some(RouteAuth { keys })
+    let known: HashSet<&str> = raw.keys.iter().map(|k| k.tenant.as_str()).collect();
+    let tenants = tenant_section::check(&raw.tenants, &known, &format!("{path}.auth.tenants"), issues);
+    Some(RouteAuth { keys, tenants, fair_share: raw.fair_share.unwrap_or(true) })
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub mod server_section;
 pub mod size;
 pub mod store_section;
 pub mod telemetry_section;
+pub mod tenant_section;
 pub mod text_section;
 pub mod tls_section;
 pub mod types;

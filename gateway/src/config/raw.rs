@@ -13,6 +13,7 @@ use super::route_section::RawRoute;
 use super::server_section::RawServer;
 use super::store_section::RawRepository;
 use super::telemetry_section::RawTelemetry;
+use super::tenant_section::RawTenant;
 use super::upstream_section::RawUpstream;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -50,4 +51,7 @@ pub struct RawConfig {
     pub prefix_routes: Vec<RawPrefixRoute>,
     /// Trace export; absent = off.
     pub telemetry: Option<RawTelemetry>,
+    /// Tenants (as API keys name them) and their limits across routes.
+    #[serde(default)]
+    pub tenants: Vec<RawTenant>,
 }

@@ -10,6 +10,7 @@ use super::route_section::RouteConfig;
 use super::server_section::ServerConfig;
 use super::store_section::StoreConfig;
 use super::telemetry_section::TelemetryConfig;
+use super::tenant_section::TenantConfig;
 use super::upstream_section::{UpstreamConfig, UpstreamModelConfig};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,6 +45,8 @@ pub struct Config {
     /// `[repository] uri`'s model store; `None` = none. Its models are
     /// added to `models` by `crate::prepare::store` before serving.
     pub store: Option<StoreConfig>,
+    /// `[[tenants]]`: tenants and their limits across routes.
+    pub tenants: Vec<TenantConfig>,
 }
 
 impl Config {

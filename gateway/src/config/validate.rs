@@ -9,7 +9,10 @@ use super::raw::RawConfig;
 use super::record_files::{self, Protected};
 use super::types::{Config, ProxyConfig};
 use super::{cache_section, control_section, model_section, onnxruntime_section, prefix_route_section};
-use super::{route_section, server_section, store_section, telemetry_section, tls_section, upstream_section};
+use super::{
+    route_section, server_section, store_section, telemetry_section, tenant_section, tls_section,
+    upstream_section,
+};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -39,6 +42,12 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let reload = control_section::check_reload(raw.reload.as_ref(), &mut issues);
     let telemetry = telemetry_section::check(raw.telemetry.as_ref(), &mut issues);
     let store = store_section::check(&raw.repository, base_dir, &mut issues);
+    let keyed: HashSet<&str> = routes
+        .iter()
+        .filter_map(|r| r.auth.as_ref())
+        .flat_map(|a| a.keys.iter().map(|k| &*k.tenant))
+        .collect();
+    let tenants = tenant_section::check(&raw.tenants, &keyed, "tenants", &mut issues);
     let protected = Protected::of(&models, onnxruntime_library.as_deref(), store.as_ref());
     for (i, route) in routes.iter().enumerate() {
         if let Some(record) = &route.record {
@@ -64,6 +73,7 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
                 proxy,
                 telemetry,
                 store,
+                tenants,
             })
         }
         _ => Err(issues.into_vec()),

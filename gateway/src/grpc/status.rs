@@ -17,7 +17,8 @@
 //! | 500, other 5xx | `INTERNAL` |
 //!
 //! A 429 or 503 also carries `retry-after` (seconds) in its metadata, as
-//! the REST answer does in its header.
+//! the REST answer does in its header; a tenant's limit adds
+//! `ratelimit-policy` and `ratelimit` ([`crate::tenants::refusal`]).
 
 use crate::error::GatewayError;
 use tonic::metadata::MetadataValue;
@@ -45,6 +46,15 @@ pub fn status_of(err: &GatewayError) -> Status {
     let mut status = Status::new(code_for(err.status()), err.client_message());
     if let Some(secs) = err.retry_after() {
         status.metadata_mut().insert("retry-after", MetadataValue::from(secs));
+    }
+    if let GatewayError::TenantLimited(refusal) = err {
+        for (name, value) in
+            [("ratelimit-policy", refusal.policy_header()), ("ratelimit", refusal.limit_header())]
+        {
+            if let Ok(value) = MetadataValue::try_from(value.as_str()) {
+                status.metadata_mut().insert(name, value);
+            }
+        }
     }
     status
 }

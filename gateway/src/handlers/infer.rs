@@ -67,10 +67,13 @@ pub async fn infer<'a>(
         Some(key) => state.cache.remembered(key).await,
         None => None,
     } {
+        // A hit spends the tenant's request limits as any call does
+        // (`crate::tenants`); a miss is admitted by `inference::run`.
+        let admitted = inference::admit(state, snap, &target, tenant)?;
         if let Some(id) = &entry.request_id {
             telemetry::adopt_request_id(id);
         }
-        return Ok(entry.reply.clone().into());
+        return Ok(with_headers(entry.reply.clone(), admitted.headers()).into());
     }
     let (limits, signature) = inference::decode_limits(state, snap, &target)?;
     // REST decodes straight from the body's text: check each input against
@@ -90,7 +93,7 @@ pub async fn infer<'a>(
         Outcome::Events(events) => return Ok(Response::Events(events)),
         Outcome::Answered(answered) => *answered,
     };
-    let Answered { parts, answer, cache, plan, rows, id } = answered;
+    let Answered { parts, answer, cache, plan, rows, id, ratelimit } = answered;
     let encoded = v2::encode_infer_response(&parts);
     let mut reply = Reply::json(200, encoded.body);
     reply.content_type = encoded.content_type;
@@ -110,7 +113,13 @@ pub async fn infer<'a>(
     if let Some(key) = repeat_key {
         state.cache.remember(key, &plan, &answer, &reply, id).await;
     }
-    Ok(reply.into())
+    // After `remember`: a repeat gets its own figures, not these.
+    Ok(with_headers(reply, ratelimit).into())
+}
+
+/// `reply` with `headers` added.
+fn with_headers(reply: Reply, headers: Vec<(http::HeaderName, String)>) -> Reply {
+    headers.into_iter().fold(reply, |reply, (name, value)| reply.with_header(name, value))
 }
 
 /// Reads `Inference-Header-Content-Length`, if present.

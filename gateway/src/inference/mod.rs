@@ -9,7 +9,10 @@
 //! Order, as for every request: [`decode_limits`] before decoding (rows and
 //! elements bounded by the route), [`check_decoded`] after it, then
 //! [`run`]: budget -> cache plan -> stream, or routing through the cache ->
-//! outputs shaped and bounded by `server.max_response_bytes`.
+//! outputs shaped and bounded by `server.max_response_bytes`. Tenant
+//! limits are taken here too: the request limits before the cache
+//! ([`admit`]), the compute limits only when a model runs for the call
+//! ([`crate::tenants`]).
 
 pub mod row_path;
 pub mod statistics;
@@ -27,6 +30,7 @@ use crate::state::AppState;
 use crate::stream::{self, produce::Job, respond::EventStream};
 use crate::target::Target;
 use crate::telemetry;
+use crate::tenants::Admitted;
 use http::HeaderMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,6 +106,9 @@ pub struct Answered {
     pub rows: Option<RowsServed>,
     /// The request `id`, kept for the exact-repeat cache.
     pub id: Option<String>,
+    /// `RateLimit-Policy` / `RateLimit` of the caller's tenant limits
+    /// ([`crate::tenants`]); empty without limits.
+    pub ratelimit: Vec<(http::HeaderName, String)>,
 }
 
 /// What [`run`] gives back.
@@ -125,6 +132,8 @@ pub async fn run<'a>(
     }
     let route_budget = budget::route_budget(target.route(config));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
+    let admitted = admit(state, snap, &target, tenant)?;
+    let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     // A batch of independent rows is cached row by row (`cache::rows`);
     // a stream keeps the whole-request entry its final answer is stored in.
     let row_plan =
@@ -146,7 +155,10 @@ pub async fn run<'a>(
             decoded.binary_data_output = false;
             decoded.outputs.iter_mut().for_each(|o| o.binary = false);
         }
-        let job = Job { target, decoded, request, plan, budget, received, batched };
+        // A stream holds its compute limits from the start (its cached
+        // final, if any, is rare enough not to single out).
+        let computing = admitted.compute(batch_rows)?;
+        let job = Job { target, decoded, request, plan, budget, received, batched, computing };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
     let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
@@ -159,15 +171,23 @@ pub async fn run<'a>(
     let result = match &row_plan {
         None => {
             let req = RouteRequest { target: &target, request, budget, received };
-            let compute = async {
+            let admitted = &admitted;
+            let compute = async move {
+                let _computing = admitted.compute(batch_rows)?;
                 let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
                 Ok(finished.answer)
             };
             state.cache.answer(&plan, budget.total, Box::pin(compute)).await
         }
         Some(row_plan) => {
-            let run =
-                row_path::RowRun { routing: state.routing(snap), target: &target, request, budget, received };
+            let run = row_path::RowRun {
+                routing: state.routing(snap),
+                target: &target,
+                request,
+                budget,
+                received,
+                admitted: &admitted,
+            };
             let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
             answered.map(|(answer, cache, served)| {
                 rows = Some(served);
@@ -197,7 +217,23 @@ pub async fn run<'a>(
         outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
-    Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id })))
+    let ratelimit = admitted.headers();
+    Ok(Outcome::Answered(Box::new(Answered { parts, answer, cache, plan, rows, id: decoded.id, ratelimit })))
+}
+
+/// Admits a call of `tenant` to `target` under its tenant limits
+/// ([`crate::tenants`]): the route x tenant and tenant request rates and
+/// daily quotas. [`run`] calls it; the REST front end calls it for a hit
+/// of its exact-repeat cache (which answers before decoding, without
+/// [`run`]).
+pub fn admit(
+    state: &AppState,
+    snap: &Snapshot,
+    target: &Target,
+    tenant: Option<&str>,
+) -> Result<Admitted, GatewayError> {
+    let route = target.route(&snap.config).map(|r| r.name.as_str());
+    state.tenants.admit(&snap.tenants, route, tenant)
 }
 
 /// What a sampled call keeps of its request for its traffic record (the

@@ -8,6 +8,7 @@ use crate::cache::rows;
 use crate::error::GatewayError;
 use crate::routing::{self, RouteRequest, RoutingContext, Strategy};
 use crate::target::Target;
+use crate::tenants::Admitted;
 use router_policies::Budget;
 use std::time::Instant;
 use switchyard_runtime::InferenceRequest;
@@ -24,17 +25,21 @@ pub struct RowRun<'a> {
     pub budget: Budget,
     /// When the request arrived.
     pub received: Instant,
+    /// The tenant's admission: each batch of rows takes its compute limits.
+    pub admitted: &'a Admitted,
 }
 
 /// The cache's [`RowCompute`] for `run`: the given rows of the request as
 /// one batch (the request as sent when every row runs, in order).
 pub fn row_compute(run: RowRun<'_>) -> RowCompute<'_> {
-    let RowRun { routing, target, request, budget, received } = run;
+    let RowRun { routing, target, request, budget, received, admitted } = run;
     let total = request.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(0);
     Box::new(move |chosen: Vec<usize>| {
         let inputs = rows::select_rows(&request.inputs, total, &chosen);
         let outputs = request.outputs.clone();
+        let rows = chosen.len();
         Box::pin(async move {
+            let _computing = admitted.compute(rows)?;
             let inputs = inputs.map_err(GatewayError::Internal)?;
             let req =
                 RouteRequest { target, request: InferenceRequest { inputs, outputs }, budget, received };

@@ -20,7 +20,9 @@
 //!
 //! Labels are low-cardinality by construction: routes, models, pools and
 //! upstreams come from the config; devices, endpoints, statuses, reasons,
-//! tiers and states from closed sets. Never request ids or tenants. Every
+//! tiers and states from closed sets. Never request ids; tenants only as
+//! the config lists them, every other under `_other`
+//! ([`crate::tenants::families`]). Every
 //! metric is listed on the book's Metrics page (`docs/src/reference/metrics.md`).
 
 pub mod connections;

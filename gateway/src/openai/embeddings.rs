@@ -67,7 +67,9 @@ pub async fn embeddings(
         sampled,
         protocol: "openai",
     };
-    let Answered { parts, answer, cache, rows, .. } = match inference::run(state, snap, call).await? {
+    let Answered { parts, answer, cache, rows, ratelimit, .. } = match inference::run(state, snap, call)
+        .await?
+    {
         Outcome::Answered(answered) => *answered,
         Outcome::Events(_) => return Err(GatewayError::Internal("an embeddings call streamed".into()).into()),
     };
@@ -82,6 +84,7 @@ pub async fn embeddings(
         .with_static_header(names::X_SWITCHYARD_DEVICE, answer.device.as_str())
         .with_static_header(names::X_SWITCHYARD_REASON, answer.reason.as_str())
         .with_header(names::X_SWITCHYARD_BUDGET_MS, answer.budget_ms.to_string());
+    let reply = ratelimit.into_iter().fold(reply, |reply, (name, value)| reply.with_header(name, value));
     Ok(match rows {
         Some(rows) => reply.with_header(names::X_SWITCHYARD_CACHED_ROWS, rows.header_value()),
         None => reply,

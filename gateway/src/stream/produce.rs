@@ -50,6 +50,8 @@ pub struct Job {
     pub received: Instant,
     /// Whether the answering model batches (classification needs it).
     pub batched: bool,
+    /// The tenant's compute limits, held while the stream runs.
+    pub computing: crate::tenants::Computing,
 }
 
 /// The event stage.
@@ -103,7 +105,7 @@ struct EventInfo {
 /// Runs `job` and emits its events on `tx` (steps in the module docs).
 pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedSender<Emitted>) {
     let config = &snap.config;
-    let Job { target, decoded, request, plan, budget, received, batched } = job;
+    let Job { target, decoded, request, plan, budget, received, batched, computing: _computing } = job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
     let computing =

@@ -24,6 +24,8 @@ NOT_CREATED: dict[str, str] = {
     "test_tls.py, which checks this family)",
 }
 
+TENANT_KEY = "key-of-team-a-0123456789"
+
 
 def config(tmp_path, redis_url):
     return write_config(tmp_path, DIGITS_MODELS + f"""
@@ -42,6 +44,15 @@ policy = {{ type = "cascade", confidence_output = "probabilities", threshold = 0
 record = {{ sample = 1.0, path = "{tmp_path}/traffic.jsonl" }}
 calibrate = {{ shadow = 1.0 }}
 cache = {{ fleet_coalesce = true }}
+
+[[routes]]
+name = "keyed"
+models = ["digits-cheap"]
+auth = {{ keys = [{{ key = "{TENANT_KEY}", tenant = "team-a" }}] }}
+
+[[tenants]]
+name = "team-a"
+limits = {{ requests_per_day = 1000 }}
 
 [[upstreams]]
 name = "app"
@@ -71,6 +82,8 @@ def representative_calls(gw):
     for _ in range(2):  # the second is a cache hit
         r = requests.post(f"{gw.base}/v2/models/digits/infer", json=body, timeout=60)
         assert r.status_code == 200, r.text
+    r = requests.post(f"{gw.base}/v2/models/keyed/infer", json=body, headers={"x-api-key": TENANT_KEY}, timeout=60)
+    assert r.status_code == 200, r.text  # the tenant families
     text = {"model": "minilm-l3", "input": "a sentence to embed"}
     assert requests.post(f"{gw.base}/v1/embeddings", json=text, timeout=60).status_code == 200
     requests.get(f"{gw.base}/apps/app/x", timeout=30)  # an upstream attempt (refused: connect_error)
