@@ -39,6 +39,9 @@ pub struct RawRoute {
     pub record: Option<super::record_section::RawRecord>,
     /// Online cascade calibration; see `config::calibrate_section`.
     pub calibrate: Option<super::calibrate_section::RawCalibrate>,
+    /// A candidate model mirrored, compared and maybe rolled out; see
+    /// `config::candidate_section`.
+    pub candidate: Option<super::candidate_section::RawCandidate>,
 }
 
 /// A route's `budget_ms = { default, max }`.
@@ -79,22 +82,28 @@ pub struct RouteConfig {
     pub record: Option<super::record_section::RecordConfig>,
     /// Online calibration of a cascade's threshold; `None` = off.
     pub calibrate: Option<super::calibrate_section::CalibrateConfig>,
+    /// A candidate mirrored beside the live answers (and its rollout
+    /// plan); `None` = none.
+    pub candidate: Option<super::candidate_section::CandidateConfig>,
 }
 
 /// Checks every `[[routes]]` entry against the model names routes may
-/// list (`[[models]]` and the upstreams' models) and the `[cache]`
+/// list (`names.0`: `[[models]]` and the upstreams' models; `names.1`:
+/// `[[models]]` alone, what a candidate may be) and the `[cache]`
 /// section; one checked route per entry, in config order.
 pub fn check(
     raw: &[RawRoute],
     cache: Option<&RawCache>,
-    names: &HashSet<String>,
+    (names, local): (&HashSet<String>, &HashSet<String>),
     issues: &mut Issues,
 ) -> Vec<RouteConfig> {
     let mut routes: Vec<RouteConfig> = Vec::new();
     for (i, route) in raw.iter().enumerate() {
         let path = format!("routes[{i}]");
         super::cache_section::check_fleet_coalescing(cache, route.cache.as_ref(), &path, issues);
-        let r = route_config(route, names, &path, issues);
+        let mut r = route_config(route, names, &path, issues);
+        r.candidate =
+            super::candidate_section::check(route.candidate.as_ref(), local, &route.models, &path, issues);
         if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
             issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
         }
@@ -141,6 +150,7 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
         draft,
         record: super::record_section::check(raw.record.as_ref(), path, issues),
         calibrate,
+        candidate: None,
     }
 }
 
