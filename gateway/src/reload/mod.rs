@@ -8,7 +8,9 @@
 //! A reload ([`Reloader::reload`]):
 //! 1. reads and parses the file (`switchyard serve --config FILE`; the
 //!    built-in config has no file, so there is nothing to reload);
-//! 2. re-applies the command line's `--listen`/`--admin-listen`;
+//! 2. re-applies the command line's `--listen`/`--admin-listen`, and
+//!    what the routes' rollouts want in force (`routing::rollout`: a
+//!    step's share, a promoted or rolled-back candidate);
 //! 3. builds the next snapshot ([`build::next_snapshot`]): restart-only
 //!    settings keep their running values and are reported, unchanged
 //!    models are shared, new or changed ones are loaded before the swap;
@@ -20,6 +22,7 @@
 
 pub mod build;
 pub mod restart;
+pub mod rollout;
 pub mod triggers;
 
 use crate::config::{self, Config, ConfigIssue};
@@ -47,6 +50,9 @@ pub enum Trigger {
     /// The console wrote an edit into the config file
     /// (`POST /admin/config/edit`).
     Console,
+    /// A route's rollout moved: a gate passed or failed, or an operator
+    /// promoted or rolled back (`crate::routing::rollout`).
+    Rollout,
 }
 
 impl Trigger {
@@ -58,6 +64,7 @@ impl Trigger {
             Trigger::FileChange => "file_change",
             Trigger::StorePoll => "store_poll",
             Trigger::Console => "console",
+            Trigger::Rollout => "rollout",
         }
     }
 }
@@ -247,6 +254,7 @@ impl Reloader {
         }
         let built = parsed.and_then(|mut config| {
             self.source.overrides.apply(&mut config);
+            self.state.rollouts.overlay(&mut config);
             build::next_snapshot(config, &current)
         });
         let result = match built {

@@ -19,8 +19,10 @@ use super::decisions::DecisionCounters;
 use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
 use super::mixed_backend::MixedBackend;
 use super::placements::Routing;
+use super::rollout::{CallOutcome, Rollouts};
 use super::run::route;
 use crate::config::calibrate_section::CalibrateConfig;
+use crate::config::candidate_section::CandidateConfig;
 use crate::config::draft_section::DraftConfig;
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
@@ -66,6 +68,8 @@ pub struct RoutingContext<'a> {
     pub decisions: &'a DecisionCounters,
     /// Calibrated routes' shadow runs and curves ([`super::calibration`]).
     pub calibration: &'a Arc<Calibration>,
+    /// Routes' candidates: mirrored calls and comparisons ([`super::rollout`]).
+    pub rollouts: &'a Arc<Rollouts>,
 }
 
 /// How [`execute`] answers a call.
@@ -94,10 +98,11 @@ pub async fn execute(
     req: RouteRequest<'_>,
     strategy: Strategy<'_>,
 ) -> Result<Finished, GatewayError> {
-    let RoutingContext { snap, upstreams, decisions, calibration } = ctx;
-    let execution = Execution::of(req.target.route(&snap.config), &req, strategy);
+    let RoutingContext { snap, upstreams, decisions, calibration, rollouts } = ctx;
+    let mut execution = Execution::of(req.target.route(&snap.config), &req, strategy);
+    execution.locals = Some(&snap.config.models);
     let backend = MixedBackend::new(snap, upstreams, execution.deadline);
-    let observers = Observers { decisions, calibration, models: &snap.repo };
+    let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
     execution.run(&backend, &observers, req.request).await
 }
 
@@ -106,6 +111,7 @@ pub async fn execute(
 pub(super) struct Observers<'a, M> {
     pub(super) decisions: &'a DecisionCounters,
     pub(super) calibration: &'a Arc<Calibration>,
+    pub(super) rollouts: &'a Arc<Rollouts>,
     pub(super) models: &'a Arc<M>,
 }
 
@@ -121,6 +127,11 @@ pub(super) struct Execution<'a> {
     pub(super) deadline: Instant,
     draft: Option<Draft<'a>>,
     calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
+    /// The route's candidate in force.
+    candidate: Option<&'a CandidateConfig>,
+    /// The local models (`[[models]]`): which answers ran in this process,
+    /// which are text models. `None`: every model is local, none is text.
+    pub(super) locals: Option<&'a [switchyard_runtime::ModelSpec]>,
 }
 
 /// A draft-then-final call's pair, its settings and where drafts go.
@@ -163,6 +174,8 @@ impl<'a> Execution<'a> {
             deadline: req.received + wait,
             draft,
             calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
+            candidate: route.and_then(|r| r.candidate.as_ref()),
+            locals: None,
         }
     }
 
@@ -185,6 +198,8 @@ impl<'a> Execution<'a> {
         };
         // The shadow gets its own copy of the inputs (shared buffers).
         let shadow_inputs = self.calibrate.map(|_| request.inputs.clone());
+        let mirror_inputs = self.candidate.map(|_| request.inputs.clone());
+        let started = Instant::now();
         let mut outcome = match &self.draft {
             Some(draft) => {
                 let run = PairRun {
@@ -209,6 +224,22 @@ impl<'a> Execution<'a> {
                 routing.route,
                 &inputs,
             );
+        }
+        if let (Some(candidate), Some(inputs)) = (self.candidate, mirror_inputs) {
+            let answer =
+                outcome.as_ref().ok().map(|f| (f.answer.model.as_str(), f.answer.outputs.as_slice()));
+            let spec = |model: &str| self.locals.and_then(|l| l.iter().find(|m| m.name == model));
+            let live = answer.map(|(model, _)| model).unwrap_or_default();
+            let call = CallOutcome {
+                route: routing.route,
+                candidate,
+                answer,
+                text: spec(live).is_some_and(|m| m.text.is_some()),
+                live_local: self.locals.is_none() || spec(live).is_some(),
+                live_latency: started.elapsed(),
+                inputs: &inputs,
+            };
+            observers.rollouts.after_call(call, observers.models);
         }
         if let Ok(finished) = &mut outcome {
             judge(&mut finished.answer, &self.policy, || backend.fleet(routing.models));
