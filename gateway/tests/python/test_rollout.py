@@ -13,6 +13,7 @@ machine one stalled mirrored call is the p99 of a few dozen."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -255,3 +256,34 @@ def test_a_bad_candidate_is_refused_with_its_field_path(tmp_path):
     config.write_text(config.read_text().replace("model = 'nope', steps = [0.5, 0.25]", "model = 'minilm-l3', share = 0.1"))
     out = subprocess.run([binary, "check-config", str(config)], capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "routes[0].candidate.model" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_the_console_shows_a_rollout_and_promotes_it(tmp_path):
+    """The console's Rollouts view in headless Chromium
+    (gateway/tests/browser/rollout_browser.mjs): the comparison with its
+    interval, the plan's step and the gate's verdict, then Promote."""
+    node = shutil.which("node")
+    assert node, "node is missing: scripts/setup.sh test installs what the browser test needs"
+    browser_dir = REPO / "gateway" / "tests" / "browser"
+    assert (browser_dir / "node_modules" / "playwright-core").is_dir(), "run scripts/setup.sh test (npm ci)"
+    token = "rollout-console-test-token-0123456789"
+    body = models(("digits-heavy", "digits-heavy", ""), ("digits-heavy-twin", "digits-heavy", "")) + route(
+        "digits-heavy", "{ model = 'digits-heavy-twin', steps = [0.5, 1.0], min_rows = 100000 }")
+    gw = Gateway(config=write_config(tmp_path, body), env={"SWITCHYARD_ADMIN_TOKEN": token})
+    try:
+        caller = Caller(gw)
+        auth = {"authorization": f"Bearer {token}"}
+        stats = lambda: requests.get(f"{gw.admin}/admin/stats", headers=auth, timeout=10).json()["rollouts"]["digits"]
+        wait_for(lambda: caller.call() and stats()["comparison"]["rows"] >= 64, "rows compared", timeout=DEADLINE)
+        shots = tmp_path / "screenshots"
+        shots.mkdir()
+        run = subprocess.run([node, str(browser_dir / "rollout_browser.mjs"), gw.admin, token, "digits",
+                              "digits-heavy-twin", str(shots)], cwd=browser_dir, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, f"browser test failed:\n{run.stdout}\n{run.stderr}\n{gw.log_text()}"
+        assert " passed, 0 failed" in run.stdout
+        for name in ["console-rollout", "console-rollout-promoted"]:
+            assert (shots / f"{name}.png").stat().st_size > 10_000, name
+        assert caller.call().headers["x-switchyard-model"] == "digits-heavy-twin"
+    finally:
+        gw.stop()
