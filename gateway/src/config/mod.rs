@@ -41,6 +41,7 @@ pub mod schema;
 pub mod secret;
 pub mod server_section;
 pub mod size;
+pub mod sticky_section;
 pub mod store_section;
 pub mod telemetry_section;
 pub mod text_section;

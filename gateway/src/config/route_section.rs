@@ -1,7 +1,7 @@
 //! `[[routes]]`: the names clients call, each backed by one or more
 //! models, with its latency budget and routing policy. Its `cache`,
-//! `auth`, `draft`, `record` and `calibrate` tables are checked by their
-//! own sections.
+//! `auth`, `draft`, `record`, `calibrate`, `candidate` and `sticky` tables
+//! are checked by their own sections.
 
 use super::cache_section::{RawCache, RawRouteCache, RouteCache};
 use super::control_section::{RawRouteAuth, RouteAuth};
@@ -42,6 +42,9 @@ pub struct RawRoute {
     /// A candidate model mirrored, compared and maybe rolled out; see
     /// `config::candidate_section`.
     pub candidate: Option<super::candidate_section::RawCandidate>,
+    /// A weighted split kept per client (a header or the tenant); see
+    /// `config::sticky_section`.
+    pub sticky: Option<super::sticky_section::RawSticky>,
 }
 
 /// A route's `budget_ms = { default, max }`.
@@ -85,6 +88,9 @@ pub struct RouteConfig {
     /// A candidate mirrored beside the live answers (and its rollout
     /// plan); `None` = none.
     pub candidate: Option<super::candidate_section::CandidateConfig>,
+    /// What keeps a client on one model of a weighted split; `None` = a
+    /// fresh draw per call.
+    pub sticky: Option<super::sticky_section::StickyConfig>,
 }
 
 /// Checks every `[[routes]]` entry against the model names routes may
@@ -138,6 +144,7 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
     let policy = route_policy(raw, path, issues);
     let draft = super::draft_section::check(raw.draft.as_ref(), &policy, &raw.models, path, issues);
     let calibrate = super::calibrate_section::check(raw.calibrate.as_ref(), &policy, path, issues);
+    let policy_for_sticky = policy.clone();
     RouteConfig {
         name: raw.name.clone(),
         models: raw.models.clone(),
@@ -151,6 +158,7 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
         record: super::record_section::check(raw.record.as_ref(), path, issues),
         calibrate,
         candidate: None,
+        sticky: super::sticky_section::check(raw.sticky.as_ref(), &policy_for_sticky, path, issues),
     }
 }
 

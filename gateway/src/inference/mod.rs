@@ -124,6 +124,9 @@ pub async fn run<'a>(
         telemetry::adopt_request_id(id);
     }
     let route_budget = budget::route_budget(target.route(config));
+    let draw = target
+        .route(config)
+        .and_then(|r| routing::sticky::draw(&r.name, r.sticky.as_ref()?, headers, tenant));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
     // A batch of independent rows is cached row by row (`cache::rows`);
     // a stream keeps the whole-request entry its final answer is stored in.
@@ -146,7 +149,7 @@ pub async fn run<'a>(
             decoded.binary_data_output = false;
             decoded.outputs.iter_mut().for_each(|o| o.binary = false);
         }
-        let job = Job { target, decoded, request, plan, budget, received, batched };
+        let job = Job { target, decoded, request, plan, budget, received, batched, draw };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
     let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
@@ -158,7 +161,7 @@ pub async fn run<'a>(
     let mut rows = None;
     let result = match &row_plan {
         None => {
-            let req = RouteRequest { target: &target, request, budget, received };
+            let req = RouteRequest { target: &target, request, budget, received, draw };
             let compute = async {
                 let finished = routing::execute(state.routing(snap), req, Strategy::Single).await?;
                 Ok(finished.answer)
@@ -166,8 +169,14 @@ pub async fn run<'a>(
             state.cache.answer(&plan, budget.total, Box::pin(compute)).await
         }
         Some(row_plan) => {
-            let run =
-                row_path::RowRun { routing: state.routing(snap), target: &target, request, budget, received };
+            let run = row_path::RowRun {
+                routing: state.routing(snap),
+                target: &target,
+                request,
+                budget,
+                received,
+                draw,
+            };
             let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
             answered.map(|(answer, cache, served)| {
                 rows = Some(served);

@@ -54,6 +54,9 @@ pub struct RouteRequest<'a> {
     pub budget: Budget,
     /// When the gateway received the request; budgets count from here.
     pub received: Instant,
+    /// The route's sticky draw for this client ([`super::sticky`]);
+    /// `None`: a fresh random draw.
+    pub draw: Option<router_policies::Draw>,
 }
 
 /// What routing reads and counts for one request: the config and models
@@ -126,6 +129,7 @@ pub(super) struct Execution<'a> {
     /// asked to wait for the final; upstream calls still end).
     pub(super) deadline: Instant,
     draft: Option<Draft<'a>>,
+    draw: Option<router_policies::Draw>,
     calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
     /// The route's candidate in force.
     candidate: Option<&'a CandidateConfig>,
@@ -173,6 +177,7 @@ impl<'a> Execution<'a> {
             received: req.received,
             deadline: req.received + wait,
             draft,
+            draw: req.draw,
             calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
             candidate: route.and_then(|r| r.candidate.as_ref()),
             locals: None,
@@ -210,9 +215,11 @@ impl<'a> Execution<'a> {
                 };
                 draft_then_final(backend, &run, request, draft.on_draft).await
             }
-            None => route(backend, &routing, crate::random_draws::next_draw(), request)
-                .await
-                .map(Finished::single),
+            None => {
+                route(backend, &routing, self.draw.unwrap_or_else(crate::random_draws::next_draw), request)
+                    .await
+                    .map(Finished::single)
+            }
         };
         if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
             let models = observers.models;

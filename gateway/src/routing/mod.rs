@@ -26,6 +26,7 @@ pub mod mixed_backend;
 pub mod placements;
 pub mod rollout;
 pub mod run;
+pub mod sticky;
 
 pub use execute::{execute, RouteRequest, RoutingContext, Strategy};
 pub use switchyard_protocol::answer::Answer;

@@ -64,6 +64,7 @@ fn request(target: &Target) -> RouteRequest<'_> {
         request,
         budget: Budget::new(Duration::from_millis(100)),
         received: Instant::now(),
+        draw: None,
     }
 }
 
