@@ -1,7 +1,8 @@
 //! The `/metrics` families of routes' candidates
 //! ([`crate::routing::rollout`]), read at scrape time from the rollout
 //! registry: the whole rollout's comparison (rows, agreement and its 95%
-//! Wilson interval, calls, errors and latency quantiles of both sides,
+//! Wilson interval, calls, errors, latency quantiles and cost per call of
+//! both sides,
 //! skipped draws), the share wanted and the state.
 
 use crate::metrics::family::Family;
@@ -48,6 +49,11 @@ pub fn rollout_families(views: &[RolloutView]) -> Vec<MetricFamily> {
         "Latency quantiles (quantile=0.5|0.99) of both sides over the mirrored calls.",
         &["route", "candidate", "side", "quantile"],
     );
+    let mut cost = Family::gauge(
+        "switchyard_rollout_cost_per_call",
+        "Compute cost per call of both sides over the mirrored calls (models[].cost, default 1 + position in the route).",
+        SIDE,
+    );
     let mut skipped = Family::counter(
         "switchyard_rollout_skipped_busy_total",
         "Drawn calls not mirrored because the candidate or the live model had no idle capacity.",
@@ -90,11 +96,16 @@ pub fn rollout_families(views: &[RolloutView]) -> Vec<MetricFamily> {
                 latency.sample(&[rc[0], rc[1], side, q], ms / 1000.0);
             }
         }
+        for (side, per_call) in [("live", c.live_cost_per_call), ("candidate", c.candidate_cost_per_call)] {
+            if let Some(v) = per_call {
+                cost.sample(&[rc[0], rc[1], side], v);
+            }
+        }
         skipped.sample(&rc, c.skipped_busy as f64);
         share.sample(&rc, v.share);
         state.sample(&[rc[0], rc[1], v.status.as_str()], 1.0);
     }
-    [rows, agreeing, agreement, interval, calls, errors, latency, skipped, share, state]
+    [rows, agreeing, agreement, interval, calls, errors, latency, cost, skipped, share, state]
         .into_iter()
         .filter_map(Family::finish)
         .collect()

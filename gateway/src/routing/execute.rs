@@ -103,7 +103,7 @@ pub async fn execute(
 ) -> Result<Finished, GatewayError> {
     let RoutingContext { snap, upstreams, decisions, calibration, rollouts } = ctx;
     let mut execution = Execution::of(req.target.route(&snap.config), &req, strategy);
-    execution.locals = Some(&snap.config.models);
+    execution.config = Some(&snap.config);
     let backend = MixedBackend::new(snap, upstreams, execution.deadline);
     let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
     execution.run(&backend, &observers, req.request).await
@@ -133,9 +133,10 @@ pub(super) struct Execution<'a> {
     calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
     /// The route's candidate in force.
     candidate: Option<&'a CandidateConfig>,
-    /// The local models (`[[models]]`): which answers ran in this process,
-    /// which are text models. `None`: every model is local, none is text.
-    pub(super) locals: Option<&'a [switchyard_runtime::ModelSpec]>,
+    /// The snapshot's config: which answers ran in this process, which
+    /// models are text models, what they cost. `None` (unit tests): every
+    /// model is local, none is text, costs by position.
+    pub(super) config: Option<&'a crate::config::Config>,
 }
 
 /// A draft-then-final call's pair, its settings and where drafts go.
@@ -180,7 +181,7 @@ impl<'a> Execution<'a> {
             draw: req.draw,
             calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
             candidate: route.and_then(|r| r.candidate.as_ref()),
-            locals: None,
+            config: None,
         }
     }
 
@@ -233,26 +234,47 @@ impl<'a> Execution<'a> {
             );
         }
         if let (Some(candidate), Some(inputs)) = (self.candidate, mirror_inputs) {
-            let answer =
-                outcome.as_ref().ok().map(|f| (f.answer.model.as_str(), f.answer.outputs.as_slice()));
-            let spec = |model: &str| self.locals.and_then(|l| l.iter().find(|m| m.name == model));
-            let live = answer.map(|(model, _)| model).unwrap_or_default();
-            let call = CallOutcome {
-                route: routing.route,
-                candidate,
-                answer,
-                text: spec(live).is_some_and(|m| m.text.is_some()),
-                live_local: self.locals.is_none() || spec(live).is_some(),
-                live_latency: started.elapsed(),
-                inputs: &inputs,
-            };
-            observers.rollouts.after_call(call, observers.models);
+            let answer = outcome.as_ref().ok().map(|f| &f.answer);
+            self.mirror(observers, routing.models, (candidate, &inputs), answer, started.elapsed());
         }
         if let Ok(finished) = &mut outcome {
             judge(&mut finished.answer, &self.policy, || backend.fleet(routing.models));
         }
         observers.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
         outcome
+    }
+}
+
+impl Execution<'_> {
+    /// Step 4: counts the call for the route's candidate and mirrors it
+    /// when drawn ([`super::rollout`]).
+    fn mirror<M: ShadowModels>(
+        &self,
+        observers: &Observers<'_, M>,
+        models: &[String],
+        (candidate, inputs): (&CandidateConfig, &[(String, switchyard_runtime::Tensor)]),
+        answer: Option<&Answer>,
+        live_latency: std::time::Duration,
+    ) {
+        let spec = |model: &str| self.config.and_then(|c| c.models.iter().find(|m| m.name == model));
+        let live = answer.map(|a| a.model.as_str()).unwrap_or_default();
+        let (live_cost, candidate_cost) = match (self.config, answer) {
+            (Some(config), Some(a)) => {
+                super::rollout::cost::pair_cost(config, models, (&a.model, a.reason), &candidate.model)
+            }
+            _ => (1.0, 1.0),
+        };
+        let call = CallOutcome {
+            route: &self.target.public_name,
+            candidate,
+            answer: answer.map(|a| (a.model.as_str(), a.outputs.as_slice())),
+            text: spec(live).is_some_and(|m| m.text.is_some()),
+            live_local: self.config.is_none() || spec(live).is_some(),
+            live_latency,
+            costs: (live_cost, candidate_cost),
+            inputs,
+        };
+        observers.rollouts.after_call(call, observers.models);
     }
 }
 

@@ -105,7 +105,7 @@ def test_the_comparison_counts_the_known_disagreement_of_the_test_split(tmp_path
     """digits-cheap mirrored beside digits-heavy on every call (share 1,
     no plan): the rows and agreeing rows are those onnxruntime gives
     offline, in /admin/stats and /metrics, with a Wilson interval."""
-    body = models(("digits-cheap", "digits-cheap", ""), ("digits-heavy", "digits-heavy", "")) + route(
+    body = models(("digits-cheap", "digits-cheap", "cost = 1"), ("digits-heavy", "digits-heavy", "cost = 4")) + route(
         "digits-heavy", "{ model = 'digits-cheap', share = 1.0 }")
     ref = Reference("digits-cheap", "digits-heavy")
     cheap_label, cheap_p = ref.run("digits-cheap", X)
@@ -130,6 +130,7 @@ def test_the_comparison_counts_the_known_disagreement_of_the_test_split(tmp_path
         low, high = c["agreement_interval"]
         assert low < c["agreement"] < high < 1.0
         assert c["live_p99_ms"] > 0 and c["candidate_p99_ms"] > 0
+        assert (c["live_cost_per_call"], c["candidate_cost_per_call"]) == (4.0, 1.0)
         assert rollout(gw)["state"] == "mirroring" and rollout(gw)["verdict"] is None, "no plan: never moved"
         metrics = requests.get(f"{gw.admin}/metrics", timeout=10).text
         labels = '{route="digits",candidate="digits-cheap"}'
@@ -137,6 +138,7 @@ def test_the_comparison_counts_the_known_disagreement_of_the_test_split(tmp_path
         assert f"switchyard_rollout_agreeing_rows_total{labels} {int(agrees.sum())}" in metrics
         assert re.search(r'switchyard_rollout_agreement_bound\{route="digits",candidate="digits-cheap",bound="low"\} 0\.9', metrics)
         assert 'switchyard_rollout_state{route="digits",candidate="digits-cheap",state="mirroring"} 1' in metrics
+        assert 'switchyard_rollout_cost_per_call{route="digits",candidate="digits-cheap",side="candidate"} 1' in metrics
     finally:
         gw.stop()
 

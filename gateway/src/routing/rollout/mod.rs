@@ -23,6 +23,7 @@
 //! restart starts the plan again from its first step.
 
 pub mod compare;
+pub mod cost;
 pub mod gate;
 pub mod stats;
 
@@ -183,6 +184,9 @@ pub struct CallOutcome<'a> {
     pub live_local: bool,
     /// How long the live call took.
     pub live_latency: Duration,
+    /// The compute cost of the live answer and of one candidate run
+    /// ([`cost::pair_cost`]).
+    pub costs: (f64, f64),
     /// The call's inputs (shared buffers).
     pub inputs: &'a [(String, Tensor)],
 }
@@ -215,6 +219,7 @@ impl Rollouts {
             live: outputs.to_vec(),
             text: call.text,
             live_latency: call.live_latency,
+            costs: call.costs,
             request: InferenceRequest {
                 inputs: call.inputs.to_vec(),
                 outputs: Some(outputs.iter().map(|(n, _)| n.clone()).collect()),
@@ -234,9 +239,11 @@ impl Rollouts {
             for c in [&mut r.total, &mut r.at_step] {
                 c.candidate.calls += 1;
                 c.live.latency.add(m.live_latency.as_secs_f64() * 1e6);
+                c.live.cost += m.costs.0;
                 match &agree {
                     Some(rows) => {
                         c.candidate.latency.add(took.as_secs_f64() * 1e6);
+                        c.candidate.cost += m.costs.1;
                         c.rows += rows.len() as u64;
                         c.agreeing += rows.iter().filter(|a| **a).count() as u64;
                     }
@@ -351,6 +358,7 @@ struct Mirror {
     live: Vec<(String, Tensor)>,
     text: bool,
     live_latency: Duration,
+    costs: (f64, f64),
     request: InferenceRequest,
 }
 

@@ -58,6 +58,11 @@ impl Latency {
         self.total += 1;
     }
 
+    /// Durations counted.
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
     /// The `q` quantile in microseconds (`None` without samples).
     pub fn quantile(&self, q: f64) -> Option<f64> {
         if self.total == 0 {
@@ -84,9 +89,18 @@ pub struct Side {
     pub errors: u64,
     /// Latency of the calls that answered.
     pub latency: Latency,
+    /// Compute cost of the calls that answered (live: of the mirrored
+    /// calls only, as its latency).
+    pub cost: f64,
 }
 
 impl Side {
+    /// Compute cost per answered call (`None` without one).
+    pub fn cost_per_call(&self) -> Option<f64> {
+        let answered = self.latency.count();
+        (answered > 0).then(|| self.cost / answered as f64)
+    }
+
     /// Errors per call (0 without calls).
     pub fn error_rate(&self) -> f64 {
         if self.calls == 0 {
@@ -143,6 +157,11 @@ pub struct ComparisonView {
     pub candidate_p50_ms: Option<f64>,
     /// See `candidate_p50_ms`.
     pub candidate_p99_ms: Option<f64>,
+    /// Compute cost per call of the live answers (mirrored calls) and of
+    /// the candidate's runs (`models[].cost`, default 1 + position).
+    pub live_cost_per_call: Option<f64>,
+    /// See `live_cost_per_call`.
+    pub candidate_cost_per_call: Option<f64>,
     /// Drawn calls skipped for want of idle capacity.
     pub skipped_busy: u64,
 }
@@ -175,6 +194,8 @@ impl Comparison {
             live_p99_ms: ms(&self.live.latency, 0.99),
             candidate_p50_ms: ms(&self.candidate.latency, 0.5),
             candidate_p99_ms: ms(&self.candidate.latency, 0.99),
+            live_cost_per_call: self.live.cost_per_call(),
+            candidate_cost_per_call: self.candidate.cost_per_call(),
             skipped_busy: self.skipped_busy,
         }
     }
