@@ -2,7 +2,8 @@
 // Every number comes from the admin API, read with the operator's admin
 // token: /admin/stats once a second (rates are differences between two
 // reads), /admin/config for the tunables, /admin/config/edit and
-// /admin/replay for the tuning form. Charts are uPlot's; without it the
+// /admin/replay for the tuning form, /admin/rollouts/{route}/promote and
+// /rollback for the rollouts' buttons. Charts are uPlot's; without it the
 // page shows the same numbers in tables.
 "use strict";
 
@@ -154,6 +155,7 @@ function render(stats, at) {
   renderUpstreams(stats.upstreams || []);
   renderStreams(stats.streams || {}, before ? before.streams : null, seconds);
   renderCalibration(stats.calibration || {});
+  renderRollouts(stats.rollouts || {});
   trim();
   previous = { at, stats };
 }
@@ -339,6 +341,67 @@ function renderCalibration(calibration) {
       { time: false, xLabel: "threshold", yLabel: "%", height: 220, y: { range: [0, 100] } },
     );
   }
+}
+
+// ---- rollouts ------------------------------------------------------------------
+
+const ROLLOUT_CELLS = ["candidate", "state", "step", "verdict", "agreement", "rows", "p99", "errors", "reasons"];
+
+// One row per route with a candidate, kept across polls (its buttons stay
+// the same elements); cells are rewritten from /admin/stats' `rollouts`.
+function renderRollouts(rollouts) {
+  const body = $("rollouts-body");
+  const routes = Object.keys(rollouts).sort();
+  $("rollouts-none").hidden = routes.length > 0;
+  for (const row of [...body.querySelectorAll("tr[data-rollout]")]) {
+    if (!(row.dataset.rollout in rollouts)) row.remove();
+  }
+  for (const route of routes) {
+    const r = rollouts[route];
+    let row = body.querySelector('tr[data-rollout="' + CSS.escape(route) + '"]');
+    if (!row) {
+      const promote = el("button", { type: "button", class: "promote" }, "Promote");
+      const back = el("button", { type: "button", class: "rollback" }, "Roll back");
+      promote.addEventListener("click", () => moveRollout(route, "promote"));
+      back.addEventListener("click", () => moveRollout(route, "rollback"));
+      const cells = ROLLOUT_CELLS.map((c) => el("td", { class: c }));
+      row = el("tr", { "data-rollout": route }, cell(route), ...cells, el("td", {}, promote, back));
+      body.append(row);
+    }
+    const c = r.comparison;
+    const [low, high] = c.agreement_interval;
+    const text = {
+      candidate: r.candidate,
+      state: r.state.replace("_", " ") + (r.by ? " (" + r.by + ")" : "") + (r.pending ? ", reloading" : ""),
+      step: r.plan ? "step " + (r.step + 1) + " of " + r.steps.length + " · " + pct(r.share, 0) : "mirror " + pct(r.share, 0),
+      verdict: r.verdict || "–",
+      agreement: c.agreement === null ? "–" : pct(c.agreement, 2) + " [" + pct(low, 2) + ", " + pct(high, 2) + "]",
+      rows: num(c.rows) + " (" + num(c.skipped_busy) + " draws skipped)",
+      p99: num(c.live_p99_ms, 1) + " · " + num(c.candidate_p99_ms, 1),
+      errors: num(c.live_errors) + " · " + num(c.candidate_errors),
+      reasons: (r.reasons || []).join("; "),
+    };
+    for (const name of ROLLOUT_CELLS) row.querySelector("td." + name).textContent = text[name];
+    const open = r.state === "mirroring";
+    row.querySelector(".promote").disabled = !open;
+    row.querySelector(".rollback").disabled = !open;
+  }
+}
+
+async function moveRollout(route, move) {
+  const line = $("rollouts-status");
+  line.textContent = (move === "promote" ? "Promoting " : "Rolling back ") + route + "…";
+  line.className = "";
+  const r = await api("/admin/rollouts/" + encodeURIComponent(route) + "/" + move, { method: "POST" });
+  if (r.ok && r.body.reload && r.body.reload.status === "applied") {
+    line.textContent =
+      (move === "promote" ? "Promoted " : "Rolled back ") + route + ": generation " + r.body.reload.generation + " serves it.";
+    line.className = "ok";
+  } else {
+    line.textContent = r.ok ? "The reload was rejected: " + problems(r.body.reload || {}) : problems(r.body);
+    line.className = "error";
+  }
+  await tick();
 }
 
 // ---- tuning -------------------------------------------------------------------

@@ -39,6 +39,8 @@ pub struct AppState {
     pub recorders: crate::record::Recorders,
     /// Cascade routes' online calibration (`routes[].calibrate`).
     pub calibration: Arc<crate::routing::calibration::Calibration>,
+    /// Routes' candidates: comparisons and rollout plans (`routes[].candidate`).
+    pub rollouts: Arc<crate::routing::rollout::Rollouts>,
     /// Upstream servers and their models (`[[upstreams]]`), with their
     /// address health, breakers and latency statistics. Built at start-up:
     /// changing `[[upstreams]]` or `[[prefix_routes]]` needs a restart
@@ -63,7 +65,13 @@ impl AppState {
 
     /// As [`AppState::new`], with the upstream registry built (and its
     /// models' metadata read) beforehand, as `prepare::prepare` does.
-    pub fn with_upstreams(config: Config, repo: Arc<ModelRepository>, upstreams: Arc<Upstreams>) -> AppState {
+    pub fn with_upstreams(
+        mut config: Config,
+        repo: Arc<ModelRepository>,
+        upstreams: Arc<Upstreams>,
+    ) -> AppState {
+        let rollouts = Arc::new(crate::routing::rollout::Rollouts::default());
+        rollouts.overlay(&mut config);
         let permits = config.server.limits.max_concurrent_requests;
         let config_connections = config.server.connections;
         let cache = Arc::new(ResponseCache::new(config.cache.as_ref()));
@@ -79,6 +87,7 @@ impl AppState {
             streams: Default::default(),
             recorders: Default::default(),
             calibration: Default::default(),
+            rollouts,
             prefix_routes,
             upstreams,
             connections: ConnTable::new(config_connections),
@@ -93,6 +102,7 @@ impl AppState {
             upstreams: &self.upstreams,
             decisions: &self.decisions,
             calibration: &self.calibration,
+            rollouts: &self.rollouts,
         }
     }
 

@@ -196,6 +196,20 @@ fn route_json(route: &RouteConfig) -> Value {
             "fair_share": a.fair_share,
         })),
         "calibrate": route.calibrate.as_ref().map(|c| json!({ "shadow": c.shadow, "target": c.target })),
+        // In force: a rollout's step, or none once promoted or rolled back.
+        "candidate": route.candidate.as_ref().map(|c| json!({
+            "model": c.model,
+            "plan": c.plan,
+            "steps": c.steps,
+            "step": c.step,
+            "share": c.share(),
+            "min_rows": c.min_rows,
+            "gate": {
+                "min_agreement": c.gate.min_agreement,
+                "max_p99_ratio": c.gate.max_p99_ratio,
+                "max_error_ratio": c.gate.max_error_ratio,
+            },
+        })),
         "record": route.record.as_ref().map(|r| json!({
             "sample": r.sample,
             "path": r.path.display().to_string(),

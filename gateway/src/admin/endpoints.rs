@@ -1,6 +1,8 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
-use super::{config_edit, config_view, console, handler, models, pause, replay, stats, Access, AdminApp};
+use super::{
+    config_edit, config_view, console, handler, models, pause, replay, rollouts, stats, Access, AdminApp,
+};
 use crate::reload::Trigger;
 use crate::reply::Reply;
 use http::Method;
@@ -46,6 +48,14 @@ pub fn register(app: &mut AdminApp) {
         .route(Method::POST, "/admin/models/{}/pools/{}/pause", Access::Token, handler(pause::pause))
         .route(Method::POST, "/admin/models/{}/pools/{}/resume", Access::Token, handler(pause::resume))
         .route(Method::POST, "/admin/replay", Access::Token, handler(replay::replay))
-        .route(Method::POST, "/admin/config/edit", Access::Token, handler(config_edit::edit));
+        .route(Method::POST, "/admin/config/edit", Access::Token, handler(config_edit::edit))
+        .route(
+            Method::GET,
+            "/admin/rollouts",
+            Access::Token,
+            handler(|call| async move { Reply::json_value(200, &rollouts::rollouts_json(&call.state)) }),
+        )
+        .route(Method::POST, "/admin/rollouts/{}/promote", Access::Token, handler(rollouts::promote))
+        .route(Method::POST, "/admin/rollouts/{}/rollback", Access::Token, handler(rollouts::roll_back));
     console::register(app);
 }

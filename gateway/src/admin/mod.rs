@@ -12,6 +12,8 @@
 //! | POST | `/admin/models/{m}/pools/{p}/pause`, `/resume` | hold or release a pool's workers ([`pause`]) | yes |
 //! | POST | `/admin/replay` | the recorded traffic replayed through the posted candidate config ([`replay`]) | yes |
 //! | POST | `/admin/config/edit` | preview or apply a route's threshold / budget / TTL change ([`config_edit`]) | yes |
+//! | GET | `/admin/rollouts` | routes' candidates: comparison, plan, state, what is in force ([`rollouts`]) | yes |
+//! | POST | `/admin/rollouts/{r}/promote`, `/rollback` | promote or roll back a route's candidate by hand, through a reload | yes |
 //! | GET | `/console/` | the operator console's page and assets ([`console`]); its data comes from the calls above | no |
 //!
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
@@ -36,6 +38,8 @@ pub mod metrics_page;
 pub mod models;
 pub mod pause;
 pub mod replay;
+pub mod rollout_metrics;
+pub mod rollouts;
 pub mod scrape;
 pub mod stats;
 

@@ -24,6 +24,7 @@ pub fn stats_json(state: &AppState) -> Value {
         .map(|(route, view)| (route, serde_json::to_value(view).unwrap_or_default()))
         .collect::<serde_json::Map<_, _>>()
         .into();
+    stats["rollouts"] = super::rollouts::rollouts_json(state);
     stats["record"] = state
         .recorders
         .stats()

@@ -20,6 +20,7 @@
 pub mod admin_hosts_section;
 pub mod cache_section;
 pub mod calibrate_section;
+pub mod candidate_section;
 pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
@@ -41,6 +42,7 @@ pub mod schema_default;
 pub mod secret;
 pub mod server_section;
 pub mod size;
+pub mod sticky_section;
 pub mod store_section;
 pub mod telemetry_section;
 pub mod tenant_section;

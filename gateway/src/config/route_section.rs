@@ -1,7 +1,7 @@
 //! `[[routes]]`: the names clients call, each backed by one or more
 //! models, with its latency budget and routing policy. Its `cache`,
-//! `auth`, `draft`, `record` and `calibrate` tables are checked by their
-//! own sections.
+//! `auth`, `draft`, `record`, `calibrate`, `candidate` and `sticky` tables
+//! are checked by their own sections.
 
 use super::cache_section::{RawCache, RawRouteCache, RouteCache};
 use super::control_section::{RawRouteAuth, RouteAuth};
@@ -40,6 +40,12 @@ pub struct RawRoute {
     pub record: Option<super::record_section::RawRecord>,
     /// Online cascade calibration; see `config::calibrate_section`.
     pub calibrate: Option<super::calibrate_section::RawCalibrate>,
+    /// A candidate model mirrored, compared and maybe rolled out; see
+    /// `config::candidate_section`.
+    pub candidate: Option<super::candidate_section::RawCandidate>,
+    /// A weighted split kept per client (a header or the tenant); see
+    /// `config::sticky_section`.
+    pub sticky: Option<super::sticky_section::RawSticky>,
 }
 
 /// Default latency budget of a request that names none.
@@ -85,22 +91,31 @@ pub struct RouteConfig {
     pub record: Option<super::record_section::RecordConfig>,
     /// Online calibration of a cascade's threshold; `None` = off.
     pub calibrate: Option<super::calibrate_section::CalibrateConfig>,
+    /// A candidate mirrored beside the live answers (and its rollout
+    /// plan); `None` = none.
+    pub candidate: Option<super::candidate_section::CandidateConfig>,
+    /// What keeps a client on one model of a weighted split; `None` = a
+    /// fresh draw per call.
+    pub sticky: Option<super::sticky_section::StickyConfig>,
 }
 
 /// Checks every `[[routes]]` entry against the model names routes may
-/// list (`[[models]]` and the upstreams' models) and the `[cache]`
+/// list (`names.0`: `[[models]]` and the upstreams' models; `names.1`:
+/// `[[models]]` alone, what a candidate may be) and the `[cache]`
 /// section; one checked route per entry, in config order.
 pub fn check(
     raw: &[RawRoute],
     cache: Option<&RawCache>,
-    names: &HashSet<String>,
+    (names, local): (&HashSet<String>, &HashSet<String>),
     issues: &mut Issues,
 ) -> Vec<RouteConfig> {
     let mut routes: Vec<RouteConfig> = Vec::new();
     for (i, route) in raw.iter().enumerate() {
         let path = format!("routes[{i}]");
         super::cache_section::check_fleet_coalescing(cache, route.cache.as_ref(), &path, issues);
-        let r = route_config(route, names, &path, issues);
+        let mut r = route_config(route, names, &path, issues);
+        r.candidate =
+            super::candidate_section::check(route.candidate.as_ref(), local, &route.models, &path, issues);
         if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
             issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
         }
@@ -135,6 +150,7 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
     let policy = route_policy(raw, path, issues);
     let draft = super::draft_section::check(raw.draft.as_ref(), &policy, &raw.models, path, issues);
     let calibrate = super::calibrate_section::check(raw.calibrate.as_ref(), &policy, path, issues);
+    let policy_for_sticky = policy.clone();
     RouteConfig {
         name: raw.name.clone(),
         models: raw.models.clone(),
@@ -147,6 +163,8 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
         draft,
         record: super::record_section::check(raw.record.as_ref(), path, issues),
         calibrate,
+        candidate: None,
+        sticky: super::sticky_section::check(raw.sticky.as_ref(), &policy_for_sticky, path, issues),
     }
 }
 

@@ -131,6 +131,9 @@ pub async fn run<'a>(
         telemetry::adopt_request_id(id);
     }
     let route_budget = budget::route_budget(target.route(config));
+    let draw = target
+        .route(config)
+        .and_then(|r| routing::sticky::draw(&r.name, r.sticky.as_ref()?, headers, tenant));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
     let admitted = admit(state, snap, &target, tenant)?;
     let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
@@ -158,7 +161,7 @@ pub async fn run<'a>(
         // A stream holds its compute limits from the start (its cached
         // final, if any, is rare enough not to single out).
         let computing = admitted.compute(batch_rows)?;
-        let job = Job { target, decoded, request, plan, budget, received, batched, computing };
+        let job = Job { target, decoded, request, plan, budget, received, batched, computing, draw };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
     let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
@@ -170,7 +173,7 @@ pub async fn run<'a>(
     let mut rows = None;
     let result = match &row_plan {
         None => {
-            let req = RouteRequest { target: &target, request, budget, received };
+            let req = RouteRequest { target: &target, request, budget, received, draw };
             let admitted = &admitted;
             let compute = async move {
                 let _computing = admitted.compute(batch_rows)?;
@@ -187,6 +190,7 @@ pub async fn run<'a>(
                 budget,
                 received,
                 admitted: &admitted,
+                draw,
             };
             let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
             answered.map(|(answer, cache, served)| {

@@ -27,12 +27,14 @@ pub struct RowRun<'a> {
     pub received: Instant,
     /// The tenant's admission: each batch of rows takes its compute limits.
     pub admitted: &'a Admitted,
+    /// The route's sticky draw for this client, if any.
+    pub draw: Option<router_policies::Draw>,
 }
 
 /// The cache's [`RowCompute`] for `run`: the given rows of the request as
 /// one batch (the request as sent when every row runs, in order).
 pub fn row_compute(run: RowRun<'_>) -> RowCompute<'_> {
-    let RowRun { routing, target, request, budget, received, admitted } = run;
+    let RowRun { routing, target, request, budget, received, admitted, draw } = run;
     let total = request.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(0);
     Box::new(move |chosen: Vec<usize>| {
         let inputs = rows::select_rows(&request.inputs, total, &chosen);
@@ -41,8 +43,13 @@ pub fn row_compute(run: RowRun<'_>) -> RowCompute<'_> {
         Box::pin(async move {
             let _computing = admitted.compute(rows)?;
             let inputs = inputs.map_err(GatewayError::Internal)?;
-            let req =
-                RouteRequest { target, request: InferenceRequest { inputs, outputs }, budget, received };
+            let req = RouteRequest {
+                target,
+                request: InferenceRequest { inputs, outputs },
+                budget,
+                received,
+                draw,
+            };
             Ok(routing::execute(routing, req, Strategy::Single).await?.answer)
         })
     })

@@ -45,6 +45,20 @@ pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue>
                 }),
             }
         }
+        if let (Some(candidate), Some((first, expected))) = (&route.candidate, &reference) {
+            let path = format!("routes[{i}].candidate.model");
+            match repo.signature(&candidate.model) {
+                Err(e) => issues.push(ConfigIssue { path, message: e.to_string() }),
+                Ok(sig) if sig == *expected => {}
+                Ok(_) => issues.push(ConfigIssue {
+                    path,
+                    message: format!(
+                        "{:?} has a different input/output signature than {first:?}",
+                        candidate.model
+                    ),
+                }),
+            }
+        }
     }
     issues
 }

@@ -10,7 +10,9 @@
 //! A reload ([`Reloader::reload`]):
 //! 1. reads and parses the file (`switchyard serve --config FILE`; the
 //!    built-in config has no file, so there is nothing to reload);
-//! 2. re-applies the command line's `--listen`/`--admin-listen`;
+//! 2. re-applies the command line's `--listen`/`--admin-listen`, and
+//!    what the routes' rollouts want in force (`routing::rollout`: a
+//!    step's share, a promoted or rolled-back candidate);
 //! 3. builds the next snapshot ([`build::next_snapshot`]): restart-only
 //!    settings keep their running values and are reported, unchanged
 //!    models are shared, new or changed ones are loaded before the swap;
@@ -22,6 +24,7 @@
 
 pub mod build;
 pub mod restart;
+pub mod rollout;
 pub mod triggers;
 
 use crate::config::{self, Config, ConfigIssue};
@@ -49,6 +52,9 @@ pub enum Trigger {
     /// The console wrote an edit into the config file
     /// (`POST /admin/config/edit`).
     Console,
+    /// A route's rollout moved: a gate passed or failed, or an operator
+    /// promoted or rolled back (`crate::routing::rollout`).
+    Rollout,
 }
 
 impl Trigger {
@@ -60,6 +66,7 @@ impl Trigger {
             Trigger::FileChange => "file_change",
             Trigger::StorePoll => "store_poll",
             Trigger::Console => "console",
+            Trigger::Rollout => "rollout",
         }
     }
 }
@@ -267,6 +274,7 @@ impl Reloader {
         }
         let built = parsed.and_then(|mut config| {
             self.source.overrides.apply(&mut config);
+            self.state.rollouts.overlay(&mut config);
             build::next_snapshot(config, &current)
         });
         let result = match built {

@@ -54,6 +54,7 @@ async fn run(reloader: Arc<Reloader>, ready: mpsc::Sender<std::io::Result<()>>) 
     };
     let _ = ready.send(Ok(()));
     tokio::spawn(poll_store(Arc::clone(&reloader)));
+    tokio::spawn(super::rollout::run(Arc::clone(&reloader)));
     loop {
         let interval = reloader.watch_interval();
         tokio::select! {

@@ -19,8 +19,10 @@ use super::decisions::DecisionCounters;
 use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
 use super::mixed_backend::MixedBackend;
 use super::placements::Routing;
+use super::rollout::{CallOutcome, Rollouts};
 use super::run::route;
 use crate::config::calibrate_section::CalibrateConfig;
+use crate::config::candidate_section::CandidateConfig;
 use crate::config::draft_section::DraftConfig;
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
@@ -52,6 +54,9 @@ pub struct RouteRequest<'a> {
     pub budget: Budget,
     /// When the gateway received the request; budgets count from here.
     pub received: Instant,
+    /// The route's sticky draw for this client ([`super::sticky`]);
+    /// `None`: a fresh random draw.
+    pub draw: Option<router_policies::Draw>,
 }
 
 /// What routing reads and counts for one request: the config and models
@@ -66,6 +71,8 @@ pub struct RoutingContext<'a> {
     pub decisions: &'a DecisionCounters,
     /// Calibrated routes' shadow runs and curves ([`super::calibration`]).
     pub calibration: &'a Arc<Calibration>,
+    /// Routes' candidates: mirrored calls and comparisons ([`super::rollout`]).
+    pub rollouts: &'a Arc<Rollouts>,
 }
 
 /// How [`execute`] answers a call.
@@ -94,10 +101,11 @@ pub async fn execute(
     req: RouteRequest<'_>,
     strategy: Strategy<'_>,
 ) -> Result<Finished, GatewayError> {
-    let RoutingContext { snap, upstreams, decisions, calibration } = ctx;
-    let execution = Execution::of(req.target.route(&snap.config), &req, strategy);
+    let RoutingContext { snap, upstreams, decisions, calibration, rollouts } = ctx;
+    let mut execution = Execution::of(req.target.route(&snap.config), &req, strategy);
+    execution.config = Some(&snap.config);
     let backend = MixedBackend::new(snap, upstreams, execution.deadline);
-    let observers = Observers { decisions, calibration, models: &snap.repo };
+    let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
     execution.run(&backend, &observers, req.request).await
 }
 
@@ -106,6 +114,7 @@ pub async fn execute(
 pub(super) struct Observers<'a, M> {
     pub(super) decisions: &'a DecisionCounters,
     pub(super) calibration: &'a Arc<Calibration>,
+    pub(super) rollouts: &'a Arc<Rollouts>,
     pub(super) models: &'a Arc<M>,
 }
 
@@ -120,7 +129,14 @@ pub(super) struct Execution<'a> {
     /// asked to wait for the final; upstream calls still end).
     pub(super) deadline: Instant,
     draft: Option<Draft<'a>>,
+    draw: Option<router_policies::Draw>,
     calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
+    /// The route's candidate in force.
+    candidate: Option<&'a CandidateConfig>,
+    /// The snapshot's config: which answers ran in this process, which
+    /// models are text models, what they cost. `None` (unit tests): every
+    /// model is local, none is text, costs by position.
+    pub(super) config: Option<&'a crate::config::Config>,
 }
 
 /// A draft-then-final call's pair, its settings and where drafts go.
@@ -162,7 +178,10 @@ impl<'a> Execution<'a> {
             received: req.received,
             deadline: req.received + wait,
             draft,
+            draw: req.draw,
             calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
+            candidate: route.and_then(|r| r.candidate.as_ref()),
+            config: None,
         }
     }
 
@@ -185,6 +204,8 @@ impl<'a> Execution<'a> {
         };
         // The shadow gets its own copy of the inputs (shared buffers).
         let shadow_inputs = self.calibrate.map(|_| request.inputs.clone());
+        let mirror_inputs = self.candidate.map(|_| request.inputs.clone());
+        let started = Instant::now();
         let mut outcome = match &self.draft {
             Some(draft) => {
                 let run = PairRun {
@@ -195,9 +216,11 @@ impl<'a> Execution<'a> {
                 };
                 draft_then_final(backend, &run, request, draft.on_draft).await
             }
-            None => route(backend, &routing, crate::random_draws::next_draw(), request)
-                .await
-                .map(Finished::single),
+            None => {
+                route(backend, &routing, self.draw.unwrap_or_else(crate::random_draws::next_draw), request)
+                    .await
+                    .map(Finished::single)
+            }
         };
         if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
             let models = observers.models;
@@ -210,11 +233,48 @@ impl<'a> Execution<'a> {
                 &inputs,
             );
         }
+        if let (Some(candidate), Some(inputs)) = (self.candidate, mirror_inputs) {
+            let answer = outcome.as_ref().ok().map(|f| &f.answer);
+            self.mirror(observers, routing.models, (candidate, &inputs), answer, started.elapsed());
+        }
         if let Ok(finished) = &mut outcome {
             judge(&mut finished.answer, &self.policy, || backend.fleet(routing.models));
         }
         observers.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
         outcome
+    }
+}
+
+impl Execution<'_> {
+    /// Step 4: counts the call for the route's candidate and mirrors it
+    /// when drawn ([`super::rollout`]).
+    fn mirror<M: ShadowModels>(
+        &self,
+        observers: &Observers<'_, M>,
+        models: &[String],
+        (candidate, inputs): (&CandidateConfig, &[(String, switchyard_runtime::Tensor)]),
+        answer: Option<&Answer>,
+        live_latency: std::time::Duration,
+    ) {
+        let spec = |model: &str| self.config.and_then(|c| c.models.iter().find(|m| m.name == model));
+        let live = answer.map(|a| a.model.as_str()).unwrap_or_default();
+        let (live_cost, candidate_cost) = match (self.config, answer) {
+            (Some(config), Some(a)) => {
+                super::rollout::cost::pair_cost(config, models, (&a.model, a.reason), &candidate.model)
+            }
+            _ => (1.0, 1.0),
+        };
+        let call = CallOutcome {
+            route: &self.target.public_name,
+            candidate,
+            answer: answer.map(|a| (a.model.as_str(), a.outputs.as_slice())),
+            text: spec(live).is_some_and(|m| m.text.is_some()),
+            live_local: self.config.is_none() || spec(live).is_some(),
+            live_latency,
+            costs: (live_cost, candidate_cost),
+            inputs,
+        };
+        observers.rollouts.after_call(call, observers.models);
     }
 }
 

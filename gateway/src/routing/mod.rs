@@ -24,7 +24,9 @@ mod execute;
 pub mod fleet;
 pub mod mixed_backend;
 pub mod placements;
+pub mod rollout;
 pub mod run;
+pub mod sticky;
 
 pub use execute::{execute, RouteRequest, RoutingContext, Strategy};
 pub use switchyard_protocol::answer::Answer;

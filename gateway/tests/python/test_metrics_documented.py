@@ -1,7 +1,7 @@
 """The Metrics page (docs/src/reference/metrics.md) against what `/metrics`
 really exports (issue 45): after a representative set of calls on a
-gateway with Redis as L2, a cascade route that records and calibrates, an
-upstream and a prefix route (REST infer, its cache hit, gRPC infer and
+gateway with Redis as L2, a cascade route that records and calibrates, a
+route with a mirrored candidate, an upstream and a prefix route (REST infer, its cache hit, gRPC infer and
 stream, a text model, a proxied request, a model unloaded), every family
 the page shows is in the table, and every family of the table is on the
 page, but those listed in NOT_CREATED with the reason."""
@@ -49,6 +49,12 @@ cache = {{ fleet_coalesce = true }}
 name = "keyed"
 models = ["digits-cheap"]
 auth = {{ keys = [{{ key = "{TENANT_KEY}", tenant = "team-a" }}] }}
+
+[[routes]]
+name = "digits-rollout"
+models = ["digits-cheap"]
+candidate = {{ model = "digits-heavy", share = 1.0 }}
+cache = {{ enabled = false }}
 
 [[tenants]]
 name = "team-a"
@@ -99,19 +105,23 @@ def representative_calls(gw):
 
 
 def scrape_once_calibrated(gw, timeout=120.0) -> str:
-    """/metrics once the route's calibration has suggested a threshold:
-    shadow runs happen after the answer, in the background, and only
-    while the heavy model is idle, so fresh calls are made until one has."""
+    """/metrics once the route's calibration has suggested a threshold and
+    the candidate route has a mirrored call: shadow and mirrored runs
+    happen after the answer, in the background, and only while the heavy
+    model is idle, so fresh calls are made until both have."""
     deadline = time.monotonic() + timeout
     seed = 100
     while True:
         metrics = requests.get(f"{gw.admin}/metrics", timeout=30).text
-        if "switchyard_calibration_suggested_threshold{" in metrics or time.monotonic() > deadline:
+        ready = all(f in metrics for f in ("switchyard_calibration_suggested_threshold{",
+                                             "switchyard_rollout_latency_seconds{"))
+        if ready or time.monotonic() > deadline:
             return metrics
         seed += 1
         x = np.random.default_rng(seed).uniform(0, 16, size=64).tolist()
         body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": x}]}
         requests.post(f"{gw.base}/v2/models/digits/infer", json=body, timeout=60)
+        requests.post(f"{gw.base}/v2/models/digits-rollout/infer", json=body, timeout=60)
         time.sleep(0.2)
 
 

@@ -64,6 +64,7 @@ fn request(target: &Target) -> RouteRequest<'_> {
         request,
         budget: Budget::new(Duration::from_millis(100)),
         received: Instant::now(),
+        draw: None,
     }
 }
 
@@ -71,13 +72,19 @@ fn request(target: &Target) -> RouteRequest<'_> {
 struct Seen {
     decisions: DecisionCounters,
     calibration: Arc<Calibration>,
+    rollouts: Arc<crate::routing::rollout::Rollouts>,
     shadows: Arc<Shadows>,
 }
 
 impl Seen {
     fn new() -> Seen {
         let shadows = Shadows::new(&[("cheap", &UNSURE), ("heavy", &HEAVY)]);
-        Seen { decisions: DecisionCounters::default(), calibration: Arc::default(), shadows }
+        Seen {
+            decisions: DecisionCounters::default(),
+            calibration: Arc::default(),
+            rollouts: Arc::default(),
+            shadows,
+        }
     }
 
     /// Runs one call to `route` through `execute`'s path with `strategy`.
@@ -91,8 +98,12 @@ impl Seen {
         let target = target(route);
         let req = request(&target);
         let execution = Execution::of(target.route(config), &req, strategy);
-        let observers =
-            Observers { decisions: &self.decisions, calibration: &self.calibration, models: &self.shadows };
+        let observers = Observers {
+            decisions: &self.decisions,
+            calibration: &self.calibration,
+            rollouts: &self.rollouts,
+            models: &self.shadows,
+        };
         execution.run(fake, &observers, req.request).await
     }
 
