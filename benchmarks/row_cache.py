@@ -16,7 +16,10 @@ Two loads, each on both routes:
 
 Closed loop, `--clients` threads, `--batches` batches each, the variants
 alternating over `--rounds` rounds (drift hits them alike); the figure is
-the best round's rows/s. The vectors of one half-seen batch are compared
+the best round's rows/s, and beside it the server's CPU time per row (its
+utime + stime from /proc over the timed part, the lowest of the rounds):
+on a shared machine, throughput moves with the neighbours' load, CPU per
+row much less. The vectors of one half-seen batch are compared
 between the routes (max abs difference; padding changes only float sums).
 
     .venv/bin/python benchmarks/row_cache.py [--bin target/release/switchyard]
@@ -117,7 +120,13 @@ def batches(corpus, load, count):
     return [first], out
 
 
-def run(base, route, load, corpus, clients, count):
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(pid, base, route, load, corpus, clients, count):
     plans = [batches(corpus, load, count) for _ in range(clients)]
     with requests.Session() as s:
         for warm, _ in plans:
@@ -128,12 +137,13 @@ def run(base, route, load, corpus, clients, count):
             for batch in plan:
                 embed(s, base, route, batch)
     threads = [threading.Thread(target=client, args=(p,)) for _, p in plans]
-    began = time.perf_counter()
+    cpu, began = cpu_seconds(pid), time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return clients * count * BATCH / (time.perf_counter() - began)
+    rows = clients * count * BATCH
+    return rows / (time.perf_counter() - began), (cpu_seconds(pid) - cpu) / rows
 
 
 def main():
@@ -155,22 +165,24 @@ def main():
                 embed(s, base, "rows", same)
                 mixed = [t for pair in zip(same, corpus.take(BATCH // 2)) for t in pair]
                 diff = float(np.abs(embed(s, base, "rows", mixed) - embed(s, base, "whole", mixed)).max())
-            best = {}
+            best, cpu = {}, {}
             for r in range(args.rounds):
                 order = [(l, v) for l in ("half-seen", "full-miss") for v in ("rows", "whole")]
                 for load, route in order if r % 2 == 0 else order[::-1]:
-                    rate = run(base, route, load, corpus, args.clients, args.batches)
+                    rate, per_row = run(proc.pid, base, route, load, corpus, args.clients, args.batches)
                     best[load, route] = max(best.get((load, route), 0.0), rate)
+                    cpu[load, route] = min(cpu.get((load, route), float("inf")), per_row)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     print(f"binary {args.bin}, {args.clients} clients x {args.batches} batches of {BATCH}, "
           f"best of {args.rounds} rounds, server cpus {args.cpus or 'any'}")
-    print("| load | per-row on (rows/s) | per-row off (rows/s) | on / off |")
-    print("|---|---|---|---|")
+    print("| load | per-row on (rows/s) | per-row off (rows/s) | on / off | server CPU ms/row on | off | off / on |")
+    print("|---|---|---|---|---|---|---|")
     for load in ("half-seen", "full-miss"):
         on, off = best[load, "rows"], best[load, "whole"]
-        print(f"| {load} | {on:.0f} | {off:.0f} | {on / off:.2f}x |")
+        c_on, c_off = cpu[load, "rows"] * 1e3, cpu[load, "whole"] * 1e3
+        print(f"| {load} | {on:.0f} | {off:.0f} | {on / off:.2f}x | {c_on:.2f} | {c_off:.2f} | {c_off / c_on:.2f}x |")
     print(f"max |rows - whole| over one half-seen batch's vectors: {diff:.2e}")
 
 
