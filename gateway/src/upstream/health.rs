@@ -85,7 +85,15 @@ fn health_check(upstream: &Upstream) -> pingora::Result<Box<dyn HealthCheck + Se
     let host = upstream.config.addrs.first().map_or_else(|| "localhost".to_string(), ToString::to_string);
     match &cfg.path {
         Some(path) => {
-            let mut check = HttpHealthCheck::new(&host, false);
+            let tls = upstream.peer_tls.as_ref();
+            let sni = match (tls, upstream.config.addrs.first()) {
+                (Some(tls), Some(addr)) => tls.server_name(*addr),
+                _ => host.clone(),
+            };
+            let mut check = HttpHealthCheck::new(&sni, tls.is_some());
+            if let Some(tls) = tls {
+                tls.apply(&mut check.peer_template);
+            }
             let mut request = RequestHeader::build("GET", path.as_bytes(), None)?;
             request.append_header("Host", host.as_str())?;
             check.req = request;
