@@ -28,12 +28,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from conftest import REPO, Gateway, port_in_use, reserve_port
+from conftest import REPO, Gateway, free_cluster_port, port_in_use, reserve_port
 from otlp_receiver import OtlpReceiver
 from routing_util import infer_body, write_config
 
 BINARY = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
 
 # ---------------------------------------------------------------- certificates
@@ -60,8 +61,12 @@ def _cert(subject, issuer, key, issuer_key, ca=False, sans=None, client=False):
             key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False,
             decipher_only=False), critical=True)
     else:
-        usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # Server certificates may act as clients too: Redis Cluster nodes
+        # present theirs to each other on the TLS cluster bus.
+        usages = [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+        if not client:
+            usages.append(x509.oid.ExtendedKeyUsageOID.SERVER_AUTH)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
@@ -350,15 +355,19 @@ def test_bad_tls_files_are_refused_with_their_field(tmp_path, certs):
 
 class TlsRedis:
     """redis-server with TLS only (`--port 0 --tls-port P`), clients
-    verified against nothing (`--tls-auth-clients no`) unless `mtls`."""
+    verified against nothing (`--tls-auth-clients no`) unless `mtls`; with
+    `cluster`, a cluster node whose bus is TLS too."""
 
-    def __init__(self, folder, certs, mtls=False):
-        self.port = reserve_port()
+    def __init__(self, folder, certs, mtls=False, cluster=False):
+        self.port = free_cluster_port() if cluster else reserve_port()
         args = [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", str(folder),
                 "--tls-cert-file", str(certs.server_cert), "--tls-key-file", str(certs.server_key),
                 "--tls-ca-cert-file", str(certs.ca), "--tls-auth-clients", "yes" if mtls else "no"]
-        self.log_path = folder / "redis.log"
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{self.port}.conf",
+                     "--tls-cluster", "yes"]
+        self.log_path = folder / f"redis-{self.port}.log"
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -392,9 +401,44 @@ class TlsRedis:
         self.log.close()
 
 
+class TlsRedisCluster:
+    """Three TLS cluster nodes joined with `redis-cli --tls --cluster create`."""
+
+    def __init__(self, folder, certs):
+        self.nodes = []
+        self.tls_args = ["--tls", "--cacert", str(certs.ca)]
+        try:
+            for _ in range(3):
+                self.nodes.append(TlsRedis(folder, certs, cluster=True))
+            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
+            subprocess.run([REDIS_CLI, *self.tls_args, "--cluster", "create", *addrs, "--cluster-replicas", "0",
+                            "--cluster-yes"], check=True, capture_output=True, timeout=30)
+            deadline = time.monotonic() + 20
+            while not all("cluster_state:ok" in self.cli(n, "CLUSTER", "INFO") for n in self.nodes):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the TLS redis cluster did not reach cluster_state:ok")
+                time.sleep(0.1)
+        except BaseException:
+            self.stop()
+            raise
+
+    def cli(self, node, *args):
+        out = subprocess.run([REDIS_CLI, *self.tls_args, "-p", str(node.port), *args], capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout
+
+    @property
+    def urls(self):
+        return [n.url for n in self.nodes]
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
+
+
 REDIS_CONFIG = """
 [cache]
-redis = {{ url = "{url}", timeout_ms = 500, write_timeout_ms = 1000, tls = {tls} }}
+redis = {{ {where}, timeout_ms = 500, write_timeout_ms = 1000, tls = {tls} }}
 
 [[models]]
 name = "digits-cheap"
@@ -419,17 +463,28 @@ def cache_stats(gw):
     return requests.get(f"{gw.admin}/admin/stats", timeout=5).json()["cache"]
 
 
-@pytest.mark.parametrize("mtls", [False, True], ids=["tls", "mtls"])
-def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, mtls):
+@pytest.mark.parametrize("store", ["tls", "mtls", "cluster"])
+def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, store):
+    """One TLS redis-server (clients without, then with, certificates), and
+    a three-node Redis Cluster over TLS: an answer computed at one gateway
+    is an L2 hit at the other, on a plain cached route and on a route with
+    fleet-wide coalescing (whose markers go over the same connection)."""
     (tmp_path / "redis").mkdir()
-    redis = TlsRedis(tmp_path / "redis", certs, mtls=mtls)
     tls = f'{{ ca = "{certs.ca}" }}'
-    if mtls:
+    if store == "cluster":
+        redis = TlsRedisCluster(tmp_path / "redis", certs)
+        where = "urls = [" + ", ".join(f'"{u}"' for u in redis.urls) + "]"
+    else:
+        redis = TlsRedis(tmp_path / "redis", certs, mtls=store == "mtls")
+        where = f'url = "{redis.url}"'
+    if store == "mtls":
         tls = f'{{ ca = "{certs.ca}", client_cert = "{certs.client_cert}", client_key = "{certs.client_key}" }}'
-    config = REDIS_CONFIG.format(url=redis.url, tls=tls)
-    a = start(tmp_path, "a", config)
-    b = start(tmp_path, "b", config)
+    config = REDIS_CONFIG.format(where=where, tls=tls)
+    gws = []
     try:
+        gws.append(start(tmp_path, "a", config))
+        gws.append(start(tmp_path, "b", config))
+        a, b = gws
         for route, seed in (("digits", 1), ("fleet", 2)):
             rows = digits_row(seed)
             first = infer(a, rows, route)
@@ -445,16 +500,18 @@ def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, mtls)
             assert again.json()["outputs"] == first.json()["outputs"]
         assert cache_stats(b)["l2_breaker"] == "closed"
     finally:
-        a.stop()
-        b.stop()
+        for gw in gws:
+            gw.stop()
         redis.stop()
 
 
 def test_rediss_with_a_wrong_ca_carries_on_without_l2(tmp_path, certs):
     (tmp_path / "redis").mkdir()
     redis = TlsRedis(tmp_path / "redis", certs)
-    gw = start(tmp_path, "gw", REDIS_CONFIG.format(url=redis.url, tls=f'{{ ca = "{certs.other_ca}" }}'))
+    gw = None
     try:
+        config = REDIS_CONFIG.format(where=f'url = "{redis.url}"', tls=f'{{ ca = "{certs.other_ca}" }}')
+        gw = start(tmp_path, "gw", config)
         r = infer(gw, digits_row(3), "digits")
         assert r.status_code == 200 and r.headers["x-cache"] == "miss"
         assert infer(gw, digits_row(3), "digits").headers["x-cache"] == "hit-l1"
@@ -466,7 +523,8 @@ def test_rediss_with_a_wrong_ca_carries_on_without_l2(tmp_path, certs):
             time.sleep(0.1)
         assert "invalid peer certificate: UnknownIssuer" in gw.log_text(), gw.log_text()
     finally:
-        gw.stop()
+        if gw:
+            gw.stop()
         redis.stop()
 
 
@@ -494,8 +552,9 @@ models = ["digits-cheap"]
 """
     folder = tmp_path / "gw"
     folder.mkdir()
-    gw = Gateway(config=write_config(folder, config), env={"SSL_CERT_FILE": str(certs.ca)})
+    gw = None
     try:
+        gw = Gateway(config=write_config(folder, config), env={"SSL_CERT_FILE": str(certs.ca)})
         trace_id = "5b8efff798038103d269b633813fc60c"
         r = requests.post(f"{gw.base}/v2/models/digits/infer", json=infer_body(digits_row(9)), timeout=30,
                           headers={"traceparent": f"00-{trace_id}-eee19b7ec3c1b174-01"})
@@ -504,5 +563,6 @@ models = ["digits-cheap"]
         assert spans, f"no span arrived over HTTPS:\n{gw.log_text()}"
         assert receiver.endpoint.startswith("https://")
     finally:
-        gw.stop()
+        if gw:
+            gw.stop()
         receiver.stop()
