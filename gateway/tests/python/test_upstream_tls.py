@@ -139,6 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v2/models/double":
             self._send(200, META)
         elif self.path.startswith("/hello"):
+            self.server.connections.add(self.client_address)
             peer = self.connection.getpeercert()
             who = dict(x[0] for x in peer["subject"])["commonName"] if peer else "anonymous"
             self._send(200, f"hello over TLS to {who}".encode(), "text/plain")
@@ -150,6 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v2/models/double/infer":
             self._send(404, {"error": "not found"})
             return
+        self.server.connections.add(self.client_address)
         x = body["inputs"][0]
         data = [2.0 * float(v) for v in np.asarray(x["data"]).ravel()]
         self._send(200, {"model_name": "double", "id": body.get("id", ""),
@@ -168,6 +170,9 @@ class TlsServer:
             context.load_verify_locations(client_ca)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
+        # The client addresses of the connections that carried an infer call
+        # or a proxied page (health checks and metadata reads not counted).
+        self.server.connections = set()
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -264,10 +269,14 @@ def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
         assert np.allclose(np.asarray(y["data"]).reshape(2, 4), ROWS * 2)
         page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
         assert page.status_code == 200 and page.text == "hello over TLS to anonymous", page.text
-        # Kept-alive TLS connections are reused: many requests, each answered.
+        # Kept-alive TLS connections are reused, as plain ones: 40 requests
+        # one after another take a connection or two of each client.
+        tls_server.server.connections.clear()
         for _ in range(20):
             assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
             assert infer(gw, ROWS).status_code == 200
+        opened = len(tls_server.server.connections)
+        assert opened <= 4, f"{opened} TLS connections for 40 requests"
     finally:
         gw.stop()
 
