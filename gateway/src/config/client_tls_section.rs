@@ -187,7 +187,12 @@ fn identity(
     let key_pem = read(base_dir, key, &key_at, issues);
     let chain = cert_pem.as_ref().and_then(|pem| certificates(pem, cert, &cert_at, issues));
     let parsed_key = key_pem.as_ref().and_then(|pem| match PrivateKeyDer::from_pem_slice(pem) {
-        Ok(k) => Some(k),
+        // Pingora re-reads the key from its DER: its format must be recognisable there too.
+        Ok(k) if PrivateKeyDer::try_from(k.secret_der()).is_ok() => Some(k),
+        Ok(_) => {
+            issues.push(key_at.clone(), format!("{key:?}: the key's DER is not PKCS#8, PKCS#1 or SEC1"));
+            None
+        }
         Err(e) => {
             issues.push(key_at.clone(), format!("{key:?} holds no PEM private key: {e}"));
             None
@@ -207,7 +212,8 @@ fn read(base_dir: &Path, file: &str, at: &str, issues: &mut Issues) -> Option<Ve
     }
 }
 
-/// The PEM certificates in `pem` (at least one), or an issue.
+/// The PEM certificates in `pem` (at least one, each a parsable X.509
+/// certificate), or an issue.
 fn certificates(
     pem: &[u8],
     file: &str,
@@ -215,7 +221,18 @@ fn certificates(
     issues: &mut Issues,
 ) -> Option<Vec<CertificateDer<'static>>> {
     match CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>() {
-        Ok(certs) if !certs.is_empty() => Some(certs),
+        Ok(certs) if !certs.is_empty() => {
+            for (n, cert) in certs.iter().enumerate() {
+                if let Err(e) = RootCertStore::empty().add(cert.clone()) {
+                    issues.push(
+                        at,
+                        format!("{file:?}: certificate {} is not a valid X.509 certificate: {e}", n + 1),
+                    );
+                    return None;
+                }
+            }
+            Some(certs)
+        }
         Ok(_) => {
             issues.push(at, format!("{file:?} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
             None

@@ -260,6 +260,18 @@ def wait_for_answer(gw, rows, deadline_s=30):
 ROWS = np.arange(8, dtype=np.float32).reshape(2, 4)
 
 
+def health_of(gw, upstream, want, deadline_s=20):
+    """The health-check verdict on `upstream`'s address, once it is `want`
+    (or the deadline passed): the checks run over TLS too."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        stats = requests.get(f"{gw.admin}/admin/stats", timeout=5).json()["upstreams"]
+        healthy = next(u for u in stats if u["name"] == upstream)["addresses"][0]["healthy"]
+        if healthy == want or time.monotonic() > deadline:
+            return healthy
+        time.sleep(0.1)
+
+
 def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
     gw = start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.ca}" }}'))
     try:
@@ -269,6 +281,7 @@ def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
         assert np.allclose(np.asarray(y["data"]).reshape(2, 4), ROWS * 2)
         page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
         assert page.status_code == 200 and page.text == "hello over TLS to anonymous", page.text
+        assert health_of(gw, "secure", want=True) is True
         # Kept-alive TLS connections are reused, as plain ones: 40 requests
         # one after another take a connection or two of each client.
         tls_server.server.connections.clear()
@@ -291,6 +304,7 @@ def test_a_wrong_ca_is_refused_with_the_reason(tmp_path, certs, tls_server):
         assert r.status_code in (502, 503) and "invalid peer certificate: UnknownIssuer" in r.text, r.text
         page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
         assert page.status_code == 502 and "invalid peer certificate: UnknownIssuer" in page.text, page.text
+        assert health_of(gw, "secure", want=False) is False, "the TLS health check fails too"
         assert gw.alive()
     finally:
         gw.stop()

@@ -45,3 +45,13 @@ fn a_bad_server_name_is_refused_and_unverified_needs_no_roots() {
     let tls = checked(&raw, dir.path()).unwrap();
     assert!(!tls.verify);
 }
+
+#[test]
+fn a_pem_block_that_is_not_a_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = file(dir.path(), "ca.pem", "-----BEGIN CERTIFICATE-----\nAAAAAAAA\n-----END CERTIFICATE-----\n");
+    let raw = RawClientTls { ca: Some(ca), ..Default::default() };
+    let issues = checked(&raw, dir.path()).unwrap_err();
+    assert_eq!(issues[0].0, "upstreams[0].tls.ca");
+    assert!(issues[0].1.contains("certificate 1 is not a valid X.509 certificate"), "{issues:?}");
+}
