@@ -243,7 +243,27 @@ impl UpstreamTls {
     }
 }
 
+impl UpstreamTls {
+    /// The `Host` header for requests to `addr`: its server name and port
+    /// (the name the certificate was checked against, as servers that pick
+    /// a virtual host by name expect; the port left out when 443).
+    pub fn host_header(&self, addr: SocketAddr) -> String {
+        let name = self.server_name(addr);
+        let name = if name.parse::<std::net::Ipv6Addr>().is_ok() { format!("[{name}]") } else { name };
+        match addr.port() {
+            443 => name,
+            port => format!("{name}:{port}"),
+        }
+    }
+}
+
 impl UpstreamConfig {
+    /// The `Host` header for requests to `addr`: the TLS server name and
+    /// port for an `https://` upstream, else the address.
+    pub fn host_header(&self, addr: SocketAddr) -> String {
+        self.tls.as_ref().map_or_else(|| addr.to_string(), |tls| tls.host_header(addr))
+    }
+
     /// `https` for a TLS upstream, else `http`.
     pub fn scheme(&self) -> &'static str {
         if self.tls.is_some() {

@@ -94,7 +94,7 @@ pub struct HttpClient {
 #[derive(Clone, Debug)]
 enum Inner {
     Plain(Client<HttpConnector, Full<Bytes>>),
-    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>),
+    Tls(Client<HttpsConnector<HttpConnector>, Full<Bytes>>, Box<UpstreamTls>),
 }
 
 impl HttpClient {
@@ -112,17 +112,17 @@ impl HttpClient {
             Some(tls) => {
                 connector.enforce_http(false);
                 let config = (*tls.settings.rustls).clone();
-                let tls = tls.clone();
+                let names = tls.clone();
                 let connector = HttpsConnectorBuilder::new()
                     .with_tls_config(config)
                     .https_only()
-                    .with_server_name_resolver(move |uri: &Uri| server_name(Some(&tls), uri))
+                    .with_server_name_resolver(move |uri: &Uri| server_name(Some(&names), uri))
                     .enable_http1()
                     .wrap_connector(connector);
-                Inner::Tls(builder.build(connector))
+                Inner::Tls(builder.build(connector), Box::new(tls.clone()))
             }
         };
-        let scheme = if matches!(inner, Inner::Tls(_)) { "https" } else { "http" };
+        let scheme = if matches!(inner, Inner::Tls(..)) { "https" } else { "http" };
         HttpClient { inner, scheme }
     }
 
@@ -131,10 +131,19 @@ impl HttpClient {
         format!("{}://{addr}{path}", self.scheme)
     }
 
-    fn send(&self, request: Request<Full<Bytes>>) -> hyper_util::client::legacy::ResponseFuture {
+    /// Sends `request`; to a TLS upstream with the `Host` of its server
+    /// name (hyper would write the address of the URI).
+    fn send(&self, mut request: Request<Full<Bytes>>) -> hyper_util::client::legacy::ResponseFuture {
         match &self.inner {
             Inner::Plain(client) => client.request(request),
-            Inner::Tls(client) => client.request(request),
+            Inner::Tls(client, tls) => {
+                let addr = request.uri().authority().and_then(|a| a.as_str().parse::<SocketAddr>().ok());
+                if let Some(value) = addr.and_then(|a| http::HeaderValue::from_str(&tls.host_header(a)).ok())
+                {
+                    request.headers_mut().insert(http::header::HOST, value);
+                }
+                client.request(request)
+            }
         }
     }
 

@@ -132,6 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        self.server.hosts.append(self.headers.get("host"))
         if self.path in ("/v2/health/ready", "/v2/health/live"):
             self._send(200, b"")
         elif self.path == "/v2":
@@ -173,6 +174,8 @@ class TlsServer:
         # The client addresses of the connections that carried an infer call
         # or a proxied page (health checks and metadata reads not counted).
         self.server.connections = set()
+        # The Host header of every GET.
+        self.server.hosts = []
         self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -335,8 +338,11 @@ def test_server_name_override_is_checked_against_the_certificate(tmp_path, certs
     ok = f'{{ ca = "{certs.ca}", server_name = "localhost" }}'
     gw = start(tmp_path, "ok", upstream_config(tls_server.addr, ok))
     try:
+        tls_server.server.hosts.clear()
         assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
         assert wait_for_answer(gw, ROWS).status_code == 200
+        # The Host header names what the certificate was checked against.
+        assert set(tls_server.server.hosts) == {f"localhost:{tls_server.port}"}, tls_server.server.hosts
     finally:
         gw.stop()
     wrong = f'{{ ca = "{certs.ca}", server_name = "elsewhere.example" }}'

@@ -214,5 +214,24 @@ fn https_addresses_turn_tls_on_with_their_host_as_the_server_name() {
     assert_eq!(app.scheme(), "https");
     assert_eq!(app.addrs, vec!["127.0.0.1:8200".parse().unwrap()]);
     assert_eq!(tls.server_name(app.addrs[0]), "127.0.0.1");
+    assert_eq!(app.host_header(app.addrs[0]), "127.0.0.1:8200");
+    assert_eq!(remote.host_header(remote.addrs[0]), "127.0.0.1:8101");
     assert!(!tls.settings.verify);
+}
+
+#[test]
+fn the_host_header_of_a_tls_upstream_is_its_server_name() {
+    let text = BASE.replace(
+        "addrs = [\"127.0.0.1:8200\"]",
+        "addrs = [\"https://[::1]:443\", \"https://127.0.0.1:8443\"]\ntls = { verify = false }",
+    );
+    let config = parse(&text, Path::new("/m")).unwrap();
+    let app = config.proxy.upstream("app").unwrap();
+    assert_eq!(app.host_header(app.addrs[0]), "[::1]");
+    assert_eq!(app.host_header(app.addrs[1]), "127.0.0.1:8443");
+    let named =
+        text.replace("tls = { verify = false }", "tls = { verify = false, server_name = \"app.internal\" }");
+    let config = parse(&named, Path::new("/m")).unwrap();
+    let app = config.proxy.upstream("app").unwrap();
+    assert_eq!(app.host_header(app.addrs[1]), "app.internal:8443");
 }
