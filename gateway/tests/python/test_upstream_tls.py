@@ -356,6 +356,17 @@ def test_server_name_override_is_checked_against_the_certificate(tmp_path, certs
         gw.stop()
 
 
+def test_verify_false_accepts_a_certificate_of_an_unknown_ca(tmp_path, certs, tls_server):
+    """`verify = false` (tests only): encrypted, not authenticated; both
+    clients (V2 calls and prefix routes) connect without the CA."""
+    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, "{ verify = false }"))
+    try:
+        assert wait_for_answer(gw, ROWS).status_code == 200
+        assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
+    finally:
+        gw.stop()
+
+
 def check_config(tmp_path, name, config):
     folder = tmp_path / name
     folder.mkdir()
