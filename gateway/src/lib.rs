@@ -89,6 +89,8 @@ pub use config::{
     config_json_schema, use_resolver as use_config_resolver, Config, ConfigIssue, DEFAULT_CONFIG,
 };
 pub use config::{load_default as load_default_config, load_file as load_config_file, parse as parse_config};
+// TLS clients (backends, Redis, OTLP) share one rustls provider.
+pub use config::client_tls_section::install_default_provider as install_tls_provider;
 
 // The request path in process: a snapshot of config and models, the
 // state front ends share, and routing's entry point (integration tests,

@@ -109,6 +109,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // One rustls provider for every TLS client (backends, Redis, OTLP).
+    switchyard::install_tls_provider();
     let result = match cli.command {
         Command::Serve { config, listen, admin_listen, grpc_listen, ports_file } => {
             let overrides = CliOverrides { listen, admin_listen, grpc_listen };

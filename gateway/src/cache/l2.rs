@@ -9,6 +9,10 @@
 //! service at start-up, else by the first lookup), never while holding a
 //! request longer than the command timeout.
 //!
+//! `rediss://` URLs speak TLS (rustls, the redis crate's own): verified
+//! against the system roots, or against `cache.redis.tls.ca`, with the
+//! client certificate of `tls.client_cert` when the server asks for one.
+//!
 //! Keys are `<namespace>:v2:{<hex key>}` (the hex key in braces is a
 //! cluster hash tag); values are
 //! [`super::value_codec`] bytes, stored with `SET .. PX ttl`.
@@ -22,7 +26,7 @@ use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, FromRedisValue, RedisError};
+use redis::{AsyncConnectionConfig, ClientTlsConfig, Cmd, FromRedisValue, RedisError, TlsCertificates};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
@@ -42,6 +46,7 @@ impl Connection {
     /// naming a plain server) is used as that plain server, with a
     /// warning: as a cluster it would fail every command.
     pub async fn open(config: &RedisConfig) -> Result<Connection, RedisError> {
+        crate::config::client_tls_section::install_default_provider();
         let first = config.urls.first().map_or("redis://127.0.0.1:6379", String::as_str);
         match config.urls.as_slice() {
             [url] if config.cluster && !cluster_enabled(url, config).await? => {
@@ -53,11 +58,14 @@ impl Connection {
                 Self::single(url, config).await
             }
             _ if config.cluster => {
-                let client = ClusterClientBuilder::new(config.urls.clone())
+                let mut builder = ClusterClientBuilder::new(config.urls.clone())
                     .connection_timeout(config.connect_timeout)
                     .response_timeout(response_timeout(config))
-                    .retries(1)
-                    .build()?;
+                    .retries(1);
+                if let Some(certs) = tls_certificates(config) {
+                    builder = builder.certs(certs);
+                }
+                let client = builder.build()?;
                 Ok(Connection::Cluster(client.get_async_connection().await?))
             }
             _ => Self::single(first, config).await,
@@ -66,7 +74,7 @@ impl Connection {
 
     /// A connection to the one server at `url`.
     async fn single(url: &str, config: &RedisConfig) -> Result<Connection, RedisError> {
-        let client = redis::Client::open(url)?;
+        let client = client(url, config)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout))
             .set_response_timeout(Some(response_timeout(config)))
@@ -92,13 +100,34 @@ fn response_timeout(config: &RedisConfig) -> Duration {
 /// Whether the node at `url` runs in cluster mode (asked with `INFO
 /// cluster`, on a connection of its own under the connect timeout).
 async fn cluster_enabled(url: &str, config: &RedisConfig) -> Result<bool, RedisError> {
-    let client = redis::Client::open(url)?;
+    let client = client(url, config)?;
     let probe = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
         .set_response_timeout(Some(response_timeout(config)));
     let mut conn = client.get_multiplexed_async_connection_with_config(&probe).await?;
     let info: String = redis::cmd("INFO").arg("cluster").query_async(&mut conn).await?;
     Ok(reports_cluster(&info))
+}
+
+/// A client of the server at `url`, with the configured CA and client
+/// certificate when there are some.
+fn client(url: &str, config: &RedisConfig) -> Result<redis::Client, RedisError> {
+    match tls_certificates(config) {
+        Some(certs) => redis::Client::build_with_tls(url, certs),
+        None => redis::Client::open(url),
+    }
+}
+
+/// `cache.redis.tls` as the redis crate takes it (PEM).
+fn tls_certificates(config: &RedisConfig) -> Option<TlsCertificates> {
+    let tls = config.tls.as_ref()?;
+    Some(TlsCertificates {
+        client_tls: tls
+            .identity
+            .as_ref()
+            .map(|id| ClientTlsConfig { client_cert: id.cert_pem.clone(), client_key: id.key_pem.clone() }),
+        root_cert: tls.ca_pem.clone(),
+    })
 }
 
 /// True when an `INFO cluster` answer says `cluster_enabled:1`.

@@ -2,11 +2,13 @@
 //! [`crate::cache`] for what they do); problems are reported with field
 //! paths like every other config error.
 
+use super::client_tls_section::{self, ClientTls, RawRedisTls};
 use super::issue::Issues;
 use super::schema_default::{some_bool, some_u32, some_u64, some_usize};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::path::Path;
 use std::time::Duration;
 
 /// Default Redis key prefix.
@@ -72,6 +74,9 @@ pub struct RawRedis {
     /// Pending background writes before new ones are dropped, default 4096.
     #[schemars(default = "some_usize::<DEFAULT_WRITE_QUEUE>", range(min = 1))]
     pub write_queue: Option<usize>,
+    /// TLS to `rediss://` URLs: `ca` (a private CA, default the system
+    /// roots), `client_cert` and `client_key` (mTLS).
+    pub tls: Option<RawRedisTls>,
 }
 
 /// A route's `cache = { enabled, ttl_s, l2_ttl_s }`.
@@ -127,6 +132,8 @@ pub struct RedisConfig {
     pub breaker_cool_down: Duration,
     /// Pending background writes before new ones are dropped.
     pub write_queue: usize,
+    /// CA and client certificate for `rediss://` URLs, when configured.
+    pub tls: Option<ClientTls>,
 }
 
 /// A route's cache settings, checked.
@@ -168,17 +175,17 @@ fn default_namespace() -> Option<&'static str> {
 }
 
 /// `[cache]`: absent = no cache.
-pub fn check(raw: Option<&RawCache>, issues: &mut Issues) -> Option<CacheConfig> {
+pub fn check(raw: Option<&RawCache>, base_dir: &Path, issues: &mut Issues) -> Option<CacheConfig> {
     let raw = raw?;
     let l1_max_bytes = raw.l1_max_bytes.map_or(DEFAULT_L1_MAX_BYTES, |s| s.0);
     if l1_max_bytes == 0 {
         issues.push("cache.l1_max_bytes", "must be at least 1 byte");
     }
-    let redis = raw.redis.as_ref().and_then(|r| redis_config(r, issues));
+    let redis = raw.redis.as_ref().and_then(|r| redis_config(r, base_dir, issues));
     Some(CacheConfig { l1_max_bytes, redis })
 }
 
-fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
+fn redis_config(raw: &RawRedis, base_dir: &Path, issues: &mut Issues) -> Option<RedisConfig> {
     let (urls, cluster) = match (&raw.url, &raw.urls) {
         (Some(url), None) => (vec![url.clone()], raw.cluster.unwrap_or(false)),
         (None, Some(urls)) if !urls.is_empty() => {
@@ -210,6 +217,12 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
             issues.push(path, format!("{:?} is not a Redis URL: {e}", super::redact::redact_url(url)));
         }
     }
+    let tls = raw.tls.as_ref().and_then(|tls| {
+        if !urls.iter().all(|u| u.starts_with("rediss://")) {
+            issues.push("cache.redis.tls", "set, but not every URL is rediss:// (Redis over TLS)");
+        }
+        client_tls_section::check(&tls.as_client_tls(), base_dir, "cache.redis.tls", issues)
+    });
     let namespace = raw.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     if namespace.is_empty() || namespace.contains(char::is_whitespace) {
         issues.push("cache.redis.namespace", "must be non-empty and contain no spaces");
@@ -244,6 +257,7 @@ fn redis_config(raw: &RawRedis, issues: &mut Issues) -> Option<RedisConfig> {
             "cache.redis.breaker_cool_down_ms",
         ),
         write_queue,
+        tls,
     })
 }
 

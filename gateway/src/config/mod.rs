@@ -21,6 +21,7 @@ pub mod admin_hosts_section;
 pub mod cache_section;
 pub mod calibrate_section;
 pub mod candidate_section;
+pub mod client_tls_section;
 pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;

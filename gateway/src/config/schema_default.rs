@@ -94,6 +94,10 @@ calibrate = { shadow = 0.5 }
 [[upstreams]]
 name = "app"
 addrs = ["127.0.0.1:8200"]
+[[upstreams]]
+name = "secure"
+addrs = ["https://127.0.0.1:8443"]
+tls = {}
 [[prefix_routes]]
 name = "app"
 prefix = "/apps/app/"
@@ -117,6 +121,7 @@ otlp_endpoint = "http://127.0.0.1:4318/v1/traces"
         let record = cascade.record.as_ref().unwrap();
         let telemetry = config.telemetry.as_ref().unwrap();
         let upstream = &config.proxy.upstreams[0];
+        let secure = config.proxy.upstreams[1].tls.as_ref().unwrap();
         let store = config.store.as_ref().unwrap();
         let repo_dir = model.path.parent().and_then(|p| p.strip_prefix("/").ok()).unwrap();
         let cache_dir = store.settings.cache.dir.strip_prefix("/").unwrap();
@@ -192,6 +197,7 @@ otlp_endpoint = "http://127.0.0.1:4318/v1/traces"
             ("upstreams[].health.successes", json!(upstream.health.successes)),
             ("upstreams[].breaker.failures", json!(upstream.breaker.failures)),
             ("upstreams[].breaker.cool_down_ms", json!(upstream.breaker.cool_down.as_millis())),
+            ("upstreams[].tls.verify", json!(secure.settings.verify)),
             ("prefix_routes[].strip_prefix", json!(prefix.strip_prefix)),
             ("prefix_routes[].preserve_host", json!(prefix.preserve_host)),
             ("prefix_routes[].cache.enabled", json!(prefix.cache.is_some())),

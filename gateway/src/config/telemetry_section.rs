@@ -23,7 +23,8 @@ pub const DEFAULT_EXPORT_TIMEOUT_MS: u64 = 10_000;
 #[serde(deny_unknown_fields)]
 pub struct RawTelemetry {
     /// OTLP/HTTP traces URL, e.g. `http://127.0.0.1:4318/v1/traces`
-    /// (used verbatim); absent = tracing off.
+    /// (used verbatim; `https://` is verified against the system roots);
+    /// absent = tracing off.
     pub otlp_endpoint: Option<String>,
     /// `service.name` of the exported spans, default `switchyard`.
     #[schemars(default = "default_service_name")]
@@ -93,18 +94,15 @@ pub fn check(raw: Option<&RawTelemetry>, issues: &mut Issues) -> Option<Telemetr
     })
 }
 
-/// An `http://host[:port]/path` URL; https needs TLS, which this build's
-/// exporter does not include.
+/// An `http://` or `https://host[:port]/path` URL (https: TLS verified
+/// against the system roots, which `SSL_CERT_FILE` can replace).
 fn check_endpoint(endpoint: &str) -> Result<(), String> {
     // Messages show the endpoint without a password its user-info may hold.
     let url = &super::redact::redact_url(endpoint);
-    if endpoint.starts_with("https://") {
+    let Some(rest) = endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")) else {
         return Err(format!(
-            "{url:?}: https is not supported by this build's exporter; use http:// (e.g. a local collector)"
+            "{url:?} is not an http:// or https:// URL, e.g. \"http://127.0.0.1:4318/v1/traces\""
         ));
-    }
-    let Some(rest) = endpoint.strip_prefix("http://") else {
-        return Err(format!("{url:?} is not an http:// URL, e.g. \"http://127.0.0.1:4318/v1/traces\""));
     };
     let authority = rest.split('/').next().unwrap_or("");
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, host_port)| host_port);
@@ -167,10 +165,10 @@ mod tests {
     #[test]
     fn bad_values_name_their_field() {
         let all = issues(
-            "[telemetry]\notlp_endpoint = \"https://x/v1/traces\"\nsampling_ratio = 1.5\nbatch_delay_ms = 0\n",
+            "[telemetry]\notlp_endpoint = \"ftp://x/v1/traces\"\nsampling_ratio = 1.5\nbatch_delay_ms = 0\n",
         );
         assert!(
-            all.iter().any(|i| i.starts_with("telemetry.otlp_endpoint: ") && i.contains("https")),
+            all.iter().any(|i| i.starts_with("telemetry.otlp_endpoint: ") && i.contains("https://")),
             "{all:?}"
         );
         assert!(all.iter().any(|i| i.starts_with("telemetry.sampling_ratio: ")), "{all:?}");
@@ -190,7 +188,8 @@ mod tests {
     fn a_password_in_the_endpoint_is_accepted_and_never_echoed() {
         let text = "[telemetry]\notlp_endpoint = \"http://u:s3cret@otel:4318/v1/traces\"\n";
         assert!(parse(text, Path::new(".")).unwrap().telemetry.is_some());
-        for bad in ["https://u:s3cret@otel/v1/traces", "http://u:s3cret@otel:99999/x", "ftp://u:s3cret@otel/"]
+        for bad in
+            ["https://u:s3cret@otel:99999/v1/traces", "http://u:s3cret@otel:99999/x", "ftp://u:s3cret@otel/"]
         {
             let all = issues(&format!("[telemetry]\notlp_endpoint = {bad:?}\n"));
             assert!(!all.is_empty() && all.iter().all(|i| !i.contains("s3cret")), "{all:?}");

@@ -11,7 +11,12 @@
 //! | `timeouts.first_byte_ms` | 30000 | 60000 |
 //! | `timeouts.total_ms` | 60000 | none (streams) |
 //! | `health.path` | `/v2/health/ready` | none: TCP connect check |
+//!
+//! Addresses written `https://host:port` are reached over TLS (settings
+//! in `tls = { ... }`, [`super::client_tls_section`]); every address of
+//! one upstream has the same scheme.
 
+use super::client_tls_section::{self, ClientTls, RawClientTls};
 use super::issue::Issues;
 use super::one_of::OneOf;
 use super::schema_default::{some_bool, some_u32, some_u64, some_usize};
@@ -19,6 +24,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 /// Default protocol of an upstream.
@@ -52,8 +58,12 @@ pub struct RawUpstream {
     /// default `"http"`.
     #[schemars(default = "default_kind")]
     pub kind: Option<OneOf<UpstreamKind>>,
-    /// `"IP:port"` addresses, at least one.
+    /// `"IP:port"` or `"name:port"` addresses, at least one; written
+    /// `"https://host:port"`, the address is reached over TLS.
     pub addrs: Vec<String>,
+    /// TLS to `https://` addresses: CA, client certificate, server name,
+    /// verification; default the system roots and each address's host.
+    pub tls: Option<RawClientTls>,
     /// Connect, first-byte and total timeouts.
     #[serde(default)]
     pub timeouts: RawTimeouts,
@@ -208,6 +218,60 @@ pub struct UpstreamConfig {
     pub tensors: TensorEncoding,
     /// The models it serves (V2 only).
     pub models: Vec<UpstreamModelConfig>,
+    /// TLS, when its addresses are `https://`.
+    pub tls: Option<UpstreamTls>,
+}
+
+/// TLS to an upstream's addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTls {
+    /// Roots, client certificate, verification.
+    pub settings: ClientTls,
+    /// The host each address was written with (a name it was resolved
+    /// from, or the IP), the default SNI.
+    pub hosts: Vec<(SocketAddr, String)>,
+}
+
+impl UpstreamTls {
+    /// The name sent as SNI to `addr` and checked against its
+    /// certificate: `server_name`, else the host the address was written with.
+    pub fn server_name(&self, addr: SocketAddr) -> String {
+        if let Some(name) = &self.settings.server_name {
+            return name.clone();
+        }
+        self.hosts.iter().find(|(a, _)| *a == addr).map_or_else(|| addr.ip().to_string(), |(_, h)| h.clone())
+    }
+}
+
+impl UpstreamTls {
+    /// The `Host` header for requests to `addr`: its server name and port
+    /// (the name the certificate was checked against, as servers that pick
+    /// a virtual host by name expect; the port left out when 443).
+    pub fn host_header(&self, addr: SocketAddr) -> String {
+        let name = self.server_name(addr);
+        let name = if name.parse::<std::net::Ipv6Addr>().is_ok() { format!("[{name}]") } else { name };
+        match addr.port() {
+            443 => name,
+            port => format!("{name}:{port}"),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// The `Host` header for requests to `addr`: the TLS server name and
+    /// port for an `https://` upstream, else the address.
+    pub fn host_header(&self, addr: SocketAddr) -> String {
+        self.tls.as_ref().map_or_else(|| addr.to_string(), |tls| tls.host_header(addr))
+    }
+
+    /// `https` for a TLS upstream, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
 /// Upstream timeouts; a V2 call is also bounded by the request's budget.
@@ -270,6 +334,7 @@ pub struct UpstreamModelConfig {
 pub fn check(
     raw: &[RawUpstream],
     model_names: &mut HashSet<String>,
+    base_dir: &Path,
     issues: &mut Issues,
 ) -> Vec<UpstreamConfig> {
     let mut checked: Vec<UpstreamConfig> = Vec::new();
@@ -278,7 +343,7 @@ pub fn check(
         if checked.iter().any(|u| u.name == raw.name) {
             issues.push(format!("{path}.name"), format!("duplicate upstream name {:?}", raw.name));
         }
-        if let Some(upstream) = upstream_config(raw, &path, model_names, issues) {
+        if let Some(upstream) = upstream_config(raw, &path, model_names, base_dir, issues) {
             checked.push(upstream);
         }
     }
@@ -289,6 +354,7 @@ fn upstream_config(
     raw: &RawUpstream,
     path: &str,
     model_names: &mut HashSet<String>,
+    base_dir: &Path,
     issues: &mut Issues,
 ) -> Option<UpstreamConfig> {
     if raw.name.is_empty() || raw.name.contains('/') {
@@ -298,7 +364,8 @@ fn upstream_config(
         Some(kind) => kind.check("kind", format!("{path}.kind"), issues)?,
         None => DEFAULT_KIND,
     };
-    let addrs = addresses(&raw.addrs, path, issues);
+    let (addrs, hosts, https) = addresses(&raw.addrs, path, issues);
+    let tls = upstream_tls(raw.tls.as_ref(), https, hosts, base_dir, path, issues);
     let cost = issues.cost(raw.cost, format!("{path}.cost"));
     if kind == UpstreamKind::Http && !raw.models.is_empty() {
         issues.push(format!("{path}.models"), "only a kind = \"v2\" upstream serves models");
@@ -337,30 +404,88 @@ fn upstream_config(
         max_idle_per_addr: raw.max_idle_per_addr.unwrap_or(DEFAULT_MAX_IDLE_PER_ADDR),
         tensors,
         models,
+        tls,
     })
 }
 
+/// `tls` of an upstream whose addresses are `https://` (`https`).
+fn upstream_tls(
+    raw: Option<&RawClientTls>,
+    https: bool,
+    hosts: Vec<(SocketAddr, String)>,
+    base_dir: &Path,
+    path: &str,
+    issues: &mut Issues,
+) -> Option<UpstreamTls> {
+    if !https {
+        if raw.is_some() {
+            issues.push(
+                format!("{path}.tls"),
+                "set, but the addresses are not https://: write \"https://host:port\"",
+            );
+        }
+        return None;
+    }
+    let default = RawClientTls::default();
+    let raw = raw.unwrap_or(&default);
+    let settings = client_tls_section::check(raw, base_dir, &format!("{path}.tls"), issues)?;
+    Some(UpstreamTls { settings, hosts })
+}
+
 /// `addrs`: `IP:port`, or `name:port` resolved now (at start-up; every
-/// address the name has, e.g. a Kubernetes Service's cluster IP).
-fn addresses(raw: &[String], path: &str, issues: &mut Issues) -> Vec<SocketAddr> {
+/// address the name has, e.g. a Kubernetes Service's cluster IP), each
+/// optionally `https://` (or `http://`). Returns the addresses, the host
+/// each was written with, and whether they are `https://`.
+fn addresses(
+    raw: &[String],
+    path: &str,
+    issues: &mut Issues,
+) -> (Vec<SocketAddr>, Vec<(SocketAddr, String)>, bool) {
     if raw.is_empty() {
         issues.push(format!("{path}.addrs"), "needs at least one address like \"127.0.0.1:8100\"");
     }
+    let https = raw.first().is_some_and(|t| t.starts_with("https://"));
     let mut addrs: Vec<SocketAddr> = Vec::new();
+    let mut hosts: Vec<(SocketAddr, String)> = Vec::new();
     for (k, text) in raw.iter().enumerate() {
         let at = format!("{path}.addrs[{k}]");
-        match text.parse::<SocketAddr>() {
-            Ok(addr) if addrs.contains(&addr) => issues.push(at, format!("{text:?} is listed twice")),
-            Ok(addr) => addrs.push(addr),
-            Err(_) => match resolve(text) {
+        let (tls, bare) = match (text.strip_prefix("https://"), text.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => (false, text.as_str()),
+        };
+        if tls != https {
+            issues.push(&at, "mixes https:// and plain addresses: one upstream's addresses share one scheme");
+            continue;
+        }
+        let bare = bare.strip_suffix('/').unwrap_or(bare);
+        let found = match bare.parse::<SocketAddr>() {
+            Ok(addr) => vec![(addr, addr.ip().to_string())],
+            Err(_) => match resolve(bare) {
                 Ok(resolved) => {
-                    addrs.extend(resolved.into_iter().filter(|a| !addrs.contains(a)).collect::<Vec<_>>())
+                    let host = bare.rsplit_once(':').map_or(bare, |(h, _)| h).to_string();
+                    resolved.into_iter().map(|a| (a, host.clone())).collect()
                 }
-                Err(why) => issues.push(at, why),
+                Err(why) => {
+                    issues.push(at, why);
+                    continue;
+                }
             },
+        };
+        if let [(addr, _)] = found.as_slice() {
+            if addrs.contains(addr) {
+                issues.push(at, format!("{text:?} is listed twice"));
+                continue;
+            }
+        }
+        for (addr, host) in found {
+            if !addrs.contains(&addr) {
+                addrs.push(addr);
+                hosts.push((addr, host));
+            }
         }
     }
-    addrs
+    (addrs, hosts, https)
 }
 
 /// The addresses of `host:port` (a name; IPs are parsed before this).

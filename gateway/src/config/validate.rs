@@ -33,12 +33,12 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let local: HashSet<String> = models.iter().map(|m| m.name.clone()).collect();
     let mut names = local.clone();
     let max_body = server.as_ref().map_or(64 << 20, |s| s.limits.max_body_bytes as u64);
-    let upstreams = upstream_section::check(&raw.upstreams, &mut names, &mut issues);
+    let upstreams = upstream_section::check(&raw.upstreams, &mut names, base_dir, &mut issues);
     let prefix_routes = prefix_route_section::check(&raw.prefix_routes, &upstreams, max_body, &mut issues);
     let proxy = ProxyConfig { upstreams, prefix_routes };
     let routes = route_section::check(&raw.routes, raw.cache.as_ref(), (&names, &local), &mut issues);
     let onnxruntime_library = onnxruntime_section::check(&raw.onnxruntime, base_dir);
-    let cache = cache_section::check(raw.cache.as_ref(), &mut issues);
+    let cache = cache_section::check(raw.cache.as_ref(), base_dir, &mut issues);
     let admin = control_section::check_admin(raw.admin.as_ref(), &mut issues);
     let reload = control_section::check_reload(raw.reload.as_ref(), &mut issues);
     let telemetry = telemetry_section::check(raw.telemetry.as_ref(), &mut issues);

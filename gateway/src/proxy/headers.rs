@@ -51,7 +51,7 @@ pub fn forward_request(
     })?;
     req.set_uri(uri);
     if !route.config.preserve_host {
-        req.insert_header(header::HOST, addr.to_string())?;
+        req.insert_header(header::HOST, route.upstream.config.host_header(addr))?;
     }
     if let Some(ip) = from.client_ip {
         let chain = match req.headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {

@@ -205,7 +205,7 @@ impl ProxyCtx {
         self.span = spans::upstream_call(trace_parent, &call);
         let timeouts = upstream.config.timeouts;
         let left = self.time_left().unwrap_or(Duration::MAX);
-        let mut peer = HttpPeer::new(addr, false, String::new());
+        let mut peer = upstream.peer(addr);
         peer.options.connection_timeout = Some(timeouts.connect.min(left));
         peer.options.read_timeout = Some(timeouts.first_byte.min(left));
         peer.options.write_timeout = Some(timeouts.first_byte.min(left));

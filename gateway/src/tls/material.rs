@@ -125,10 +125,10 @@ impl TlsMaterial {
     }
 }
 
-/// The crypto provider of every listener (ring, as Pingora's rustls
-/// backend uses).
+/// The crypto provider of every listener: the one backend connections
+/// use too (ring, as Pingora's rustls backend uses).
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::config::client_tls_section::provider()
 }
 
 /// Reads and checks `files` into settings offering `alpn`.

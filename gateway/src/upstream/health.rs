@@ -82,10 +82,19 @@ fn health_check(upstream: &Upstream) -> pingora::Result<Box<dyn HealthCheck + Se
         upstream: upstream.config.name.clone(),
         addresses: upstream.addresses.clone(),
     });
-    let host = upstream.config.addrs.first().map_or_else(|| "localhost".to_string(), ToString::to_string);
+    let first = upstream.config.addrs.first();
+    let host = first.map_or_else(|| "localhost".to_string(), |addr| upstream.config.host_header(*addr));
     match &cfg.path {
         Some(path) => {
-            let mut check = HttpHealthCheck::new(&host, false);
+            let tls = upstream.peer_tls.as_ref();
+            let sni = match (tls, first) {
+                (Some(tls), Some(addr)) => tls.server_name(*addr),
+                _ => host.clone(),
+            };
+            let mut check = HttpHealthCheck::new(&sni, tls.is_some());
+            if let Some(tls) = tls {
+                tls.apply(&mut check.peer_template);
+            }
             let mut request = RequestHeader::build("GET", path.as_bytes(), None)?;
             request.append_header("Host", host.as_str())?;
             check.req = request;

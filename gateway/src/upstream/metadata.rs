@@ -49,7 +49,7 @@ pub async fn fetch_signature(
     model: &UpstreamModelConfig,
     timeout: Duration,
 ) -> Result<ModelSignature, String> {
-    let uri = format!("http://{addr}{}", model_path(model, ""));
+    let uri = client.uri(addr, &model_path(model, ""));
     let request = Request::builder()
         .method(Method::GET)
         .uri(&uri)
@@ -77,7 +77,7 @@ pub async fn fetch_extensions(
         #[serde(default)]
         extensions: Vec<String>,
     }
-    let uri = format!("http://{addr}/v2");
+    let uri = client.uri(addr, "/v2");
     let request = Request::builder()
         .method(Method::GET)
         .uri(&uri)

@@ -13,6 +13,7 @@
 //! - [`catalog`]: model lookups for the V2 handlers.
 //! - [`startup`]: reading upstream signatures at start-up.
 //! - [`observe`]: the one place every upstream attempt is recorded.
+//! - [`peer_tls`]: TLS of an `https://` upstream's Pingora peers.
 
 pub mod address;
 pub mod catalog;
@@ -21,6 +22,7 @@ pub mod ewma;
 pub mod health;
 pub mod metadata;
 pub mod observe;
+pub mod peer_tls;
 pub mod registry;
 pub mod select;
 pub mod startup;

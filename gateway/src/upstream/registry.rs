@@ -5,6 +5,7 @@
 use super::address::Address;
 use super::client::HttpClient;
 use super::metadata::compatible;
+use super::peer_tls::PeerTls;
 use crate::config::upstream_section::TensorEncoding;
 use crate::config::{ProxyConfig, UpstreamConfig, UpstreamModelConfig};
 use parking_lot::RwLock;
@@ -109,6 +110,8 @@ pub struct Upstream {
     pub client: HttpClient,
     /// The models it serves (V2).
     pub models: Vec<RemoteModel>,
+    /// TLS of its Pingora peers, when its addresses are `https://`.
+    pub peer_tls: Option<PeerTls>,
     /// Whether its requests carry binary tensors: `tensors = "binary"`, or
     /// `"auto"` and the server listed the extension ([`Upstream::learn_extensions`]).
     binary_tensors: AtomicBool,
@@ -121,10 +124,20 @@ impl Upstream {
             .iter()
             .map(|a| Arc::new(Address::new(*a, config.breaker.failures, config.breaker.cool_down)))
             .collect();
-        let client = HttpClient::new(config.timeouts.connect, config.max_idle_per_addr);
+        let client = HttpClient::new(config.timeouts.connect, config.max_idle_per_addr, config.tls.as_ref());
         let models = config.models.iter().cloned().map(RemoteModel::new).collect();
         let binary_tensors = AtomicBool::new(config.tensors == TensorEncoding::Binary);
-        Upstream { config, addresses, client, models, binary_tensors }
+        let peer_tls = config.tls.as_ref().map(PeerTls::new);
+        Upstream { config, addresses, client, models, peer_tls, binary_tensors }
+    }
+
+    /// A Pingora peer for `addr`: TLS with its settings for an `https://`
+    /// upstream, else plain.
+    pub fn peer(&self, addr: std::net::SocketAddr) -> pingora::upstreams::peer::HttpPeer {
+        match &self.peer_tls {
+            Some(tls) => tls.peer(addr),
+            None => pingora::upstreams::peer::HttpPeer::new(addr, false, String::new()),
+        }
     }
 
     /// Whether requests to it carry binary tensors (else JSON tensors).

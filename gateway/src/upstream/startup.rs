@@ -69,7 +69,7 @@ fn fetch_all(models: &[(Arc<Upstream>, usize)]) -> std::io::Result<Vec<Result<Mo
 /// server lists (whether it reads binary tensors).
 pub async fn fetch_any(upstream: &Upstream, model: &UpstreamModelConfig) -> Result<ModelSignature, String> {
     let timeouts = upstream.config.timeouts;
-    let client = HttpClient::new(timeouts.connect, 0);
+    let client = HttpClient::new(timeouts.connect, 0, upstream.config.tls.as_ref());
     let timeout = timeouts.first_byte.min(STARTUP_FETCH_TIMEOUT);
     let mut errors = Vec::new();
     for address in &upstream.addresses {

@@ -164,7 +164,8 @@ impl Call<'_> {
     /// header length, or JSON), and the `traceparent` of `span` when it is
     /// traced.
     fn request(&self, addr: SocketAddr, span: &Span) -> http::Result<Request<Full<Bytes>>> {
-        let mut request = Request::builder().method(Method::POST).uri(format!("http://{addr}{}", self.path));
+        let mut request =
+            Request::builder().method(Method::POST).uri(self.upstream.client.uri(addr, &self.path));
         request = match self.encoded.header_len {
             Some(header_len) => request
                 .header(http::header::CONTENT_TYPE, CONTENT_TYPE_BINARY)

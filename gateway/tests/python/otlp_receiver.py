@@ -38,7 +38,8 @@ class ReceivedSpan:
 class OtlpReceiver:
     """Collects spans; `spans_of(trace_id)` waits for them to arrive."""
 
-    def __init__(self):
+    def __init__(self, ssl_context=None):
+        """`ssl_context`: a server-side `ssl.SSLContext` to serve HTTPS."""
         self.spans = []
         self.requests = 0
         self.bad_requests = []
@@ -65,8 +66,12 @@ class OtlpReceiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if ssl_context is not None:
+            self.server.socket = ssl_context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
         self.port = self.server.server_address[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}/v1/traces"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.port}/v1/traces"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

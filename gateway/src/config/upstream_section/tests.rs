@@ -113,6 +113,17 @@ fn mistakes_name_their_fields() {
             "[\"127.0.0.1:1\", \"127.0.0.1:1\"]",
             "upstreams[0].addrs[1]",
         ),
+        (
+            "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+            "[\"https://127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+            "upstreams[0].addrs[1]",
+        ),
+        ("addrs = [\"127.0.0.1:8200\"]", "addrs = [\"127.0.0.1:8200\"]\ntls = {}", "upstreams[1].tls"),
+        (
+            "addrs = [\"127.0.0.1:8200\"]",
+            "addrs = [\"https://127.0.0.1:8200\"]\ntls = { ca = \"none.pem\" }",
+            "upstreams[1].tls.ca",
+        ),
         ("first_byte_ms = 500", "first_byte_ms = 0", "upstreams[1].timeouts.first_byte_ms"),
         ("cost = 10.0", "cost = -1.0", "upstreams[0].cost"),
         ("prefix = \"/apps/app/\"", "prefix = \"/v2/models/\"", "prefix_routes[0].prefix"),
@@ -181,4 +192,46 @@ fn tensor_encoding_defaults_to_auto_and_is_checked() {
     assert!(found.iter().any(|i| i.message.contains("\"auto\", \"binary\" or \"json\"")), "{found:?}");
     let on_http = BASE.replacen("name = \"app\"\n", "name = \"app\"\ntensors = \"binary\"\n", 1);
     assert!(has(&issues(&on_http), "upstreams[1].tensors"));
+}
+
+#[test]
+fn https_addresses_turn_tls_on_with_their_host_as_the_server_name() {
+    let text = BASE
+        .replace(
+            "addrs = [\"127.0.0.1:8200\"]",
+            "addrs = [\"https://127.0.0.1:8200\"]\ntls = { verify = false }",
+        )
+        .replace(
+            "[\"127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+            "[\"http://127.0.0.1:8101\", \"127.0.0.1:8102\"]",
+        );
+    let config = parse(&text, Path::new("/m")).unwrap();
+    let remote = config.proxy.upstream("remote").unwrap();
+    assert!(remote.tls.is_none(), "http:// is plain");
+    assert_eq!(remote.scheme(), "http");
+    let app = config.proxy.upstream("app").unwrap();
+    let tls = app.tls.as_ref().unwrap();
+    assert_eq!(app.scheme(), "https");
+    assert_eq!(app.addrs, vec!["127.0.0.1:8200".parse().unwrap()]);
+    assert_eq!(tls.server_name(app.addrs[0]), "127.0.0.1");
+    assert_eq!(app.host_header(app.addrs[0]), "127.0.0.1:8200");
+    assert_eq!(remote.host_header(remote.addrs[0]), "127.0.0.1:8101");
+    assert!(!tls.settings.verify);
+}
+
+#[test]
+fn the_host_header_of_a_tls_upstream_is_its_server_name() {
+    let text = BASE.replace(
+        "addrs = [\"127.0.0.1:8200\"]",
+        "addrs = [\"https://[::1]:443\", \"https://127.0.0.1:8443\"]\ntls = { verify = false }",
+    );
+    let config = parse(&text, Path::new("/m")).unwrap();
+    let app = config.proxy.upstream("app").unwrap();
+    assert_eq!(app.host_header(app.addrs[0]), "[::1]");
+    assert_eq!(app.host_header(app.addrs[1]), "127.0.0.1:8443");
+    let named =
+        text.replace("tls = { verify = false }", "tls = { verify = false, server_name = \"app.internal\" }");
+    let config = parse(&named, Path::new("/m")).unwrap();
+    let app = config.proxy.upstream("app").unwrap();
+    assert_eq!(app.host_header(app.addrs[1]), "app.internal:8443");
 }
