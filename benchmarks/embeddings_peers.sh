@@ -16,7 +16,10 @@
 # the servers pinned to the same CPU and the load generator to the other;
 # the texts are benchmarks/data/sentences.txt (64 real sentences, 7-28
 # tokens), the same bodies for every server (loadgen --openai-model). The
-# servers alternate per row, so drift hits them alike. Before the load,
+# servers alternate per row, so drift hits them alike. Beside texts/s and
+# p99, each row gives the server's CPU time per text (utime + stime from
+# /proc over the load, warm-up included): on a shared machine throughput
+# moves with the neighbours' load, CPU per text much less. Before the load,
 # the vectors of 8 sentences are compared between the servers (max abs
 # difference).
 #
@@ -53,7 +56,7 @@ CONFIG="$OUT/switchyard.toml"
 name = "minilm-l6"
 path = "$PWD/models/minilm-l6.onnx"
 tokenizer = { path = "$PWD/models/minilm-tokenizer.json", max_length = 128 }
-batching = { max_batch_size = 64, max_queue_delay_us = 1000, queue_capacity = 2048 }
+batching = { max_batch_size = ${SY_MAX_BATCH:-32}, max_queue_delay_us = 1000, queue_capacity = 2048 }
 limits = { max_rows = 64 }
 pools = [{ device = "cpu", workers = 1, intra_op_threads = 1 }]
 warmup = true
@@ -63,18 +66,18 @@ TOML
 say "pinning: $PINNING"
 RUST_LOG="$NO_ACCESS_LOG" "${SERVER_CPU[@]}" ./target/release/switchyard serve --config "$CONFIG" \
     > "$OUT/switchyard.log" 2>&1 &
-PIDS+=($!)
+PIDS+=($!); declare -A PID_OF; PID_OF[switchyard]=$!
 "${SERVER_CPU[@]}" "$TEI_BIN" --model-id "$TEI_MODEL" --hostname 127.0.0.1 --port "$TEI_PORT" \
     --max-client-batch-size 64 --max-concurrent-requests 2048 --tokenization-workers 1 \
     > "$OUT/tei.log" 2>&1 &
-PIDS+=($!)
+PIDS+=($!); PID_OF[tei]=$!
 SERVERS=("switchyard:$SY_PORT:/v1/embeddings" "tei:$TEI_PORT:/v1/embeddings")
 if [ -n "${INFINITY_BIN:-}" ]; then
     INF_PORT=$(free_port)
     "${SERVER_CPU[@]}" "$INFINITY_BIN" v2 --model-id "${INFINITY_MODEL:?INFINITY_MODEL}" --served-model-name minilm-l6 \
         --engine optimum --device cpu --host 127.0.0.1 --port "$INF_PORT" --no-model-warmup \
         > "$OUT/infinity.log" 2>&1 &
-    PIDS+=($!)
+    PIDS+=($!); PID_OF[infinity]=$!
     SERVERS+=("infinity:$INF_PORT:/embeddings")
 fi
 wait_http "http://127.0.0.1:$SY_PORT/v2/health/ready" 600
@@ -98,13 +101,17 @@ for name, v in vecs.items():
     print(f"switchyard vs {name}: max abs difference {np.abs(base - v).max():.2e} over {base.shape}")
 PYEOF
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
 load() { # server port path texts clients
-    local label="$1/t$4/c$5"
+    local label="$1/t$4/c$5" before
     say "$label"
+    before=$(cpu_ticks "${PID_OF[$1]}")
     "${CLIENT_CPU[@]}" ./target/release/loadgen --url "http://127.0.0.1:$2$3" \
         --mode closed --concurrency "$5" --duration "$DUR" --warmup "$WARM" \
         --text-file benchmarks/data/sentences.txt --texts-per-request "$4" --openai-model minilm-l6 \
         --label "$label" --json-out "$OUT/${1}_t$4_c$5.json" --quiet > /dev/null
+    echo $(( $(cpu_ticks "${PID_OF[$1]}") - before )) $(getconf CLK_TCK) > "$OUT/${1}_t$4_c$5.cpu"
 }
 
 for texts in 1 8 32; do
@@ -123,22 +130,29 @@ rows = {}
 for f in glob.glob(f"{out}/*_t*_c*.json"):
     r = json.load(open(f))
     name, t, c = os.path.basename(f)[:-5].rsplit("_", 2)
+    ticks, hz = open(f[:-5] + ".cpu").read().split()
+    # CPU over warm-up + measured part; requests over the same span are not
+    # counted by loadgen, so scale by the measured share of the wall time.
+    span = r["duration_s"] + r["warmup_s"]
+    r["cpu_ms_per_text"] = int(ticks) / int(hz) * 1e3 * r["duration_s"] / span / max(1, r["ok"] * int(t[1:]))
     rows.setdefault((int(t[1:]), int(c[1:])), {})[name] = r
 names = sorted({n for v in rows.values() for n in v}, key=lambda n: (n != "switchyard", n))
 peers = [n for n in names if n != "switchyard"]
-head = "| texts/req | clients | " + " | ".join(f"{n} texts/s (p99 ms)" for n in names)
-head += " | " + " | ".join(f"vs {p}" for p in peers) + " | errors |"
+head = "| texts/req | clients | " + " | ".join(f"{n} texts/s (p99 ms) [CPU ms/text]" for n in names)
+head += " | " + " | ".join(f"vs {p} texts/s [CPU]" for p in peers) + " | errors |"
 print(head)
 print("|" + "---|" * (3 + len(names) + len(peers)))
 for (t, c), v in sorted(rows.items()):
     cells = []
     for n in names:
         r = v.get(n)
-        cells.append("-" if r is None else f"{r['rps'] * t:,.0f} ({r['latency_us']['p99'] / 1000:.1f})")
+        cells.append("-" if r is None else
+                     f"{r['rps'] * t:,.0f} ({r['latency_us']['p99'] / 1000:.1f}) [{r['cpu_ms_per_text']:.2f}]")
     ratio = []
     for p in peers:
         a, b = v.get("switchyard"), v.get(p)
-        ratio.append("-" if not (a and b and b["rps"]) else f"{a['rps'] / b['rps']:.2f}x")
+        ratio.append("-" if not (a and b and b["rps"]) else
+                     f"{a['rps'] / b['rps']:.2f}x [{b['cpu_ms_per_text'] / a['cpu_ms_per_text']:.2f}x]")
     errs = sum(sum(r["errors"].values()) + r["timeouts"] + r["connection_errors"] for r in v.values())
     print(f"| {t} | {c} | " + " | ".join(cells) + " | " + " | ".join(ratio) + f" | {errs} |")
 PYEOF
