@@ -14,7 +14,7 @@
 //! Redis connection once (per-route TTLs and `enabled` do reload);
 //! `[[upstreams]]` and `[[prefix_routes]]` build the upstream registry,
 //! its health checks and the prefix routes' caches once; `[telemetry]`
-//! installs the trace exporter once; `server.h2c` and whether a listener
+//! installs the trace exporter once; `server.h2c`, `[server.http2]` and whether a listener
 //! has TLS at all (`server.tls`, `admin_tls`, `grpc_tls`) are fixed when
 //! it is bound, while new certificate files for a TLS listener apply at
 //! once (rotation, [`crate::tls`]).
@@ -62,6 +62,8 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     s.grpc = r.grpc;
     keep(s.h2c != r.h2c, "server.h2c");
     s.h2c = r.h2c;
+    keep(s.http2 != r.http2, "server.http2");
+    s.http2 = r.http2;
     // A listener's TLS turned on or off needs a restart; new files for a
     // listener that has TLS apply at once (rotation).
     let (t, rt) = (&mut s.tls, &r.tls);
