@@ -131,6 +131,15 @@ mod tests {
     }
 
     #[test]
+    fn http2_limits_wait_for_a_restart() {
+        let running = parse(BASE, Path::new("/")).unwrap();
+        let text = BASE.replace("[cache]\n", "[server.http2]\nmax_concurrent_streams = 7\n[cache]\n");
+        let (applied, pending) = carry_over(parse(&text, Path::new("/")).unwrap(), &running);
+        assert_eq!(pending, vec!["server.http2".to_string()]);
+        assert_eq!(applied.server.http2, running.server.http2, "the bound listeners' limits stay in force");
+    }
+
+    #[test]
     fn an_unchanged_file_needs_no_restart() {
         let running = parse(BASE, Path::new("/")).unwrap();
         let (_, pending) = carry_over(parse(BASE, Path::new("/")).unwrap(), &running);
