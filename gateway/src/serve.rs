@@ -8,6 +8,7 @@ use crate::app::GatewayApp;
 use crate::bound::BoundAddrs;
 use crate::cache::service::CacheService;
 use crate::config::connections_section::ConnectionLimits;
+use crate::config::http2_section::Http2Limits;
 use crate::config::tls_section::{ListenerTls, TlsConfig};
 use crate::config::Config;
 use crate::config::ServerConfig;
@@ -22,6 +23,7 @@ use crate::upstream::Upstreams;
 use anyhow::Context;
 use pingora::apps::HttpServerOptions;
 use pingora::prelude::{ProxyHttp, Server};
+use pingora::protocols::http::v2::server::{default_h2_options, H2Options};
 use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::RunArgs;
@@ -136,12 +138,28 @@ fn server_conf(server: &ServerConfig) -> ServerConf {
     }
 }
 
-/// The Pingora app `app` behind the connection table `table`; `h2c`:
-/// cleartext connections may speak HTTP/2 with prior knowledge.
+/// Pingora's HTTP/2 server settings (the `h2` crate's builder) from
+/// `[server.http2]`: Pingora's bounded defaults with the configured limits
+/// over them.
+fn h2_options(limits: &Http2Limits) -> H2Options {
+    let mut options = default_h2_options();
+    options
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(limits.max_header_list_bytes)
+        .initial_window_size(limits.stream_window_bytes)
+        .initial_connection_window_size(limits.connection_window_bytes)
+        .max_pending_accept_reset_streams(limits.max_pending_reset_streams);
+    options
+}
+
+/// The Pingora app `app` behind the connection table `table`, its HTTP/2
+/// limited by `http2`; `h2c`: cleartext connections may speak HTTP/2 with
+/// prior knowledge.
 fn guarded<A>(
     app: A,
     conf: &Arc<ServerConf>,
     table: Arc<ConnTable>,
+    http2: &Http2Limits,
     h2c: bool,
 ) -> GuardedApp<HttpProxy<A, ()>>
 where
@@ -150,6 +168,7 @@ where
 {
     let mut proxy = HttpProxy::new(app, conf.clone());
     proxy.handle_init_modules();
+    proxy.h2_options = Some(h2_options(http2));
     if h2c {
         let mut options = HttpServerOptions::default();
         options.h2c = true;
@@ -178,13 +197,20 @@ impl Listeners {
     fn bind(state: &Arc<AppState>, reloader: &Arc<Reloader>) -> anyhow::Result<Listeners> {
         let server = state.snapshot.load().config.server.clone();
         let conf = Arc::new(server_conf(&server));
-        let v2_app = guarded(GatewayApp::new(state.clone()), &conf, state.connections.clone(), server.h2c);
+        let v2_app = guarded(
+            GatewayApp::new(state.clone()),
+            &conf,
+            state.connections.clone(),
+            &server.http2,
+            server.h2c,
+        );
         let v2 = Listener::bind("v2", server.listen, v2_app)
             .with_context(|| format!("bind server.listen {}", server.listen))?
             .with_tls(server.tls.api.is_some().then(|| tls_source(state, |t| t.api.as_ref())));
         let admin_table =
             ConnTable::new(ConnectionLimits { max_connections: ADMIN_MAX_CONNECTIONS, ..server.connections });
-        let admin_app = guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table, false);
+        let admin_app =
+            guarded(AdminApp::new(state.clone(), reloader.clone()), &conf, admin_table, &server.http2, false);
         let admin = Listener::bind("admin", server.admin_listen, admin_app)
             .with_context(|| format!("bind server.admin_listen {}", server.admin_listen))?
             .with_tls(server.tls.admin.is_some().then(|| tls_source(state, |t| t.admin.as_ref())));

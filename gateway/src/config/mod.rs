@@ -27,6 +27,7 @@ pub mod control_section;
 pub mod draft_section;
 pub mod edit;
 pub mod grpc_section;
+pub mod http2_section;
 pub mod issue;
 pub mod model_section;
 pub mod one_of;

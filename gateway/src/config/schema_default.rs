@@ -66,6 +66,7 @@ mod tests {
     /// present so that their checks run.
     const SPARSE: &str = r#"
 [server]
+[server.http2]
 [cache]
 redis = { url = "redis://127.0.0.1:6379" }
 [[models]]
@@ -144,6 +145,11 @@ otlp_endpoint = "http://127.0.0.1:4318/v1/traces"
             ("server.header_timeout_ms", json!(s.connections.header_timeout.as_millis())),
             ("server.grpc_max_streams", json!(s.grpc.max_streams)),
             ("server.grpc_max_in_flight_per_stream", json!(s.grpc.max_in_flight_per_stream)),
+            ("server.http2.max_concurrent_streams", json!(s.http2.max_concurrent_streams)),
+            ("server.http2.max_header_list_bytes", json!(s.http2.max_header_list_bytes)),
+            ("server.http2.stream_window_bytes", json!(s.http2.stream_window_bytes)),
+            ("server.http2.connection_window_bytes", json!(s.http2.connection_window_bytes)),
+            ("server.http2.max_pending_reset_streams", json!(s.http2.max_pending_reset_streams)),
             ("cache.l1_max_bytes", json!(config.cache.as_ref().unwrap().l1_max_bytes)),
             ("cache.redis.namespace", json!(redis.namespace)),
             ("cache.redis.timeout_ms", json!(redis.timeout.as_millis())),

@@ -10,6 +10,7 @@ use super::connections_section::{
 use super::grpc_section::{
     Bounds, GrpcLimits, RawGrpcLimits, DEFAULT_MAX_IN_FLIGHT_PER_STREAM, DEFAULT_MAX_STREAMS,
 };
+use super::http2_section::{Http2Limits, RawHttp2};
 use super::issue::Issues;
 use super::schema_default::{some_u32, some_u64, some_usize};
 use super::size::ByteSize;
@@ -112,6 +113,9 @@ pub struct RawServer {
     /// HTTP/2 with prior knowledge (h2c) on a cleartext V2 listener,
     /// beside HTTP/1.1; default false.
     pub h2c: Option<bool>,
+    /// HTTP/2 limits of the V2 and admin listeners (see
+    /// [`super::http2_section`]).
+    pub http2: Option<RawHttp2>,
 }
 
 /// `[server]`, checked.
@@ -144,6 +148,8 @@ pub struct ServerConfig {
     pub tls: ListenerTls,
     /// `server.h2c`.
     pub h2c: bool,
+    /// `[server.http2]`: HTTP/2 limits of the V2 and admin listeners.
+    pub http2: Http2Limits,
 }
 
 /// Limits that protect the server from oversized or slow requests.
@@ -238,6 +244,7 @@ pub fn check(raw: &RawServer, issues: &mut Issues) -> Option<ServerConfig> {
         grpc: grpc_limits,
         tls: ListenerTls::default(),
         h2c: raw.h2c.unwrap_or(false),
+        http2: super::http2_section::check(raw.http2.as_ref(), issues),
     })
 }
 

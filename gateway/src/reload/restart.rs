@@ -14,7 +14,7 @@
 //! Redis connection once (per-route TTLs and `enabled` do reload);
 //! `[[upstreams]]` and `[[prefix_routes]]` build the upstream registry,
 //! its health checks and the prefix routes' caches once; `[telemetry]`
-//! installs the trace exporter once; `server.h2c` and whether a listener
+//! installs the trace exporter once; `server.h2c`, `[server.http2]` and whether a listener
 //! has TLS at all (`server.tls`, `admin_tls`, `grpc_tls`) are fixed when
 //! it is bound, while new certificate files for a TLS listener apply at
 //! once (rotation, [`crate::tls`]).
@@ -62,6 +62,8 @@ pub fn carry_over(mut new: Config, running: &Config) -> (Config, Vec<String>) {
     s.grpc = r.grpc;
     keep(s.h2c != r.h2c, "server.h2c");
     s.h2c = r.h2c;
+    keep(s.http2 != r.http2, "server.http2");
+    s.http2 = r.http2;
     // A listener's TLS turned on or off needs a restart; new files for a
     // listener that has TLS apply at once (rotation).
     let (t, rt) = (&mut s.tls, &r.tls);
@@ -126,6 +128,15 @@ mod tests {
         let (applied, pending) = carry_over(parse(&with_app(8101), Path::new("/")).unwrap(), &running);
         assert_eq!(pending, vec!["upstreams".to_string()]);
         assert_eq!(applied.proxy, running.proxy, "the running upstreams stay in force");
+    }
+
+    #[test]
+    fn http2_limits_wait_for_a_restart() {
+        let running = parse(BASE, Path::new("/")).unwrap();
+        let text = BASE.replace("[cache]\n", "[server.http2]\nmax_concurrent_streams = 7\n[cache]\n");
+        let (applied, pending) = carry_over(parse(&text, Path::new("/")).unwrap(), &running);
+        assert_eq!(pending, vec!["server.http2".to_string()]);
+        assert_eq!(applied.server.http2, running.server.http2, "the bound listeners' limits stay in force");
     }
 
     #[test]

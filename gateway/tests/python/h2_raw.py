@@ -5,6 +5,7 @@ sent without reading a response. Built on the `h2` package (frames and
 flow control by hand); the gRPC messages are tritonclient's protobufs."""
 
 import socket
+import ssl
 import time
 
 import h2.config
@@ -26,8 +27,14 @@ class RawH2:
     """One HTTP/2 connection. `window` is the receive window the client
     advertises for each stream (0: the server may send no response body)."""
 
-    def __init__(self, port, window=65535, timeout=10.0):
+    def __init__(self, port, window=65535, timeout=10.0, tls=None):
+        """`tls`: an `ssl.SSLContext` to speak HTTP/2 over TLS (ALPN `h2`)
+        instead of prior knowledge on cleartext."""
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if tls is not None:
+            tls.set_alpn_protocols(["h2"])
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
+            assert self.sock.selected_alpn_protocol() == "h2", self.sock.selected_alpn_protocol()
         self.conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
         self.conn.initiate_connection()
         self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
@@ -85,7 +92,7 @@ class RawH2:
             else:
                 read = self.conn.receive_data(data)
                 self.flush()
-        except (socket.timeout, BlockingIOError):
+        except (socket.timeout, BlockingIOError, ssl.SSLWantReadError):
             pass
         except OSError:
             self.closed = True
