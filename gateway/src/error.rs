@@ -233,7 +233,7 @@ impl GatewayError {
             return Some(whole.max(1));
         }
         if let GatewayError::TenantLimited(r) = self {
-            return (r.status() == 429).then(|| r.retry_after_s());
+            return (r.status() != 413).then(|| r.retry_after_s());
         }
         match self.status() {
             429 | 503 => Some(1),

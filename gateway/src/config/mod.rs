@@ -24,6 +24,7 @@ pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
 pub mod edit;
+pub mod fleet_limits_section;
 pub mod grpc_section;
 pub mod issue;
 pub mod model_section;

@@ -32,10 +32,12 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// 413 for a batch no wait can admit, else 429.
+    /// 413 for a batch no wait can admit, 503 when the fleet's limits
+    /// cannot be checked (`fail = "closed"`), else 429.
     pub fn status(&self) -> u16 {
         match self.kind {
             LimitKind::RowsOverBurst => 413,
+            LimitKind::FleetUnavailable => 503,
             _ => 429,
         }
     }
@@ -89,6 +91,10 @@ impl Refusal {
                 self.route.as_deref().unwrap_or_default(),
                 self.tenant,
                 self.share,
+                self.retry_after_s()
+            ),
+            LimitKind::FleetUnavailable => format!(
+                "the fleet-wide limits of {scope} cannot be checked (Redis unreachable, fleet_limits.fail = \"closed\"); retry in {} s",
                 self.retry_after_s()
             ),
             kind => format!("{scope} is over its {} limit; retry in {} s", kind.as_str(), self.retry_after_s()),
