@@ -45,11 +45,8 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let reload = control_section::check_reload(raw.reload.as_ref(), &mut issues);
     let telemetry = telemetry_section::check(raw.telemetry.as_ref(), &mut issues);
     let store = store_section::check(&raw.repository, base_dir, &mut issues);
-    let keyed: HashSet<&str> = routes
-        .iter()
-        .filter_map(|r| r.auth.as_ref())
-        .flat_map(|a| a.keys.iter().map(|k| &*k.tenant))
-        .collect();
+    let keyed: HashSet<&str> =
+        routes.iter().filter_map(|r| r.auth.as_ref()).flat_map(|a| a.tenants_named().map(|t| &**t)).collect();
     let tenants = tenant_section::check(&raw.tenants, &keyed, "tenants", &mut issues);
     let has_redis = cache.as_ref().is_some_and(|c| c.redis.is_some());
     let fleet_limits = fleet_limits_section::check(raw.fleet_limits.as_ref(), has_redis, &mut issues);
