@@ -9,7 +9,7 @@
 //! requests never share an entry. A request without a key, on a TLS
 //! connection whose client certificate's CN a route lists, is its tenant's
 //! (a presented key always wins: a wrong key is 401 whatever the
-//! certificate). gRPC calls and `/v1/` are authenticated by keys only.
+//! certificate). `/v1/` calls are authenticated by keys only.
 //!
 //! Models addressed directly (`/v2/models/{model}/...`, bypassing routes):
 //! a model used by at least one protected route is protected too, and

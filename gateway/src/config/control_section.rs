@@ -72,8 +72,8 @@ pub struct RawApiKey {
     /// Or the environment variable holding it.
     pub key_env: Option<String>,
     /// Or, instead of a key, the subject CN of a client certificate the
-    /// listener verified (`server.tls.client_ca`): a request on such a
-    /// connection needs no key.
+    /// listener verified (`client_ca` of `server.tls` or `grpc_tls`): a
+    /// V2 or gRPC request on such a connection needs no key.
     pub client_cert_cn: Option<String>,
     /// Whose key it is; scopes the response cache.
     pub tenant: String,

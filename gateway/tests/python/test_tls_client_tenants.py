@@ -5,7 +5,7 @@ beside its keys; on a listener with `client_ca`, a request without a key
 from a client whose verified certificate has that CN is team-a's (its
 tenant limits and its share of the cache apply), one whose CN the route
 does not list gets 401 as a wrong key does, and a presented key still
-wins. Over HTTP/1.1 and HTTP/2."""
+wins. Over HTTP/1.1, HTTP/2 and gRPC."""
 
 import ssl
 
@@ -13,6 +13,8 @@ import httpx
 import numpy as np
 import pytest
 import requests
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from conftest import MODELS, Gateway
 from routing_util import infer_body
@@ -23,6 +25,8 @@ KEY = "key-of-team-k-0123456789abcdef"
 CONFIG = """
 [server]
 tls = {{ cert = "{cert}", key = "{key}", client_ca = "{client_ca}" }}
+grpc_listen = "127.0.0.1:0"
+grpc_tls = {{ cert = "{cert}", key = "{key}", client_ca = "{client_ca}" }}
 
 [cache]
 l1_max_bytes = "16MiB"
@@ -36,7 +40,7 @@ warmup = true
 name = "digits"
 models = ["digits-cheap"]
 budget_ms = {{ default = 10000, max = 20000 }}
-auth = {{ keys = [{{ client_cert_cn = "svc-a", tenant = "team-a" }}, {{ key = "{api_key}", tenant = "team-k" }}] }}
+auth = {{ keys = [{{ client_cert_cn = "svc-a", tenant = "team-a" }}, {{ client_cert_cn = "svc-g", tenant = "team-g" }}, {{ key = "{api_key}", tenant = "team-k" }}] }}
 
 [[tenants]]
 name = "team-a"
@@ -50,9 +54,10 @@ def setup(tmp_path_factory):
     root, client_ca = make_ca("switchyard test root"), make_ca("switchyard test client CA")
     cert, key = issue(root, "gateway").write(d, "server")
     files = {
-        "root": root.write_cert(d / "root.pem"),
+        "root": str(root.write_cert(d / "root.pem")),
         "svc-a": tuple(map(str, issue(client_ca, "svc-a", hosts=(), client=True).write(d, "svc-a"))),
         "svc-b": tuple(map(str, issue(client_ca, "svc-b", hosts=(), client=True).write(d, "svc-b"))),
+        "svc-g": tuple(map(str, issue(client_ca, "svc-g", hosts=(), client=True).write(d, "svc-g"))),
     }
     config = d / "switchyard.toml"
     config.write_text(CONFIG.format(cert=cert, key=key, client_ca=client_ca.write_cert(d / "client-ca.pem"),
@@ -104,3 +109,24 @@ def test_the_certificates_tenant_holds_over_http2_and_its_quota_runs_out(setup):
     left = int(answers[0].headers["ratelimit"].split(";r=")[1].split(";")[0])
     assert codes == [200] * (left + 1) + [429] * (len(codes) - left - 1), codes
     assert answers[-1].headers["ratelimit"].startswith('"daily";r=0;t='), answers[-1].headers
+
+
+def test_grpc_calls_take_the_certificates_tenant_too(setup):
+    gw, files = setup
+    x = np.random.default_rng(99).uniform(0, 16, size=(1, 64)).astype(np.float32)
+
+    def call(who):
+        cert, key = files[who]
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{gw.grpc_port}", ssl=True, root_certificates=files["root"],
+                                                  private_key=key, certificate_chain=cert)
+        try:
+            inp = grpcclient.InferInput("X", list(x.shape), "FP32")
+            inp.set_data_from_numpy(x)
+            return client.infer("digits", [inp], client_timeout=30)
+        finally:
+            client.close()
+
+    with pytest.raises(InferenceServerException) as refused:
+        call("svc-b")
+    assert "svc-b" in str(refused.value) and "UNAUTHENTICATED" in str(refused.value), refused.value
+    assert call("svc-g").as_numpy("label").shape == (1,)
