@@ -283,10 +283,18 @@ async fn take_in_fleet(
 ) -> Result<(), (RefusingScope, Limited)> {
     match ask_fleet(fleet, tenant, scopes).await {
         Some(Verdict::Admitted(standings)) => {
-            scopes.iter_mut().zip(standings).for_each(|(held, standing)| held.standing = standing);
+            for (held, standing) in scopes.iter_mut().zip(standings) {
+                if let Some(left) = standing.day_left {
+                    held.state.note_fleet_day(left, now);
+                }
+                held.standing = standing;
+            }
             Ok(())
         }
         Some(Verdict::Refused { scope, kind, retry_after }) => {
+            if let (LimitKind::Daily, Some(held)) = (kind, scopes.get(scope)) {
+                held.state.note_fleet_day(0, now);
+            }
             let held = scopes.get(scope).map(Held::clone_limits);
             let held = held.unwrap_or(RefusingScope { route: None, limits: TenantLimits::default() });
             Err((held, Limited { kind, retry_after }))

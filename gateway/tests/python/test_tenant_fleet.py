@@ -125,6 +125,9 @@ def test_a_daily_quota_of_50_holds_across_two_replicas_in_total(fleet, redis_ser
     assert all(c.count(200) > 0 for c in codes), "both replicas admitted some"
     last = infer(fleet[0], "daily", 999)
     assert last.status_code == 429 and last.headers["ratelimit"].startswith('"daily";r=0;t='), last.headers
+    for g in fleet:
+        metrics = requests.get(f"{g.admin}/metrics", timeout=5).text
+        assert 'switchyard_tenant_quota_left{tenant="daily",route="*"} 0' in metrics, "the fleet's count, not its own"
     keys = redis_server.cli("KEYS", "*tenant*").split()
     assert "switchyard:tenant:{daily}:all:day" in keys, keys
 
