@@ -427,6 +427,7 @@ impl GatewayApp {
             headers: &header.headers,
             body,
             received: ctx.started,
+            cert_cn: crate::connections::peer_names::of_session(session),
         };
         if let Some(endpoint) = parse_openai_path(request.path) {
             let (reply, named) = crate::openai::dispatch(&self.state, snap, endpoint, request).await;

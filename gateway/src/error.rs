@@ -119,9 +119,10 @@ pub enum GatewayError {
     #[error("internal error: {0}")]
     Internal(String),
     /// A tenant's limit refused the request (429; 413 for a batch larger
-    /// than its row burst), see [`crate::tenants`].
-    #[error("{}", .0.message())]
-    TenantLimited(Box<crate::tenants::Refusal>),
+    /// than its row burst; 503 when the fleet's limits cannot be checked),
+    /// as `crate::tenants` words it.
+    #[error("{}", .0.message)]
+    TenantLimited(Box<LimitRefusal>),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -159,7 +160,7 @@ impl GatewayError {
             GatewayError::Unauthorized { .. } => 401,
             GatewayError::Forbidden(_) => 403,
             GatewayError::Internal(_) => 500,
-            GatewayError::TenantLimited(r) => r.status(),
+            GatewayError::TenantLimited(r) => r.status,
             GatewayError::Budget(e) => e.http_status(),
             GatewayError::Shed { reason: router_policies::Reason::Unavailable, .. } => 503,
             GatewayError::Shed { .. } => 429,
@@ -188,7 +189,7 @@ impl GatewayError {
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",
             GatewayError::CorruptBody { .. } => "corrupt_body",
             GatewayError::Budget(e) => e.label(),
-            GatewayError::TenantLimited(r) => r.kind.label(),
+            GatewayError::TenantLimited(r) => r.label,
             GatewayError::Shed { reason, .. } => reason.as_str(),
         }
     }
@@ -233,13 +234,34 @@ impl GatewayError {
             return Some(whole.max(1));
         }
         if let GatewayError::TenantLimited(r) = self {
-            return (r.status() == 429).then(|| r.retry_after_s());
+            return r.retry_after_s;
         }
         match self.status() {
             429 | 503 => Some(1),
             _ => None,
         }
     }
+}
+
+/// A tenant limit's refusal as the edges write it: the status, the
+/// words, and the IETF draft's `RateLimit-Policy` / `RateLimit` values
+/// (gRPC: trailers of the same names). Plain values, so this layer needs
+/// nothing of the limits themselves; `crate::tenants` builds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitRefusal {
+    /// 429, 413 (a batch no wait can admit) or 503 (fleet limits unknown).
+    pub status: u16,
+    /// The error label (`tenant_requests`, ...).
+    pub label: &'static str,
+    /// What the client is told.
+    pub message: String,
+    /// Whole seconds until a retry may pass (`Retry-After`); `None` when
+    /// no wait helps.
+    pub retry_after_s: Option<u64>,
+    /// The refusing scope's limits (`RateLimit-Policy`).
+    pub policy_header: String,
+    /// The limit that refused, with nothing left (`RateLimit`).
+    pub limit_header: String,
 }
 
 /// True for runtime errors another pool or model may not have: overload,

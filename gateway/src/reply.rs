@@ -84,8 +84,8 @@ impl Reply {
         }
         if let GatewayError::TenantLimited(refusal) = err {
             reply = reply
-                .with_header(names::RATELIMIT_POLICY, refusal.policy_header())
-                .with_header(names::RATELIMIT, refusal.limit_header());
+                .with_header(names::RATELIMIT_POLICY, refusal.policy_header.clone())
+                .with_header(names::RATELIMIT, refusal.limit_header.clone());
         }
         if let GatewayError::Unauthorized { realm, .. } = err {
             reply = reply.with_header(WWW_AUTHENTICATE, format!("Bearer realm=\"{realm}\""));

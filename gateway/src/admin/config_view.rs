@@ -71,6 +71,7 @@ pub fn config_json(config: &Config) -> Value {
         "models": config.models.iter().map(|m| model_json(config, m)).collect::<Vec<_>>(),
         "routes": config.routes.iter().map(route_json).collect::<Vec<_>>(),
         "tenants": config.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
+        "fleet_limits": config.fleet_limits.map(|f| json!({ "replicas": f.replicas, "fail": f.fail.as_str() })),
     })
 }
 
@@ -191,7 +192,8 @@ fn route_json(route: &RouteConfig) -> Value {
             "keys": a.keys.iter().map(|k| match &k.from_env {
                 Some(var) => json!({ "tenant": &*k.tenant, "key_env": var }),
                 None => json!({ "tenant": &*k.tenant, "key": REDACTED }),
-            }).collect::<Vec<_>>(),
+            }).chain(a.client_certs.iter().map(|c| json!({ "tenant": &*c.tenant, "client_cert_cn": &*c.cn })))
+            .collect::<Vec<_>>(),
             "tenants": a.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
             "fair_share": a.fair_share,
         })),

@@ -1,10 +1,15 @@
-//! Client authentication per route: API keys, each naming a tenant.
+//! Client authentication per route: API keys, each naming a tenant, or
+//! the client certificate the listener verified (`client_ca`), by its
+//! subject CN (`auth.keys[].client_cert_cn`).
 //!
 //! A route with `auth = { keys = [...] }` answers 401 to any request on
 //! its name (infer, metadata, ready, config) without a valid key. The key
 //! is read from `x-api-key`, else from `Authorization: Bearer <key>`. The
 //! key's tenant scopes the response cache: two tenants sending identical
-//! requests never share an entry.
+//! requests never share an entry. A request without a key, on a TLS
+//! connection whose client certificate's CN a route lists, is its tenant's
+//! (a presented key always wins: a wrong key is 401 whatever the
+//! certificate). `/v1/` calls are authenticated by keys only.
 //!
 //! Models addressed directly (`/v2/models/{model}/...`, bypassing routes):
 //! a model used by at least one protected route is protected too, and
@@ -30,6 +35,7 @@ pub const REALM: &str = "switchyard";
 #[derive(Debug, Default, Clone)]
 pub struct KeySet {
     by_digest: HashMap<[u8; 32], Arc<str>>,
+    by_cert_cn: HashMap<Arc<str>, Arc<str>>,
 }
 
 impl KeySet {
@@ -37,6 +43,15 @@ impl KeySet {
         for key in &auth.keys {
             self.by_digest.entry(*key.digest.as_bytes()).or_insert_with(|| key.tenant.clone());
         }
+        for cert in &auth.client_certs {
+            self.by_cert_cn.entry(cert.cn.clone()).or_insert_with(|| cert.tenant.clone());
+        }
+    }
+
+    /// The tenant of a client certificate whose subject CN is `cn`, if
+    /// it is accepted.
+    pub fn tenant_of_cert(&self, cn: &str) -> Option<&Arc<str>> {
+        self.by_cert_cn.get(cn)
     }
 
     /// The tenant of `key`, if it is accepted.
@@ -44,14 +59,14 @@ impl KeySet {
         self.by_digest.get(SecretDigest::of(key).as_bytes())
     }
 
-    /// Number of accepted keys.
+    /// Number of accepted keys and certificates.
     pub fn len(&self) -> usize {
-        self.by_digest.len()
+        self.by_digest.len() + self.by_cert_cn.len()
     }
 
-    /// True when no key is accepted.
+    /// True when no key or certificate is accepted.
     pub fn is_empty(&self) -> bool {
-        self.by_digest.is_empty()
+        self.by_digest.is_empty() && self.by_cert_cn.is_empty()
     }
 }
 
@@ -95,8 +110,30 @@ impl AccessTable {
         name: &str,
         headers: &HeaderMap,
     ) -> Result<Option<Arc<str>>, GatewayError> {
+        self.authorize_peer(config, name, headers, None)
+    }
+
+    /// As [`AccessTable::authorize`], for a request whose connection
+    /// presented a verified client certificate with subject CN `cert_cn`:
+    /// without a key, a certificate the name's route lists gives its
+    /// tenant (module docs).
+    pub fn authorize_peer(
+        &self,
+        config: &Config,
+        name: &str,
+        headers: &HeaderMap,
+        cert_cn: Option<&str>,
+    ) -> Result<Option<Arc<str>>, GatewayError> {
         let Some(keys) = self.protecting(config, name) else { return Ok(None) };
         let Some(presented) = presented_key(headers) else {
+            if let Some(cn) = cert_cn {
+                return match keys.tenant_of_cert(cn) {
+                    Some(tenant) => Ok(Some(tenant.clone())),
+                    None => Err(unauthorized(format!(
+                        "the client certificate (CN {cn:?}) is not accepted for {name:?}; send an API key"
+                    ))),
+                };
+            }
             return Err(unauthorized(format!(
                 "{name:?} needs an API key: send `x-api-key: <key>` or `Authorization: Bearer <key>`"
             )));
@@ -163,7 +200,7 @@ path = "l.onnx"
 [[routes]]
 name = "closed"
 models = ["cheap", "heavy"]
-auth = { keys = [{ key = "key-of-team-a-0001", tenant = "a" }, { key = "key-of-team-b-0002", tenant = "b" }] }
+auth = { keys = [{ key = "key-of-team-a-0001", tenant = "a" }, { key = "key-of-team-b-0002", tenant = "b" }, { client_cert_cn = "svc-c", tenant = "c" }] }
 [[routes]]
 name = "open"
 models = ["heavy"]
@@ -175,6 +212,30 @@ models = ["heavy"]
             map.insert(*name, value.parse().unwrap());
         }
         map
+    }
+
+    #[test]
+    fn a_listed_client_certificate_stands_for_a_key_and_a_key_wins() {
+        let config = parse(CONFIG, Path::new("/")).unwrap();
+        let table = AccessTable::build(&config);
+        let tenant =
+            |h: &[(&'static str, &str)], cn| table.authorize_peer(&config, "closed", &headers(h), cn);
+        assert_eq!(tenant(&[], Some("svc-c")).unwrap().as_deref(), Some("c"));
+        assert_eq!(tenant(&[], Some("svc-x")).unwrap_err().status(), 401, "a CN the route does not list");
+        assert_eq!(tenant(&[], None).unwrap_err().status(), 401);
+        let key_wins = tenant(&[("x-api-key", "key-of-team-a-0001")], Some("svc-c"));
+        assert_eq!(key_wins.unwrap().as_deref(), Some("a"));
+        assert_eq!(tenant(&[("x-api-key", "key-of-team-a-0009")], Some("svc-c")).unwrap_err().status(), 401);
+        assert_eq!(
+            table.authorize(&config, "closed", &headers(&[])).unwrap_err().status(),
+            401,
+            "no certificate"
+        );
+        assert_eq!(table.authorize_peer(&config, "open", &headers(&[]), Some("svc-c")).unwrap(), None);
+        assert_eq!(
+            table.authorize_peer(&config, "cheap", &headers(&[]), Some("svc-c")).unwrap().as_deref(),
+            Some("c")
+        );
     }
 
     #[test]
@@ -211,6 +272,10 @@ models = ["heavy"]
             assert!(ok.unwrap().is_some(), "{model}");
         }
         assert_eq!(table.authorize(&config, "lonely", &headers(&[])).unwrap(), None);
-        assert_eq!(table.protecting(&config, "heavy").map(KeySet::len), Some(2));
+        assert_eq!(
+            table.protecting(&config, "heavy").map(KeySet::len),
+            Some(3),
+            "two keys and a certificate"
+        );
     }
 }

@@ -224,7 +224,7 @@ impl L2 {
 
     /// Whether the breaker lets a command through now; counts a skip when
     /// it does not (for commands other than [`L2::get`] and [`L2::set`],
-    /// e.g. [`super::fleet`]'s).
+    /// e.g. [`super::fleet`]'s and [`super::fleet_store`]'s).
     pub(super) fn allows(&self) -> bool {
         let allowed = self.breaker.allow(Instant::now());
         if !allowed {

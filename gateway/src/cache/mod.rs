@@ -56,6 +56,7 @@
 pub mod coalesce;
 pub mod control;
 pub mod fleet;
+pub mod fleet_store;
 pub mod key;
 pub mod l1;
 pub mod l2;
@@ -72,6 +73,7 @@ use crate::error::GatewayError;
 use crate::reply::Reply;
 use crate::target::Target;
 use crate::telemetry;
+use crate::tenants::fleet::FleetStore;
 use coalesce::Coalescer;
 use control::Control;
 use http::HeaderMap;
@@ -203,6 +205,14 @@ impl ResponseCache {
             }
         });
         ResponseCache { tiers, stats }
+    }
+
+    /// The Redis L2, when `[cache] redis` is set, as the store of the
+    /// tenants' fleet-wide limits (`[fleet_limits]`,
+    /// [`crate::tenants::fleet`]): its connection, timeouts and breaker.
+    pub fn fleet_store(&self) -> Option<&dyn FleetStore> {
+        let l2: &L2 = self.tiers.as_ref()?.l2.as_deref()?;
+        Some(l2)
     }
 
     /// Decides what the cache does for a request to `target`; computes

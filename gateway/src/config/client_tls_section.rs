@@ -244,10 +244,10 @@ fn certificates(
     }
 }
 
-/// The rustls provider every backend connection uses (ring, as Pingora's).
+/// The rustls provider every backend connection uses: the listeners'
+/// ([`crate::tls::material::provider`], ring, as Pingora's).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<rustls::crypto::CryptoProvider>> = OnceLock::new();
-    PROVIDER.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
+    crate::tls::material::provider()
 }
 
 /// Makes [`provider`] the process's default rustls provider, for clients

@@ -62,7 +62,8 @@ pub struct RawRouteAuth {
 }
 
 /// One API key: `{ key = "...", tenant = "team-a" }` or
-/// `{ key_env = "TEAM_A_KEY", tenant = "team-a" }`.
+/// `{ key_env = "TEAM_A_KEY", tenant = "team-a" }`; or a client
+/// certificate: `{ client_cert_cn = "svc-a", tenant = "team-a" }`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawApiKey {
@@ -70,6 +71,10 @@ pub struct RawApiKey {
     pub key: Option<RawSecret>,
     /// Or the environment variable holding it.
     pub key_env: Option<String>,
+    /// Or, instead of a key, the subject CN of a client certificate the
+    /// listener verified (`client_ca` of `server.tls` or `grpc_tls`): a
+    /// V2 or gRPC request on such a connection needs no key.
+    pub client_cert_cn: Option<String>,
     /// Whose key it is; scopes the response cache.
     pub tenant: String,
 }
@@ -115,10 +120,28 @@ impl Default for ReloadConfig {
 pub struct RouteAuth {
     /// Accepted keys, in config order.
     pub keys: Vec<ApiKey>,
+    /// Accepted client certificates (by subject CN), in config order.
+    pub client_certs: Vec<ClientCert>,
     /// The keys' tenants' limits on this route (`auth.tenants`).
     pub tenants: Vec<TenantConfig>,
     /// Fair share between the keys' tenants under overload.
     pub fair_share: bool,
+}
+
+/// A client certificate accepted in place of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The certificate's subject common name.
+    pub cn: Arc<str>,
+    /// The tenant it authenticates.
+    pub tenant: Arc<str>,
+}
+
+impl RouteAuth {
+    /// Every tenant the route's keys and certificates name.
+    pub fn tenants_named(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.keys.iter().map(|k| &k.tenant).chain(self.client_certs.iter().map(|c| &c.tenant))
+    }
 }
 
 /// One accepted API key.
@@ -176,10 +199,24 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
     }
     let mut seen = HashSet::new();
     let mut keys = Vec::with_capacity(raw.keys.len());
+    let mut client_certs = Vec::new();
     for (j, key) in raw.keys.iter().enumerate() {
         let at = format!("{path}.auth.keys[{j}]");
         if key.tenant.is_empty() {
             issues.push(format!("{at}.tenant"), "must not be empty");
+        }
+        if let Some(cn) = &key.client_cert_cn {
+            if key.key.is_some() || key.key_env.is_some() {
+                issues.push(at, "give `client_cert_cn` or a key (`key`, `key_env`), not both");
+            } else if cn.is_empty() {
+                issues.push(format!("{at}.client_cert_cn"), "must not be empty");
+            } else if client_certs.iter().any(|c: &ClientCert| &*c.cn == cn) {
+                issues.push(format!("{at}.client_cert_cn"), "the same certificate name is listed twice");
+            } else {
+                client_certs
+                    .push(ClientCert { cn: Arc::from(cn.as_str()), tenant: Arc::from(key.tenant.as_str()) });
+            }
+            continue;
         }
         let text = match (&key.key, &key.key_env) {
             (Some(k), None) => Some((k.0.clone(), format!("{at}.key"))),
@@ -191,7 +228,7 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
                 }
             },
             _ => {
-                issues.push(at, "give either `key` or `key_env`");
+                issues.push(at, "give either `key`, `key_env` or `client_cert_cn`");
                 None
             }
         };
@@ -204,7 +241,7 @@ pub fn check_route_auth(raw: Option<&RawRouteAuth>, path: &str, issues: &mut Iss
     }
     let known: HashSet<&str> = raw.keys.iter().map(|k| k.tenant.as_str()).collect();
     let tenants = tenant_section::check(&raw.tenants, &known, &format!("{path}.auth.tenants"), issues);
-    Some(RouteAuth { keys, tenants, fair_share: raw.fair_share.unwrap_or(true) })
+    Some(RouteAuth { keys, client_certs, tenants, fair_share: raw.fair_share.unwrap_or(true) })
 }
 
 #[cfg(test)]
@@ -234,6 +271,18 @@ mod tests {
     }
 
     #[test]
+    fn a_client_certificate_entry_names_its_tenant_without_a_key() {
+        let text = format!(
+            "{ROUTE}auth = {{ keys = [{{ client_cert_cn = \"svc-a\", tenant = \"a\" }}], \
+             tenants = [{{ name = \"a\", limits = {{ requests_per_day = 5 }} }}] }}\n"
+        );
+        let config = parse(&text, Path::new("/")).unwrap_or_else(|e| panic!("{e:?}"));
+        let auth = config.route("r").and_then(|r| r.auth.clone()).unwrap_or_else(|| panic!("auth"));
+        assert!(auth.keys.is_empty());
+        assert_eq!((&*auth.client_certs[0].cn, &*auth.client_certs[0].tenant), ("svc-a", "a"));
+    }
+
+    #[test]
     fn mistakes_name_their_field() {
         let cases = [
             (format!("{ROUTE}auth = {{ keys = [] }}\n"), "routes[0].auth.keys"),
@@ -250,6 +299,18 @@ mod tests {
                 ),
                 "routes[0].auth.keys[1].key",
             ),
+            (
+                format!("{ROUTE}auth = {{ keys = [{{ key = \"aaaaaaaaaaaaaaaa1\", client_cert_cn = \"svc\", tenant = \"a\" }}] }}\n"),
+                "routes[0].auth.keys[0]",
+            ),
+            (
+                format!(
+                    "{ROUTE}auth = {{ keys = [{{ client_cert_cn = \"svc\", tenant = \"a\" }}, \
+                     {{ client_cert_cn = \"svc\", tenant = \"b\" }}] }}\n"
+                ),
+                "routes[0].auth.keys[1].client_cert_cn",
+            ),
+            (format!("{ROUTE}auth = {{ keys = [{{ client_cert_cn = \"\", tenant = \"a\" }}] }}\n"), "routes[0].auth.keys[0].client_cert_cn"),
             ("[admin]\ntoken = \"short\"\n".to_string(), "admin.token"),
             ("[reload]\ninterval_ms = 0\n".to_string(), "reload.interval_ms"),
         ];

@@ -26,6 +26,7 @@ pub mod connections_section;
 pub mod control_section;
 pub mod draft_section;
 pub mod edit;
+pub mod fleet_limits_section;
 pub mod grpc_section;
 pub mod http2_section;
 pub mod issue;

@@ -6,6 +6,7 @@
 
 use super::cache_section::RawCache;
 use super::control_section::{RawAdmin, RawReload};
+use super::fleet_limits_section::RawFleetLimits;
 use super::model_section::RawModel;
 use super::onnxruntime_section::RawOnnxRuntime;
 use super::prefix_route_section::RawPrefixRoute;
@@ -54,4 +55,7 @@ pub struct RawConfig {
     /// Tenants (as API keys name them) and their limits across routes.
     #[serde(default)]
     pub tenants: Vec<RawTenant>,
+    /// Tenant request limits held across replicas in the cache's Redis;
+    /// absent = each replica holds its own.
+    pub fleet_limits: Option<RawFleetLimits>,
 }

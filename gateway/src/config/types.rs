@@ -47,6 +47,9 @@ pub struct Config {
     pub store: Option<StoreConfig>,
     /// `[[tenants]]`: tenants and their limits across routes.
     pub tenants: Vec<TenantConfig>,
+    /// `[fleet_limits]`: tenant request limits held in the cache's Redis
+    /// across replicas; `None` = per process.
+    pub fleet_limits: Option<super::fleet_limits_section::FleetLimits>,
 }
 
 impl Config {

@@ -8,7 +8,10 @@ use super::issue::{ConfigIssue, Issues};
 use super::raw::RawConfig;
 use super::record_files::{self, Protected};
 use super::types::{Config, ProxyConfig};
-use super::{cache_section, control_section, model_section, onnxruntime_section, prefix_route_section};
+use super::{
+    cache_section, control_section, fleet_limits_section, model_section, onnxruntime_section,
+    prefix_route_section,
+};
 use super::{
     route_section, server_section, store_section, telemetry_section, tenant_section, tls_section,
     upstream_section,
@@ -43,12 +46,11 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let reload = control_section::check_reload(raw.reload.as_ref(), &mut issues);
     let telemetry = telemetry_section::check(raw.telemetry.as_ref(), &mut issues);
     let store = store_section::check(&raw.repository, base_dir, &mut issues);
-    let keyed: HashSet<&str> = routes
-        .iter()
-        .filter_map(|r| r.auth.as_ref())
-        .flat_map(|a| a.keys.iter().map(|k| &*k.tenant))
-        .collect();
+    let keyed: HashSet<&str> =
+        routes.iter().filter_map(|r| r.auth.as_ref()).flat_map(|a| a.tenants_named().map(|t| &**t)).collect();
     let tenants = tenant_section::check(&raw.tenants, &keyed, "tenants", &mut issues);
+    let has_redis = cache.as_ref().is_some_and(|c| c.redis.is_some());
+    let fleet_limits = fleet_limits_section::check(raw.fleet_limits.as_ref(), has_redis, &mut issues);
     let protected = Protected::of(&models, onnxruntime_library.as_deref(), store.as_ref());
     for (i, route) in routes.iter().enumerate() {
         if let Some(record) = &route.record {
@@ -75,6 +77,7 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
                 telemetry,
                 store,
                 tenants,
+                fleet_limits,
             })
         }
         _ => Err(issues.into_vec()),

@@ -43,6 +43,17 @@ pub struct GuardedApp<A> {
     h2c: bool,
 }
 
+/// Lists `stream`'s verified client certificate name (its CN) in
+/// [`super::peer_names`] when it is a TLS connection (one without a
+/// name is listed as such, so no earlier connection's entry can linger).
+fn peer_registration(stream: &Stream) -> Option<super::peer_names::Registration> {
+    let tls = stream.get_ssl()?;
+    let name = tls.peer_certificate_der().and_then(crate::tls::peer::common_name);
+    let socket = stream.get_socket_digest()?;
+    let key = (*socket.local_addr()?.as_inet()?, *socket.peer_addr()?.as_inet()?);
+    Some(super::peer_names::register(key, name.as_deref()))
+}
+
 impl<A> GuardedApp<A> {
     /// Wraps `app`; `table` admits its connections.
     pub fn new(app: A, table: Arc<ConnTable>) -> GuardedApp<A> {
@@ -80,6 +91,8 @@ impl<A: ServerApp + Send + Sync + 'static> GuardedApp<A> {
             refuse(stream, self.table.max_connections()).await;
             return;
         };
+        // The verified client certificate's name, for the connection's life.
+        let _peer = peer_registration(&stream);
         let framing = match stream.selected_alpn_proto() {
             Some(ALPN::H2) => Framing::Http2 { preface_left: HTTP2_PREFACE_LEN },
             _ if self.h2c && stream.get_ssl_digest().is_none() => Framing::Sniff,

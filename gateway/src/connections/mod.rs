@@ -26,6 +26,7 @@ pub mod guarded_app;
 pub mod h2_calls;
 pub mod listen_socket;
 pub mod listener;
+pub mod peer_names;
 pub mod read_guard;
 pub mod rlimit;
 pub mod state;

@@ -15,7 +15,7 @@
 use crate::connections::read_guard::{Framing, ReadGuard, HTTP2_PREFACE_LEN};
 use crate::connections::state::{ConnState, Phase};
 use crate::connections::ConnTable;
-use crate::tls::grpc_io::ServerIo;
+use crate::tls::grpc_io::{PeerName, ServerIo};
 use crate::tls::TlsSource;
 use futures::Stream;
 use std::io;
@@ -52,6 +52,8 @@ struct Shared {
     share: Arc<Semaphore>,
     /// Its size.
     share_size: usize,
+    /// The verified client certificate's CN, once the handshake is done.
+    peer: PeerName,
 }
 
 /// A call in progress on a connection: the connection is busy (no idle
@@ -67,6 +69,12 @@ impl ConnInfo {
             self.shared.state.set_phase(Phase::Busy, self.shared.table.now_ms());
         }
         CallOnConn { shared: self.shared.clone() }
+    }
+
+    /// The subject CN of the client certificate the connection's TLS
+    /// handshake verified (`client_ca`), if any.
+    pub fn cert_cn(&self) -> Option<&str> {
+        self.shared.peer.get().map(|n| &**n)
     }
 
     /// The connection's share of the admission permits.
@@ -132,6 +140,7 @@ fn admit(
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(error = %e, "could not set TCP_NODELAY on a gRPC connection");
     }
+    let peer = PeerName::default();
     let inner = match tls {
         None => ServerIo::Plain(tcp),
         Some(source) => match source.rustls_acceptor() {
@@ -140,7 +149,11 @@ fn admit(
                 let on_failure = move || {
                     counted.counters.tls_failed.fetch_add(1, Ordering::Relaxed);
                 };
-                ServerIo::Handshaking(Box::new(acceptor.accept(tcp)), Some(Box::new(on_failure)))
+                ServerIo::Handshaking(
+                    Box::new(acceptor.accept(tcp)),
+                    Some(Box::new(on_failure)),
+                    peer.clone(),
+                )
             }
             None => {
                 tracing::error!("the gRPC listener has no TLS settings in force; connection closed");
@@ -154,6 +167,7 @@ fn admit(
         calls: AtomicUsize::new(0),
         share: Arc::new(Semaphore::new(share_size)),
         share_size,
+        peer,
     });
     let guard = ReadGuard::new(place, table.clone(), Framing::Http2 { preface_left: HTTP2_PREFACE_LEN });
     Some(Ok(GrpcConn { inner, guard, info: ConnInfo { shared } }))

@@ -63,7 +63,8 @@ impl GrpcFront {
             if name.is_empty() {
                 return Ok((admission, None));
             }
-            Ok((admission, snap.access.authorize(&snap.config, name, &headers)?))
+            let cert_cn = extensions.get::<ConnInfo>().and_then(ConnInfo::cert_cn);
+            Ok((admission, snap.access.authorize_peer(&snap.config, name, &headers, cert_cn)?))
         })();
         let result = match checked {
             Ok((_admission, tenant)) => {

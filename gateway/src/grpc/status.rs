@@ -49,7 +49,7 @@ pub fn status_of(err: &GatewayError) -> Status {
     }
     if let GatewayError::TenantLimited(refusal) = err {
         for (name, value) in
-            [("ratelimit-policy", refusal.policy_header()), ("ratelimit", refusal.limit_header())]
+            [("ratelimit-policy", &refusal.policy_header), ("ratelimit", &refusal.limit_header)]
         {
             if let Ok(value) = MetadataValue::try_from(value.as_str()) {
                 status.metadata_mut().insert(name, value);

@@ -139,7 +139,8 @@ async fn one(state: &AppState, caller: &Caller, message: ModelInferRequest, tx: 
     let admitted = admit(state, caller.conn.as_ref());
     let handling = std::pin::pin!(async {
         let admission = admitted?;
-        let tenant = snap.access.authorize(&snap.config, &name, headers)?;
+        let cert_cn = caller.conn.as_ref().and_then(ConnInfo::cert_cn);
+        let tenant = snap.access.authorize_peer(&snap.config, &name, headers, cert_cn)?;
         let infer = infer_call(state, &snap, headers, tenant.as_deref(), message, received, true)?;
         match inference::run(state, &snap, infer).await? {
             Outcome::Events(events) => relay(events, admission, tx).await,

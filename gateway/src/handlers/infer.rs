@@ -69,7 +69,7 @@ pub async fn infer<'a>(
     } {
         // A hit spends the tenant's request limits as any call does
         // (`crate::tenants`); a miss is admitted by `inference::run`.
-        let admitted = inference::admit(state, snap, &target, tenant)?;
+        let admitted = inference::admit(state, snap, &target, tenant).await?;
         if let Some(id) = &entry.request_id {
             telemetry::adopt_request_id(id);
         }

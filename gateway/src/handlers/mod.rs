@@ -36,6 +36,9 @@ pub struct Request<'a> {
     pub body: Bytes,
     /// When the request arrived; latency budgets count from here.
     pub received: std::time::Instant,
+    /// The subject CN of the client certificate its TLS connection
+    /// presented and the listener verified (`client_ca`), if any.
+    pub cert_cn: Option<std::sync::Arc<str>>,
 }
 
 /// Answers one request against one config snapshot: a complete reply,
@@ -55,10 +58,12 @@ pub async fn dispatch<'a>(state: &'a AppState, snap: &'a Snapshot, req: Request<
         .into();
     }
     let tenant = match endpoint.model_name() {
-        Some(name) => match snap.access.authorize(&snap.config, name, req.headers) {
-            Ok(tenant) => tenant,
-            Err(err) => return Reply::error(&err).into(),
-        },
+        Some(name) => {
+            match snap.access.authorize_peer(&snap.config, name, req.headers, req.cert_cn.as_deref()) {
+                Ok(tenant) => tenant,
+                Err(err) => return Reply::error(&err).into(),
+            }
+        }
         None => None,
     };
     let result = match endpoint {

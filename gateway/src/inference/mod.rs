@@ -30,7 +30,7 @@ use crate::state::AppState;
 use crate::stream::{self, produce::Job, respond::EventStream};
 use crate::target::Target;
 use crate::telemetry;
-use crate::tenants::Admitted;
+use crate::tenants::{Admitted, Fleet};
 use http::HeaderMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -135,7 +135,7 @@ pub async fn run<'a>(
         .route(config)
         .and_then(|r| routing::sticky::draw(&r.name, r.sticky.as_ref()?, headers, tenant));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
-    let admitted = admit(state, snap, &target, tenant)?;
+    let admitted = admit(state, snap, &target, tenant).await?;
     let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     // A batch of independent rows is cached row by row (`cache::rows`);
     // a stream keeps the whole-request entry its final answer is stored in.
@@ -230,14 +230,15 @@ pub async fn run<'a>(
 /// daily quotas. [`run`] calls it; the REST front end calls it for a hit
 /// of its exact-repeat cache (which answers before decoding, without
 /// [`run`]).
-pub fn admit(
+pub async fn admit(
     state: &AppState,
     snap: &Snapshot,
     target: &Target,
     tenant: Option<&str>,
 ) -> Result<Admitted, GatewayError> {
     let route = target.route(&snap.config).map(|r| r.name.as_str());
-    state.tenants.admit(&snap.tenants, route, tenant)
+    let fleet = snap.config.fleet_limits.map(|settings| Fleet { settings, store: state.cache.fleet_store() });
+    state.tenants.admit(&snap.tenants, route, tenant, fleet).await
 }
 
 /// What a sampled call keeps of its request for its traffic record (the

@@ -24,7 +24,7 @@ pub fn tenant_families(tenants: &Tenants, table: &TenantTable) -> Vec<MetricFami
     );
     let mut limited = Family::counter(
         "switchyard_tenant_limited_total",
-        "Requests refused by one of the tenant's limits or its fair share (requests, rows, rows_burst, concurrent, daily, fair_share).",
+        "Requests refused by one of the tenant's limits or its fair share (requests, rows, rows_burst, concurrent, daily, fair_share, fleet_unavailable).",
         &["tenant", "limit"],
     );
     let mut rows = Family::counter(

@@ -21,19 +21,20 @@
 //!
 //! A refusal is 429 with `Retry-After`, `RateLimit-Policy` and `RateLimit`
 //! ([`refusal`]); a batch with more rows than the row burst can never
-//! pass and is 413. Limits are local to the process. State is kept across
-//! hot reloads ([`scope`]).
+//! pass and is 413. Limits are local to the process unless `[fleet_limits]`
+//! holds the request rates and daily quotas in Redis ([`fleet`]). State is
+//! kept across hot reloads ([`scope`]).
 
 pub mod counters;
 pub mod fair;
 pub mod families;
+pub mod fleet;
 pub mod refusal;
 pub mod registry;
 pub mod scope;
 pub mod table;
 
-pub use refusal::Refusal;
-pub use registry::{Admitted, Computing, Tenants};
+pub use registry::{Admitted, Computing, Fleet, Tenants};
 pub use table::TenantTable;
 
 /// Which limit refused a request.
@@ -51,17 +52,21 @@ pub enum LimitKind {
     Daily,
     /// The tenant's fair share of an overloaded route ([`fair`]).
     FairShare,
+    /// The fleet's limits could not be asked of Redis and
+    /// `[fleet_limits] fail = "closed"` (503).
+    FleetUnavailable,
 }
 
 impl LimitKind {
     /// Every kind, in the order metrics list them.
-    pub const ALL: [LimitKind; 6] = [
+    pub const ALL: [LimitKind; 7] = [
         LimitKind::Requests,
         LimitKind::Rows,
         LimitKind::RowsOverBurst,
         LimitKind::Concurrent,
         LimitKind::Daily,
         LimitKind::FairShare,
+        LimitKind::FleetUnavailable,
     ];
 
     /// The metric label and error label suffix.
@@ -73,6 +78,7 @@ impl LimitKind {
             LimitKind::Concurrent => "concurrent",
             LimitKind::Daily => "daily",
             LimitKind::FairShare => "fair_share",
+            LimitKind::FleetUnavailable => "fleet_unavailable",
         }
     }
 
@@ -85,6 +91,7 @@ impl LimitKind {
             LimitKind::Concurrent => "tenant_concurrent",
             LimitKind::Daily => "tenant_daily",
             LimitKind::FairShare => "tenant_fair_share",
+            LimitKind::FleetUnavailable => "tenant_fleet_unavailable",
         }
     }
 
@@ -92,6 +99,7 @@ impl LimitKind {
     fn policy(self) -> &'static str {
         match self {
             LimitKind::RowsOverBurst => "rows",
+            LimitKind::FleetUnavailable => "requests",
             other => other.as_str(),
         }
     }

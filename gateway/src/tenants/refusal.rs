@@ -9,6 +9,7 @@
 
 use super::LimitKind;
 use crate::config::tenant_section::TenantLimits;
+use crate::error::{GatewayError, LimitRefusal};
 use std::time::Duration;
 
 /// One refusal, with the scope it happened in.
@@ -32,10 +33,12 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// 413 for a batch no wait can admit, else 429.
+    /// 413 for a batch no wait can admit, 503 when the fleet's limits
+    /// cannot be checked (`fail = "closed"`), else 429.
     pub fn status(&self) -> u16 {
         match self.kind {
             LimitKind::RowsOverBurst => 413,
+            LimitKind::FleetUnavailable => 503,
             _ => 429,
         }
     }
@@ -89,6 +92,10 @@ impl Refusal {
                 self.route.as_deref().unwrap_or_default(),
                 self.tenant,
                 self.share,
+                self.retry_after_s()
+            ),
+            LimitKind::FleetUnavailable => format!(
+                "the fleet-wide limits of {scope} cannot be checked (Redis unreachable, fleet_limits.fail = \"closed\"); retry in {} s",
                 self.retry_after_s()
             ),
             kind => format!("{scope} is over its {} limit; retry in {} s", kind.as_str(), self.retry_after_s()),
@@ -168,6 +175,22 @@ fn window(burst: u32, per_s: f64) -> u64 {
 /// `text` safe inside a structured-field string: `"` and `\` dropped.
 fn quoted_safe(text: &str) -> String {
     text.chars().filter(|c| *c != '"' && *c != '\\' && (' '..='~').contains(c)).collect()
+}
+
+impl From<Refusal> for GatewayError {
+    /// The refusal in the plain words the edges write
+    /// ([`GatewayError::TenantLimited`]).
+    fn from(refusal: Refusal) -> GatewayError {
+        let status = refusal.status();
+        GatewayError::TenantLimited(Box::new(LimitRefusal {
+            status,
+            label: refusal.kind.label(),
+            message: refusal.message(),
+            retry_after_s: (status != 413).then(|| refusal.retry_after_s()),
+            policy_header: refusal.policy_header(),
+            limit_header: refusal.limit_header(),
+        }))
+    }
 }
 
 #[cfg(test)]

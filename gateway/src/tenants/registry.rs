@@ -5,11 +5,13 @@
 
 use super::counters::{CountersView, TenantCounters};
 use super::fair::FairGroup;
+use super::fleet::{self, FleetStore, Verdict};
 use super::refusal::{policy_items, standing_items, Refusal, Standing};
 use super::scope::{unix_now, InFlight, Limited, ScopeState};
 use super::table::FairRoute;
 use super::table::TenantTable;
 use super::LimitKind;
+use crate::config::fleet_limits_section::{FailMode, FleetLimits};
 use crate::config::tenant_section::TenantLimits;
 use crate::error::GatewayError;
 use crate::header_names as names;
@@ -49,6 +51,17 @@ impl Drop for FairPlace {
     }
 }
 
+/// The fleet's Redis, for `[fleet_limits]` ([`super::fleet`]): the
+/// cache's L2 (with its timeouts and breaker), `None` when this process
+/// has no L2 (then the local share applies, as while Redis is down).
+#[derive(Clone, Copy)]
+pub struct Fleet<'a> {
+    /// `[fleet_limits]`.
+    pub settings: FleetLimits,
+    /// The cache's Redis.
+    pub store: Option<&'a dyn FleetStore>,
+}
+
 /// One limited scope a request was admitted in.
 struct Held {
     state: Arc<ScopeState>,
@@ -78,12 +91,16 @@ pub struct Computing {
 impl Tenants {
     /// Admits a request of `tenant` (none: an open route, nothing to
     /// limit) to `route` (none: a model addressed directly): each limited
-    /// scope's daily quota and request rate, the route's first.
-    pub fn admit(
+    /// scope's daily quota and request rate, the route's first. With
+    /// `fleet` (`[fleet_limits]`), the quotas and rates are asked of
+    /// Redis ([`super::fleet`]); while it is unreachable, the local share
+    /// is enforced here, or the request refused (`fail = "closed"`).
+    pub async fn admit(
         &self,
         table: &TenantTable,
         route: Option<&str>,
         tenant: Option<&str>,
+        fleet: Option<Fleet<'_>>,
     ) -> Result<Admitted, GatewayError> {
         let Some(tenant) = tenant else { return Ok(Admitted::default()) };
         let counters = self.counters_of(table.label(tenant));
@@ -99,9 +116,14 @@ impl Tenants {
             scopes.push(Held { state, limits: *limits, route: None, standing: Standing::default() });
         }
         let now = unix_now();
-        if let Err((held, limited)) = take_requests(&mut scopes, now) {
+        let fleet = fleet.filter(|_| scopes.iter().any(|h| fleet::held_by_fleet(&h.limits)));
+        let taken = match fleet {
+            None => take_requests(&mut scopes, now).map_err(|(held, limited)| (held.clone_limits(), limited)),
+            Some(fleet) => take_in_fleet(fleet, &tenant, &mut scopes, now).await,
+        };
+        if let Err((held, limited)) = taken {
             counters.limited(limited.kind);
-            return Err(refused(&tenant, held, limited, 0));
+            return Err(refused(&tenant, &held, limited, 0));
         }
         counters.admitted();
         let fair = route.and_then(|route| {
@@ -173,7 +195,7 @@ impl Admitted {
                         c.limited(limited.kind);
                     }
                     let tenant = self.tenant.as_deref().unwrap_or_default();
-                    return Err(refused(tenant, held, limited, rows));
+                    return Err(refused(tenant, &held.clone_limits(), limited, rows));
                 }
             }
         }
@@ -197,7 +219,7 @@ impl Admitted {
                 if let Some(c) = &self.counters {
                     c.limited(LimitKind::FairShare);
                 }
-                Err(GatewayError::TenantLimited(Box::new(Refusal {
+                Err(Refusal {
                     tenant: tenant.to_string(),
                     route: Some(route.clone()),
                     kind: LimitKind::FairShare,
@@ -205,7 +227,8 @@ impl Admitted {
                     limits: TenantLimits::default(),
                     rows: 0,
                     share: over.share,
-                })))
+                }
+                .into())
             }
         }
     }
@@ -238,8 +261,76 @@ fn take_requests(scopes: &mut [Held], now: u64) -> Result<(), (&Held, Limited)> 
     Ok(())
 }
 
-fn refused(tenant: &str, held: &Held, limited: Limited, rows: usize) -> GatewayError {
-    GatewayError::TenantLimited(Box::new(Refusal {
+/// The scope a refusal names: its route and its limits.
+struct RefusingScope {
+    route: Option<String>,
+    limits: TenantLimits,
+}
+
+impl Held {
+    fn clone_limits(&self) -> RefusingScope {
+        RefusingScope { route: self.route.clone(), limits: self.limits }
+    }
+}
+
+/// Each scope's daily quota and request rate, asked of the fleet's Redis;
+/// while it is unreachable, the local share of each (`fail = "open"`) or
+/// a refusal (`"closed"`).
+async fn take_in_fleet(
+    fleet: Fleet<'_>,
+    tenant: &str,
+    scopes: &mut [Held],
+    now: u64,
+) -> Result<(), (RefusingScope, Limited)> {
+    match ask_fleet(fleet, tenant, scopes).await {
+        Some(Verdict::Admitted(standings)) => {
+            for (held, standing) in scopes.iter_mut().zip(standings) {
+                if let Some(left) = standing.day_left {
+                    held.state.note_fleet_day(left, now);
+                }
+                held.standing = standing;
+            }
+            Ok(())
+        }
+        Some(Verdict::Refused { scope, kind, retry_after }) => {
+            if let (LimitKind::Daily, Some(held)) = (kind, scopes.get(scope)) {
+                held.state.note_fleet_day(0, now);
+            }
+            let held = scopes.get(scope).map(Held::clone_limits);
+            let held = held.unwrap_or(RefusingScope { route: None, limits: TenantLimits::default() });
+            Err((held, Limited { kind, retry_after }))
+        }
+        None if fleet.settings.fail == FailMode::Closed => {
+            let held = scopes.iter().find(|h| fleet::held_by_fleet(&h.limits)).map(Held::clone_limits);
+            let held = held.unwrap_or(RefusingScope { route: None, limits: TenantLimits::default() });
+            Err((held, Limited { kind: LimitKind::FleetUnavailable, retry_after: Duration::from_secs(1) }))
+        }
+        None => {
+            for held in scopes.iter_mut() {
+                held.limits = fleet::local_share(&held.limits, fleet.settings.replicas);
+            }
+            take_requests(scopes, now).map_err(|(held, limited)| (held.clone_limits(), limited))
+        }
+    }
+}
+
+/// The script's verdict for `scopes`; `None` when Redis is unreachable
+/// (no L2, its breaker open, the command failed or timed out) or answered
+/// something else.
+async fn ask_fleet(fleet: Fleet<'_>, tenant: &str, scopes: &[Held]) -> Option<Verdict> {
+    let store = fleet.store?;
+    let asked: Vec<(Option<&str>, TenantLimits)> =
+        scopes.iter().map(|h| (h.route.as_deref(), h.limits)).collect();
+    let value = store.eval(fleet::command(store.namespace(), tenant, &asked)).await?;
+    let verdict = fleet::verdict(&value, scopes.len());
+    if verdict.is_none() {
+        tracing::warn!(answer = ?value, "the fleet limits script answered something unexpected; using the local share");
+    }
+    verdict
+}
+
+fn refused(tenant: &str, held: &RefusingScope, limited: Limited, rows: usize) -> GatewayError {
+    Refusal {
         tenant: tenant.to_string(),
         route: held.route.clone(),
         kind: limited.kind,
@@ -247,7 +338,8 @@ fn refused(tenant: &str, held: &Held, limited: Limited, rows: usize) -> GatewayE
         limits: held.limits,
         rows,
         share: 0,
-    }))
+    }
+    .into()
 }
 
 #[cfg(test)]
@@ -273,9 +365,58 @@ limits = { requests_per_day = 2, concurrent = 1 }
         TenantTable::build(&parse(CONFIG, Path::new("/")).unwrap())
     }
 
-    fn kind(e: GatewayError) -> Option<super::super::LimitKind> {
+    /// `admit` without a fleet, run to completion.
+    fn admit(
+        tenants: &Tenants,
+        table: &TenantTable,
+        route: Option<&str>,
+        tenant: Option<&str>,
+    ) -> Result<Admitted, GatewayError> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(tenants.admit(table, route, tenant, None))
+    }
+
+    /// `admit` with `[fleet_limits]` but no Redis to ask (as while it is
+    /// unreachable: no L2, or its breaker open).
+    fn admit_without_redis(
+        tenants: &Tenants,
+        table: &TenantTable,
+        tenant: &str,
+        fail: FailMode,
+    ) -> Result<Admitted, GatewayError> {
+        let fleet = Fleet { settings: FleetLimits { replicas: 2, fail }, store: None };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(tenants.admit(table, Some("r"), Some(tenant), Some(fleet)))
+    }
+
+    #[test]
+    fn without_redis_the_fleet_falls_back_to_the_local_share_or_refuses() {
+        let (tenants, table) = (Tenants::default(), table());
+        // a: 2 a day across the fleet of 2 -> 1 here; b: 1 on route r -> 1 (never 0).
+        assert!(admit_without_redis(&tenants, &table, "a", FailMode::Open).is_ok());
+        let refused = admit_without_redis(&tenants, &table, "a", FailMode::Open).err().unwrap();
+        match &refused {
+            GatewayError::TenantLimited(r) => assert!(r.policy_header.contains("q=1;"), "the share: {r:?}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(admit_without_redis(&tenants, &table, "b", FailMode::Open).is_ok());
+        assert_eq!(
+            kind(admit_without_redis(&tenants, &table, "b", FailMode::Open).err().unwrap()),
+            Some(super::super::LimitKind::Daily.label())
+        );
+        let closed = admit_without_redis(&tenants, &table, "a", FailMode::Closed).err().unwrap();
+        assert_eq!(closed.status(), 503);
+        assert_eq!(kind(closed), Some(super::super::LimitKind::FleetUnavailable.label()));
+        for _ in 0..3 {
+            let open = admit_without_redis(&tenants, &table, "c", FailMode::Closed);
+            assert!(open.is_ok(), "a tenant without fleet limits needs no Redis, closed or not");
+        }
+        assert_eq!(tenants.counters()["a"].limited["fleet_unavailable"], 1);
+    }
+
+    fn kind(e: GatewayError) -> Option<&'static str> {
         match e {
-            GatewayError::TenantLimited(r) => Some(r.kind),
+            GatewayError::TenantLimited(r) => Some(r.label),
             _ => None,
         }
     }
@@ -283,19 +424,19 @@ limits = { requests_per_day = 2, concurrent = 1 }
     #[test]
     fn scopes_limit_their_own_tenant_and_route() {
         let (tenants, table) = (Tenants::default(), table());
-        assert!(tenants.admit(&table, Some("r"), Some("b")).is_ok());
+        assert!(admit(&tenants, &table, Some("r"), Some("b")).is_ok());
         assert_eq!(
-            kind(tenants.admit(&table, Some("r"), Some("b")).err().unwrap()),
-            Some(super::super::LimitKind::Daily)
+            kind(admit(&tenants, &table, Some("r"), Some("b")).err().unwrap()),
+            Some(super::super::LimitKind::Daily.label())
         );
-        assert!(tenants.admit(&table, None, Some("b")).is_ok(), "b's quota is on route r only");
+        assert!(admit(&tenants, &table, None, Some("b")).is_ok(), "b's quota is on route r only");
         for _ in 0..5 {
-            assert!(tenants.admit(&table, Some("r"), Some("c")).is_ok(), "c has no limits");
-            assert!(tenants.admit(&table, Some("r"), None).is_ok(), "an open call has none");
+            assert!(admit(&tenants, &table, Some("r"), Some("c")).is_ok(), "c has no limits");
+            assert!(admit(&tenants, &table, Some("r"), None).is_ok(), "an open call has none");
         }
-        let a = tenants.admit(&table, Some("r"), Some("a")).unwrap();
+        let a = admit(&tenants, &table, Some("r"), Some("a")).unwrap();
         let computing = a.compute(3).unwrap();
-        assert_eq!(kind(a.compute(1).err().unwrap()), Some(super::super::LimitKind::Concurrent));
+        assert_eq!(kind(a.compute(1).err().unwrap()), Some(super::super::LimitKind::Concurrent.label()));
         drop(computing);
         assert!(a.compute(1).is_ok());
         let counters = tenants.counters();
@@ -317,11 +458,11 @@ limits = { requests_per_day = 2, concurrent = 1 }
         let table = TenantTable::build(&parse(&config, Path::new("/")).unwrap());
         let tenants = Tenants::default();
         for _ in 0..2 {
-            assert!(tenants.admit(&table, Some("r"), Some("a")).is_ok());
+            assert!(admit(&tenants, &table, Some("r"), Some("a")).is_ok());
         }
         for _ in 0..3 {
-            let refused = tenants.admit(&table, Some("r"), Some("a")).err().unwrap();
-            assert_eq!(kind(refused), Some(super::super::LimitKind::Daily), "a's own quota of 2");
+            let refused = admit(&tenants, &table, Some("r"), Some("a")).err().unwrap();
+            assert_eq!(kind(refused), Some(super::super::LimitKind::Daily.label()), "a's own quota of 2");
         }
         let mut left = tenants.quotas_left(&table);
         left.sort();

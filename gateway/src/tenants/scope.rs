@@ -92,6 +92,9 @@ pub struct ScopeState {
     rows: Mutex<Option<Arc<Bucket>>>,
     in_flight: Arc<AtomicU32>,
     day: Mutex<DayCount>,
+    /// The fleet's requests left today as Redis last said
+    /// (`[fleet_limits]`): (day, left).
+    fleet_day: Mutex<Option<(u64, u64)>>,
 }
 
 /// One request computing in a scope; dropping it ends it.
@@ -178,8 +181,19 @@ impl ScopeState {
         Ok(place)
     }
 
-    /// Requests left today under `quota` (at `now_s`).
+    /// Records what the fleet's Redis said is left of today's quota.
+    pub fn note_fleet_day(&self, left: u64, now_s: u64) {
+        *self.fleet_day.lock() = Some((now_s / DAY_S, left));
+    }
+
+    /// Requests left today under `quota` (at `now_s`): the fleet's count
+    /// as Redis last said it today, else this process's own.
     pub fn quota_left(&self, quota: u64, now_s: u64) -> u64 {
+        if let Some((day, left)) = *self.fleet_day.lock() {
+            if day == now_s / DAY_S {
+                return left.min(quota);
+            }
+        }
         let day = *self.day.lock();
         if day.day == now_s / DAY_S {
             quota.saturating_sub(day.used)
@@ -240,6 +254,19 @@ mod tests {
         assert_eq!(scope.quota_left(2, noon), 0);
         assert!(scope.take_request(&l, noon + DAY_S).is_ok(), "a new UTC day");
         assert_eq!(scope.quota_left(2, noon + DAY_S), 1);
+    }
+
+    #[test]
+    fn the_quota_left_is_the_fleets_as_last_seen_today() {
+        let scope = ScopeState::default();
+        let l = limits(None, None, None, Some(50));
+        let noon = 20_000 * DAY_S + DAY_S / 2;
+        assert!(scope.take_request(&l, noon).is_ok());
+        assert_eq!(scope.quota_left(50, noon), 49);
+        scope.note_fleet_day(12, noon);
+        assert_eq!(scope.quota_left(50, noon), 12, "the fleet's count wins");
+        assert_eq!(scope.quota_left(10, noon), 10, "never above a lowered quota");
+        assert_eq!(scope.quota_left(50, noon + DAY_S), 50, "a new day");
     }
 
     #[test]

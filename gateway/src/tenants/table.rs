@@ -15,7 +15,7 @@ pub const OTHER_LABEL: &str = "_other";
 /// name two tenants or more, and it has local models.
 fn fair_route(config: &Config, route: &RouteConfig) -> Option<FairRoute> {
     let auth = route.auth.as_ref().filter(|a| a.fair_share)?;
-    let tenants: HashSet<&str> = auth.keys.iter().map(|k| &*k.tenant).collect();
+    let tenants: HashSet<&str> = auth.tenants_named().map(|t| &**t).collect();
     if tenants.len() < 2 {
         return None;
     }

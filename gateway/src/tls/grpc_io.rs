@@ -17,12 +17,17 @@ use tokio_rustls::Accept;
 /// What a failed handshake calls (counts it).
 pub type OnFailure = Box<dyn FnOnce() + Send + Sync>;
 
+/// Where a completed handshake leaves the verified client certificate's
+/// subject CN ([`super::peer`]), for the connection's calls to read.
+pub type PeerName = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<str>>>;
+
 /// A gRPC connection's transport: cleartext, or TLS.
 pub enum ServerIo {
     /// Cleartext.
     Plain(TcpStream),
-    /// TLS, handshake in progress; the callback runs if it fails.
-    Handshaking(Box<Accept<TcpStream>>, Option<OnFailure>),
+    /// TLS, handshake in progress; the callback runs if it fails, the
+    /// client certificate's name is left in the slot if it succeeds.
+    Handshaking(Box<Accept<TcpStream>>, Option<OnFailure>, PeerName),
     /// TLS, established.
     Tls(Box<TlsStream<TcpStream>>),
     /// The handshake failed; every later use fails too.
@@ -32,9 +37,15 @@ pub enum ServerIo {
 impl ServerIo {
     /// Drives the handshake; `Ready(Ok)` once the stream is usable.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let ServerIo::Handshaking(accept, on_failure) = self {
+        if let ServerIo::Handshaking(accept, on_failure, peer) = self {
             match Pin::new(accept.as_mut()).poll(cx) {
-                Poll::Ready(Ok(tls)) => *self = ServerIo::Tls(Box::new(tls)),
+                Poll::Ready(Ok(tls)) => {
+                    let leaf = tls.get_ref().1.peer_certificates().and_then(|certs| certs.first());
+                    if let Some(name) = leaf.and_then(|der| super::peer::common_name(der)) {
+                        let _ = peer.set(std::sync::Arc::from(name));
+                    }
+                    *self = ServerIo::Tls(Box::new(tls));
+                }
                 Poll::Ready(Err(e)) => {
                     if let Some(count) = on_failure.take() {
                         count();

@@ -125,10 +125,11 @@ impl TlsMaterial {
     }
 }
 
-/// The crypto provider of every listener: the one backend connections
-/// use too (ring, as Pingora's rustls backend uses).
+/// The crypto provider of every listener and every backend connection
+/// (ring, as Pingora's rustls backend uses), built once.
 pub fn provider() -> Arc<CryptoProvider> {
-    crate::config::client_tls_section::provider()
+    static PROVIDER: std::sync::OnceLock<Arc<CryptoProvider>> = std::sync::OnceLock::new();
+    PROVIDER.get_or_init(|| Arc::new(rustls::crypto::ring::default_provider())).clone()
 }
 
 /// Reads and checks `files` into settings offering `alpn`.

@@ -24,6 +24,7 @@
 
 pub mod grpc_io;
 pub mod material;
+pub mod peer;
 pub mod source;
 
 pub use source::TlsSource;
