@@ -182,6 +182,13 @@ class Gateway:
                 self.proc.wait()
         self.log.close()
 
+    def __enter__(self):
+        """`with Gateway(...) as gw:` stops it when the block ends."""
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
 
 @pytest.fixture(scope="session")
 def gateway():

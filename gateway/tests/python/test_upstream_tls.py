@@ -233,8 +233,7 @@ def health_of(gw, upstream, want, deadline_s=20):
 
 
 def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.ca}" }}'))
-    try:
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.ca}" }}')) as gw:
         r = wait_for_answer(gw, ROWS)
         assert r.status_code == 200, r.text
         y = next(o for o in r.json()["outputs"] if o["name"] == "Y")
@@ -250,69 +249,49 @@ def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
             assert infer(gw, ROWS).status_code == 200
         opened = len(tls_server.server.connections)
         assert opened <= 4, f"{opened} TLS connections for 40 requests"
-    finally:
-        gw.stop()
 
 
 def test_a_wrong_ca_is_refused_with_the_reason(tmp_path, certs, tls_server):
     """Verified against a CA that did not sign the upstream's certificate:
     the V2 member is unavailable (503, its metadata cannot be read) and the
     prefix route answers 502, both saying why; nothing panics."""
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.other_ca}" }}'))
-    try:
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.other_ca}" }}')) as gw:
         assert_refused(gw, "invalid peer certificate: UnknownIssuer")
         assert health_of(gw, "secure", want=False) is False, "the TLS health check fails too"
         assert gw.alive()
-    finally:
-        gw.stop()
 
 
 def test_mtls_upstream_needs_the_client_certificate(tmp_path, certs, mtls_server):
     tls = f'{{ ca = "{certs.ca}", client_cert = "{certs.client_cert}", client_key = "{certs.client_key}" }}'
-    gw = start(tmp_path, "with-cert", upstream_config(mtls_server.addr, tls))
-    try:
+    with start(tmp_path, "with-cert", upstream_config(mtls_server.addr, tls)) as gw:
         r = wait_for_answer(gw, ROWS)
         assert r.status_code == 200, r.text
         page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
         assert page.status_code == 200 and page.text == "hello over TLS to gateway", page.text
-    finally:
-        gw.stop()
-    gw = start(tmp_path, "without-cert", upstream_config(mtls_server.addr, f'{{ ca = "{certs.ca}" }}'))
-    try:
+    with start(tmp_path, "without-cert", upstream_config(mtls_server.addr, f'{{ ca = "{certs.ca}" }}')) as gw:
         assert_refused(gw, "CertificateRequired")
         assert gw.alive()
-    finally:
-        gw.stop()
 
 
 def test_server_name_override_is_checked_against_the_certificate(tmp_path, certs, tls_server):
     ok = f'{{ ca = "{certs.ca}", server_name = "localhost" }}'
-    gw = start(tmp_path, "ok", upstream_config(tls_server.addr, ok))
-    try:
+    with start(tmp_path, "ok", upstream_config(tls_server.addr, ok)) as gw:
         tls_server.server.hosts.clear()
         assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
         assert wait_for_answer(gw, ROWS).status_code == 200
         # The Host header names what the certificate was checked against.
         assert set(tls_server.server.hosts) == {f"localhost:{tls_server.port}"}, tls_server.server.hosts
-    finally:
-        gw.stop()
     wrong = f'{{ ca = "{certs.ca}", server_name = "elsewhere.example" }}'
-    gw = start(tmp_path, "wrong", upstream_config(tls_server.addr, wrong))
-    try:
+    with start(tmp_path, "wrong", upstream_config(tls_server.addr, wrong)) as gw:
         assert_refused(gw, "not valid for name")
-    finally:
-        gw.stop()
 
 
 def test_verify_false_accepts_a_certificate_of_an_unknown_ca(tmp_path, certs, tls_server):
     """`verify = false` (tests only): encrypted, not authenticated; both
     clients (V2 calls and prefix routes) connect without the CA."""
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, "{ verify = false }"))
-    try:
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, "{ verify = false }")) as gw:
         assert wait_for_answer(gw, ROWS).status_code == 200
         assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
-    finally:
-        gw.stop()
 
 
 def check_config(tmp_path, name, config):
