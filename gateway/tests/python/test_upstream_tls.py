@@ -22,7 +22,7 @@ import requests
 
 from conftest import REPO, Gateway, RedisCluster, RedisServer, RedisTls
 from otlp_receiver import OtlpReceiver
-from routing_util import infer_body, write_config
+from routing_util import DIGITS_ROUTE, infer_body, write_config
 from tls_util import issue, make_ca
 
 BINARY = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
@@ -320,22 +320,17 @@ def test_bad_tls_files_are_refused_with_their_field(tmp_path, certs):
 
 # ---------------------------------------------------------------- rediss://
 
-REDIS_CONFIG = """
+def redis_config(where, tls):
+    """The L2 at `where` (`url = ...` or `urls = [...]`) over `tls`, for
+    the route "digits" and a fleet-coalescing route "fleet"."""
+    return f"""
 [cache]
 redis = {{ {where}, timeout_ms = 500, write_timeout_ms = 1000, tls = {tls} }}
-
-[[models]]
-name = "digits-cheap"
-path = "{{models}}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-
+""" + DIGITS_ROUTE + """
 [[routes]]
 name = "fleet"
 models = ["digits-cheap"]
-cache = {{ fleet_coalesce = true, fleet_wait_ms = 2000 }}
+cache = { fleet_coalesce = true, fleet_wait_ms = 2000 }
 """
 
 
@@ -363,7 +358,7 @@ def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, store
         where = f'url = "{redis.url}"'
     if store == "mtls":
         tls = f'{{ ca = "{certs.ca}", client_cert = "{certs.client_cert}", client_key = "{certs.client_key}" }}'
-    config = REDIS_CONFIG.format(where=where, tls=tls)
+    config = redis_config(where, tls)
     gws = []
     try:
         gws.append(start(tmp_path, "a", config))
@@ -394,7 +389,7 @@ def test_rediss_with_a_wrong_ca_carries_on_without_l2(tmp_path, certs):
     redis = RedisServer(tmp_path / "redis", tls=certs.redis())
     gw = None
     try:
-        config = REDIS_CONFIG.format(where=f'url = "{redis.url}"', tls=f'{{ ca = "{certs.other_ca}" }}')
+        config = redis_config(f'url = "{redis.url}"', f'{{ ca = "{certs.other_ca}" }}')
         gw = start(tmp_path, "gw", config)
         r = infer(gw, digits_row(3), "digits")
         assert r.status_code == 200 and r.headers["x-cache"] == "miss"
@@ -425,15 +420,7 @@ def test_traces_are_exported_to_an_https_collector(tmp_path, certs):
 [telemetry]
 otlp_endpoint = "{receiver.endpoint}"
 batch_delay_ms = 50
-
-[[models]]
-name = "digits-cheap"
-path = "{{models}}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-"""
+""" + DIGITS_ROUTE
     folder = tmp_path / "gw"
     folder.mkdir()
     gw = None
