@@ -6,25 +6,13 @@
 //
 // Prints "foreign page done: ..." or "console applied STATUS"; the Python
 // test checks what the gateway did. Exits 1 on a script failure.
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { launch } from "./browser_common.mjs";
 
 const [mode, url] = process.argv.slice(2);
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
-const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-csrf-"));
-let context;
+let browser;
 try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
-  const page = await context.newPage();
+  browser = await launch("csrf");
+  const page = await browser.context.newPage();
   if (mode === "foreign") {
     await page.goto(url);
     const done = await page.evaluate(() => window.attack());
@@ -47,6 +35,5 @@ try {
   console.log(`FAILED: ${e.stack || e}`);
   process.exitCode = 1;
 } finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  if (browser) await browser.close();
 }

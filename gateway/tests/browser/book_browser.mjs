@@ -8,41 +8,16 @@
 //   node book_browser.mjs BOOK_URL FIELD SCREENSHOT_DIR
 //
 // Prints "N passed, 0 failed" and exits 0 when every check holds.
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runChecks } from "./browser_common.mjs";
 
 const [bookUrl, field, shots] = process.argv.slice(2);
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
 const REFERENCE = /reference\/(configuration|config-fields)\.html/;
-let passed = 0;
-
-function check(condition, message) {
-  if (!condition) throw new Error(`assertion failed: ${message}`);
-  passed += 1;
-}
 
 const headings = (page, sel) =>
   page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
 
-const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-book-"));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on("pageerror", (e) => pageErrors.push(e.message));
-  page.on("console", (m) => { if (m.type() === "error") pageErrors.push(m.text()); });
-
+await runChecks({ name: "book", viewport: { width: 1280, height: 900 } }, async (page, check) => {
   // The start page: the book's title, the introduction, the sidebar's chapters.
   const start = await page.goto(`${bookUrl}/index.html`);
   check(start.ok(), `start page answers ${start.status()}`);
@@ -102,13 +77,4 @@ try {
   check(marked.some((m) => field.includes(m) || m.includes(field)), `the search term is marked: ${marked}`);
   await page.screenshot({ path: join(shots, "book-result.png") });
 
-  check(pageErrors.length === 0, `no page errors: ${pageErrors}`);
-  console.log(`${passed} passed, 0 failed`);
-} catch (e) {
-  console.log(`${passed} passed, 1 failed`);
-  console.error(e.stack || String(e));
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
-}
+});

@@ -7,42 +7,20 @@
 //   node console_browser.mjs ADMIN_URL TOKEN ROUTE NEW_THRESHOLD SCREENSHOT_DIR
 //
 // Prints "N passed, 0 failed" and exits 0 when every check holds.
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runChecks } from "./browser_common.mjs";
 
 const [adminUrl, token, route, threshold, shots] = process.argv.slice(2);
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
-let passed = 0;
-
-function check(condition, message) {
-  if (!condition) throw new Error(`assertion failed: ${message}`);
-  passed += 1;
-}
 
 const number = (text) => Number(String(text).replace(/[^0-9.]/g, ""));
 
-const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-console-"));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on("pageerror", (e) => pageErrors.push(e.message));
+const options = {
+  name: "console",
+  viewport: { width: 1280, height: 900 },
   // The browser logs every 401 as an error: the refused sign-in is one on purpose.
-  page.on("console", (m) => {
-    if (m.type() === "error" && !m.text().includes("status of 401")) pageErrors.push(m.text());
-  });
-
+  ignoreConsole: "status of 401",
+};
+await runChecks(options, async (page, check) => {
   // Without the token: the sign-in form stays, with the refusal, and no data.
   await page.goto(`${adminUrl}/console`);
   await page.fill("#token", "not-the-admin-token");
@@ -112,12 +90,4 @@ try {
   const shown = await page.inputValue("#tune-threshold");
   check(shown === threshold, `the form shows the applied value: ${shown}`);
   await page.screenshot({ path: join(shots, "console-applied.png"), fullPage: true });
-  check(pageErrors.length === 0, `no script errors: ${pageErrors.join("; ")}`);
-  console.log(`${passed} passed, 0 failed`);
-} catch (e) {
-  console.log(`FAILED after ${passed} passed: ${e.stack || e}`);
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
-}
+});

@@ -8,39 +8,18 @@
 //   node rollout_browser.mjs ADMIN_URL TOKEN ROUTE CANDIDATE SCREENSHOT_DIR
 //
 // Prints "N passed, 0 failed" and exits 0 when every check holds.
-import { chromium } from "playwright-core";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runChecks } from "./browser_common.mjs";
 
 const [adminUrl, token, route, candidate, shots] = process.argv.slice(2);
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
-let passed = 0;
 
-function check(condition, message) {
-  if (!condition) throw new Error(`assertion failed: ${message}`);
-  passed += 1;
-}
-
-const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-rollout-"));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 900 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
-  const page = await context.newPage();
-  const pageErrors = [];
-  page.on("pageerror", (e) => pageErrors.push(e.message));
+const options = {
+  name: "rollout",
+  viewport: { width: 1400, height: 900 },
   // The page first tries to sign in without a token: that 401 is expected.
-  page.on("console", (m) => {
-    if (m.type() === "error" && !m.text().includes("status of 401")) pageErrors.push(m.text());
-  });
+  ignoreConsole: "status of 401",
+};
+await runChecks(options, async (page, check) => {
   await page.goto(`${adminUrl}/console`);
   await page.fill("#token", token);
   await page.click("#login-button");
@@ -78,12 +57,4 @@ try {
   const inForce = stats.rollouts[route].in_force;
   check(JSON.stringify(inForce.models) === JSON.stringify([candidate]), `the candidate serves: ${JSON.stringify(inForce)}`);
   await page.screenshot({ path: join(shots, "console-rollout-promoted.png"), fullPage: true });
-  check(pageErrors.length === 0, `no script errors: ${pageErrors.join("; ")}`);
-  console.log(`${passed} passed, 0 failed`);
-} catch (e) {
-  console.log(`FAILED after ${passed} passed: ${e.stack || e}`);
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
-}
+});

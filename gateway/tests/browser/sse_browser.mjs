@@ -7,17 +7,15 @@
 //   node sse_browser.mjs BASE_URL ADMIN_URL ROUTE HEAVY_MODEL BODY_JSON_FILE [SCREENSHOT_DIR]
 //
 // Exits 0 and prints "1 passed, 0 failed" on success.
-import { chromium } from "playwright-core";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { launch } from "./browser_common.mjs";
 
 const [base, adminUrl, route, heavy, bodyFile, shots] = process.argv.slice(2);
 const here = dirname(fileURLToPath(import.meta.url));
 const page_html = readFileSync(join(here, "sse-demo.html"), "utf8");
 const body = JSON.parse(readFileSync(bodyFile, "utf8"));
-const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
 
 function check(condition, message) {
   if (!condition) throw new Error(`assertion failed: ${message}`);
@@ -28,17 +26,10 @@ async function pool(action) {
   check(r.ok, `${action} answered ${r.status}`);
 }
 
-const userDataDir = mkdtempSync(join(tmpdir(), "switchyard-chromium-"));
-let context;
+let browser;
 try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launch("chromium");
+  const { context } = browser;
   // The page is served at the gateway's own origin, so its fetch is same-origin.
   await context.route(`${base}/sse-demo.html`, r => r.fulfill({ contentType: "text/html", body: page_html }));
   const page = await context.newPage();
@@ -74,6 +65,5 @@ try {
   console.log("0 passed, 1 failed");
   process.exitCode = 1;
 } finally {
-  if (context) await context.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  if (browser) await browser.close();
 }

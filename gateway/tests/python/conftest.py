@@ -182,6 +182,13 @@ class Gateway:
                 self.proc.wait()
         self.log.close()
 
+    def __enter__(self):
+        """`with Gateway(...) as gw:` stops it when the block ends."""
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
 
 @pytest.fixture(scope="session")
 def gateway():
@@ -215,15 +222,35 @@ def free_cluster_port() -> int:
     raise RuntimeError("no free port pair for a Redis Cluster node")
 
 
+class RedisTls:
+    """TLS for a RedisServer: its certificate and key, the CA that clients
+    (and, in a cluster, the other nodes) are checked against; with
+    `auth_clients`, clients must present a certificate of that CA."""
+
+    def __init__(self, cert, key, ca, auth_clients=False):
+        self.cert, self.key, self.ca, self.auth_clients = cert, key, ca, auth_clients
+
+    def server_args(self, port):
+        """TLS only: no plain port, `port` the TLS one."""
+        return ["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(self.cert),
+                "--tls-key-file", str(self.key), "--tls-ca-cert-file", str(self.ca),
+                "--tls-auth-clients", "yes" if self.auth_clients else "no"]
+
+    def cli_args(self):
+        return ["--tls", "--cacert", str(self.ca)]
+
+
 class RedisServer:
     """A throw-away `redis-server` on a reserved loopback port (no
     persistence), stopped by PID. `kill()` and `start()` simulate an outage
     on the same port (the reservation keeps it ours meanwhile). With
-    `cluster=True` it runs as a cluster node (see RedisCluster)."""
+    `cluster=True` it runs as a cluster node (see RedisCluster); with `tls`
+    (a RedisTls) it speaks TLS only, its cluster bus too."""
 
-    def __init__(self, workdir, port=None, cluster=False):
+    def __init__(self, workdir, port=None, cluster=False, tls=None):
         self.dir = Path(workdir)
         self.cluster = cluster
+        self.tls = tls
         self.proc = None
         if port:
             self.port = reserve_port(port, wait_s=10)
@@ -242,13 +269,16 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}"
 
     def start(self):
-        args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", str(self.dir)]
+        listen = self.tls.server_args(self.port) if self.tls else ["--port", str(self.port)]
+        args = [REDIS_SERVER, *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.dir)]
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{self.port}.conf"]
+            if self.tls:
+                args += ["--tls-cluster", "yes"]
         log_path = self.dir / f"redis-{self.port}.log"
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -266,15 +296,22 @@ class RedisServer:
         raise RuntimeError("redis-server did not answer PING")
 
     def ping(self) -> bool:
+        """PING answered; over TLS, the port accepting connections."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                if self.tls:
+                    return True
                 s.sendall(b"PING\r\n")
                 return s.recv(16).startswith(b"+PONG")
         except OSError:
             return False
 
+    def cli_args(self) -> list:
+        """redis-cli's arguments to reach this server."""
+        return [*(self.tls.cli_args() if self.tls else []), "-p", str(self.port)]
+
     def cli(self, *args) -> str:
-        out = subprocess.run([REDIS_CLI, "-p", str(self.port), *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([REDIS_CLI, *self.cli_args(), *args], capture_output=True, text=True, timeout=10)
         return out.stdout.strip()
 
     def dbsize(self) -> int:
@@ -301,16 +338,18 @@ class RedisServer:
 
 
 class RedisCluster:
-    """Three cluster-enabled masters joined with `redis-cli --cluster create`."""
+    """Three cluster-enabled masters joined with `redis-cli --cluster create`;
+    with `tls` (a RedisTls), over TLS."""
 
-    def __init__(self, workdir, masters=3):
+    def __init__(self, workdir, masters=3, tls=None):
         self.nodes = []
         try:
             for _ in range(masters):
-                self.nodes.append(RedisServer(workdir, cluster=True))
+                self.nodes.append(RedisServer(workdir, cluster=True, tls=tls))
             addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-            subprocess.run([REDIS_CLI, "--cluster", "create", *addrs, "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, capture_output=True, timeout=30)
+            tls_args = tls.cli_args() if tls else []
+            subprocess.run([REDIS_CLI, *tls_args, "--cluster", "create", *addrs, "--cluster-replicas", "0",
+                            "--cluster-yes"], check=True, capture_output=True, timeout=30)
             deadline = time.monotonic() + 20
             while not all("cluster_state:ok" in n.cli("CLUSTER", "INFO") for n in self.nodes):
                 if time.monotonic() > deadline:

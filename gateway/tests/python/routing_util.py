@@ -22,6 +22,18 @@ path = "{models}/digits-heavy.onnx"
 warmup = true
 """
 
+# The cheap digits model alone behind the route "digits": the end of the
+# configs of tests about listeners and connections rather than routing.
+DIGITS_ROUTE = """
+[[models]]
+name = "digits-cheap"
+path = "{models}/digits-cheap.onnx"
+
+[[routes]]
+name = "digits"
+models = ["digits-cheap"]
+"""
+
 
 def write_config(tmp_path: Path, body: str) -> Path:
     """A config file whose model paths are absolute (`{models}` expands)."""

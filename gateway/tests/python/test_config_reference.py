@@ -32,28 +32,33 @@ def printed_schema() -> str:
     return out.stdout
 
 
-def schema_paths(schema: dict) -> set:
-    """Every property path of `schema`: `a.b`, `a[].b` for arrays of tables."""
+def schema_properties(schema: dict):
+    """(path, schema node) for every property of `schema`, through `$ref`s,
+    `anyOf`/`oneOf`/`allOf` and arrays: paths `a.b`, `a[].b` for arrays of
+    tables (a path may come more than once)."""
     defs = schema.get("$defs", {})
-    paths = set()
 
     def walk(node, path):
         if not isinstance(node, dict):
             return
         if "$ref" in node:
-            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
+            yield from walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
         for key in ("anyOf", "oneOf", "allOf"):
             for sub in node.get(key, []):
-                walk(sub, path)
+                yield from walk(sub, path)
         if "items" in node:
-            walk(node["items"], path + "[]")
+            yield from walk(node["items"], path + "[]")
         for name, sub in node.get("properties", {}).items():
             inner = f"{path}.{name}" if path else name
-            paths.add(inner)
-            walk(sub, inner)
+            yield inner, sub
+            yield from walk(sub, inner)
 
-    walk(schema, "")
-    return paths
+    yield from walk(schema, "")
+
+
+def schema_paths(schema: dict) -> set:
+    """Every property path of `schema`."""
+    return {path for path, _ in schema_properties(schema)}
 
 
 def parent(path: str) -> str:
@@ -196,27 +201,7 @@ def test_the_reference_states_defaults_for_the_main_sections():
 
 def stated_defaults(schema: dict) -> dict:
     """Path -> the `default` the schema states for it."""
-    defs = schema.get("$defs", {})
-    out = {}
-
-    def walk(node, path):
-        if not isinstance(node, dict):
-            return
-        if "$ref" in node:
-            walk(defs[node["$ref"].rsplit("/", 1)[-1]], path)
-        for key in ("anyOf", "oneOf", "allOf"):
-            for sub in node.get(key, []):
-                walk(sub, path)
-        if "items" in node:
-            walk(node["items"], path + "[]")
-        for name, sub in node.get("properties", {}).items():
-            inner = f"{path}.{name}" if path else name
-            if "default" in sub:
-                out[inner] = sub["default"]
-            walk(sub, inner)
-
-    walk(schema, "")
-    return out
+    return {path: node["default"] for path, node in schema_properties(schema) if "default" in node}
 
 
 UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}

@@ -17,21 +17,11 @@ import requests
 
 from conftest import Gateway
 from proxy_util import upstream_app
-from routing_util import infer_body, write_config
+from routing_util import DIGITS_ROUTE, infer_body, write_config
 from sse_util import wait_for
 from test_metrics import parse, scrape, value
 
 BODY = infer_body([[float(i % 16) for i in range(64)]])
-
-MODELS = """
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-"""
 
 
 def connect(gw, timeout=5.0):
@@ -74,7 +64,7 @@ def closed_within(sock, seconds):
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     """Default connection settings."""
-    gw = Gateway(config=write_config(tmp_path_factory.mktemp("plain"), MODELS))
+    gw = Gateway(config=write_config(tmp_path_factory.mktemp("plain"), DIGITS_ROUTE))
     yield gw
     gw.stop()
 
@@ -86,7 +76,7 @@ def quick(tmp_path_factory):
 [server]
 keepalive_timeout_s = 1
 header_timeout_ms = 1000
-""" + MODELS)
+""" + DIGITS_ROUTE)
     gw = Gateway(config=config)
     yield gw
     gw.stop()
@@ -208,7 +198,7 @@ def test_new_clients_are_served_under_slowloris_and_idle_floods(tmp_path):
     files: a new client's infer and health check still answer within
     100 ms (the server raises its soft limit to the hard one, and makes
     room by closing idle connections when it cannot)."""
-    config = write_config(tmp_path, "[server]\n\n" + MODELS)
+    config = write_config(tmp_path, "[server]\n\n" + DIGITS_ROUTE)
     before = resource.getrlimit(resource.RLIMIT_NOFILE)
     set_fd_limit(1024)  # inherited by the server
     try:

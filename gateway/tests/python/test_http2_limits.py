@@ -19,7 +19,7 @@ import requests
 
 from conftest import MODELS, REPO, Gateway
 from h2_raw import RawH2
-from routing_util import infer_body
+from routing_util import DIGITS_ROUTE, infer_body
 from tls_util import issue, make_ca
 
 CONFIG = """
@@ -28,15 +28,7 @@ h2c = true
 {tls}
 
 {http2}
-
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-"""
+""" + DIGITS_ROUTE
 
 BODY = json.dumps(infer_body([[0.0] * 64])).encode()
 

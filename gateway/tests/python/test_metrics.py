@@ -91,6 +91,16 @@ def value(metrics, name, **labels):
     return sum(v for k, v in metrics.get(name, {}).items() if want <= set(k))
 
 
+def sample(gw, name, **labels):
+    """`name` on gw's page now, summed over series whose labels include
+    `labels`; fails when there is no such series."""
+    series = parse(scrape(gw)).get(name, {})
+    want = set(labels.items())
+    found = [v for k, v in series.items() if want <= set(k)]
+    assert found, f"no {name} sample with {labels}"
+    return sum(found)
+
+
 def infer(gw, seed, model="digits", rows=1):
     data = [float((seed * 37 + i * 11) % 16) for i in range(64 * rows)]
     body = {"inputs": [{"name": "X", "shape": [rows, 64], "datatype": "FP32", "data": data}]}

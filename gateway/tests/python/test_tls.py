@@ -23,7 +23,8 @@ import tritonclient.http as httpclient
 
 from conftest import MODELS, REPO, Gateway
 from h2_raw import RawH2
-from routing_util import infer_body
+from routing_util import DIGITS_ROUTE, infer_body
+from test_metrics import sample
 from tls_util import issue, make_ca, serial_of
 
 X = np.random.default_rng(40).random((2, 64), dtype=np.float32)
@@ -32,15 +33,7 @@ CONFIG = """
 [server]
 header_timeout_ms = {header_timeout_ms}
 {server}
-
-[[models]]
-name = "digits-cheap"
-path = "{models}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-budget_ms = {{ default = 5000, max = 10000 }}
+""" + DIGITS_ROUTE + """budget_ms = {{ default = 5000, max = 10000 }}
 """
 
 
@@ -293,11 +286,7 @@ def test_an_http2_connection_outlives_the_head_timeout_between_calls(tmp_path, p
 
 
 def accepted(gw):
-    text = requests.get(f"{gw.admin}/metrics", timeout=30).text
-    for line in text.splitlines():
-        if line.startswith('switchyard_connections_total{listener="api",outcome="accepted"}'):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError("no accepted-connections sample")
+    return sample(gw, "switchyard_connections_total", listener="api", outcome="accepted")
 
 
 def test_a_tls_client_that_never_finishes_its_handshake_is_closed(tmp_path, pki):

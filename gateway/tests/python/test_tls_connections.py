@@ -16,6 +16,7 @@ import pytest
 from conftest import Gateway
 from routing_util import infer_body, write_config
 from sse_util import pause, pool_stats, resume, wait_for
+from test_metrics import sample
 from tls_util import issue, make_ca
 
 ROWS = 64
@@ -155,12 +156,7 @@ def test_past_max_connections_a_tls_client_gets_the_503_over_tls(tmp_path, pki):
 
 
 def open_connections(gw):
-    import requests
-    text = requests.get(f"{gw.admin}/metrics", timeout=30).text
-    for line in text.splitlines():
-        if line.startswith('switchyard_connections_open{listener="api"}'):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+    return sample(gw, "switchyard_connections_open", listener="api")
 
 
 def test_an_http2_call_longer_than_the_keepalive_timeout_is_not_cut(gw, pki):

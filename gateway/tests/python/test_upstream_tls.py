@@ -7,12 +7,8 @@ the fleet-coalescing store. The certificates are made by the test
 (`cryptography`); the TLS servers are Python's `ssl` around
 `http.server`, and Debian's redis-server, all on 127.0.0.1."""
 
-import datetime
-import ipaddress
 import json
 import os
-import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -23,86 +19,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
-from conftest import REPO, Gateway, free_cluster_port, port_in_use, reserve_port
+from conftest import REPO, Gateway, RedisCluster, RedisServer, RedisTls
 from otlp_receiver import OtlpReceiver
-from routing_util import infer_body, write_config
+from routing_util import DIGITS_ROUTE, infer_body, write_config
+from tls_util import issue, make_ca
 
 BINARY = os.environ.get("SWITCHYARD_BIN", str(REPO / "target" / "debug" / "switchyard"))
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 
 
 # ---------------------------------------------------------------- certificates
-
-def _name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _write_key(key, path):
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-
-
-def _cert(subject, issuer, key, issuer_key, ca=False, sans=None, client=False):
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(days=1))
-               .not_valid_after(now + datetime.timedelta(days=30))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if ca:
-        builder = builder.add_extension(x509.KeyUsage(
-            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False,
-            decipher_only=False), critical=True)
-    else:
-        # Server certificates may act as clients too: Redis Cluster nodes
-        # present theirs to each other on the TLS cluster bus.
-        usages = [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
-        if not client:
-            usages.append(x509.oid.ExtendedKeyUsageOID.SERVER_AUTH)
-        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
 
 class Certs:
     """A CA, a server certificate for 127.0.0.1 and localhost, a client
     certificate, all signed by the CA; and another CA that signed none."""
 
     def __init__(self, folder: Path):
-        self.dir = folder
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca = _cert("switchyard test CA", "switchyard test CA", ca_key, ca_key, ca=True)
-        other_key = ec.generate_private_key(ec.SECP256R1())
-        other = _cert("another CA", "another CA", other_key, other_key, ca=True)
-        server_key = ec.generate_private_key(ec.SECP256R1())
-        sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-        server = _cert("localhost", "switchyard test CA", server_key, ca_key, sans=sans)
-        client_key = ec.generate_private_key(ec.SECP256R1())
-        client = _cert("gateway", "switchyard test CA", client_key, ca_key, client=True,
-                       sans=[x509.DNSName("gateway")])
-        self.ca = self._pem("ca.pem", ca)
-        self.other_ca = self._pem("other-ca.pem", other)
-        self.server_cert = self._pem("server.pem", server)
-        self.server_key = folder / "server-key.pem"
-        _write_key(server_key, self.server_key)
-        self.client_cert = self._pem("client.pem", client)
-        self.client_key = folder / "client-key.pem"
-        _write_key(client_key, self.client_key)
-        self.other_key = folder / "other-key.pem"
-        _write_key(other_key, self.other_key)
+        ca = make_ca("switchyard test CA")
+        other = make_ca("another CA")
+        self.ca = ca.write_cert(folder / "ca.pem")
+        self.other_ca = other.write_cert(folder / "other-ca.pem")
+        _, self.other_key = other.write(folder, "other")
+        # The server's may act as a client too: Redis Cluster nodes
+        # present theirs to each other on the TLS cluster bus.
+        server = issue(ca, "localhost", client_too=True)
+        self.server_cert, self.server_key = server.write(folder, "server")
+        client = issue(ca, "gateway", hosts=("gateway",), client=True)
+        self.client_cert, self.client_key = client.write(folder, "client")
 
-    def _pem(self, name, cert):
-        path = self.dir / name
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return path
+    def redis(self, auth_clients=False):
+        """TLS for a redis-server with the server certificate."""
+        return RedisTls(self.server_cert, self.server_key, self.ca, auth_clients)
 
 
 @pytest.fixture(scope="module")
@@ -263,6 +210,16 @@ def wait_for_answer(gw, rows, deadline_s=30):
 ROWS = np.arange(8, dtype=np.float32).reshape(2, 4)
 
 
+def assert_refused(gw, reason):
+    """Both ways to the upstream refused, saying `reason`: the V2 member's
+    call (502, or 503 while its metadata cannot be read) and the prefix
+    route's page (502)."""
+    r = infer(gw, ROWS)
+    assert r.status_code in (502, 503) and reason in r.text, r.text
+    page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
+    assert page.status_code == 502 and reason in page.text, page.text
+
+
 def health_of(gw, upstream, want, deadline_s=20):
     """The health-check verdict on `upstream`'s address, once it is `want`
     (or the deadline passed): the checks run over TLS too."""
@@ -276,8 +233,7 @@ def health_of(gw, upstream, want, deadline_s=20):
 
 
 def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.ca}" }}'))
-    try:
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.ca}" }}')) as gw:
         r = wait_for_answer(gw, ROWS)
         assert r.status_code == 200, r.text
         y = next(o for o in r.json()["outputs"] if o["name"] == "Y")
@@ -293,78 +249,49 @@ def test_https_upstream_answers_with_the_test_ca(tmp_path, certs, tls_server):
             assert infer(gw, ROWS).status_code == 200
         opened = len(tls_server.server.connections)
         assert opened <= 4, f"{opened} TLS connections for 40 requests"
-    finally:
-        gw.stop()
 
 
 def test_a_wrong_ca_is_refused_with_the_reason(tmp_path, certs, tls_server):
     """Verified against a CA that did not sign the upstream's certificate:
     the V2 member is unavailable (503, its metadata cannot be read) and the
     prefix route answers 502, both saying why; nothing panics."""
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.other_ca}" }}'))
-    try:
-        r = infer(gw, ROWS)
-        assert r.status_code in (502, 503) and "invalid peer certificate: UnknownIssuer" in r.text, r.text
-        page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
-        assert page.status_code == 502 and "invalid peer certificate: UnknownIssuer" in page.text, page.text
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, f'{{ ca = "{certs.other_ca}" }}')) as gw:
+        assert_refused(gw, "invalid peer certificate: UnknownIssuer")
         assert health_of(gw, "secure", want=False) is False, "the TLS health check fails too"
         assert gw.alive()
-    finally:
-        gw.stop()
 
 
 def test_mtls_upstream_needs_the_client_certificate(tmp_path, certs, mtls_server):
     tls = f'{{ ca = "{certs.ca}", client_cert = "{certs.client_cert}", client_key = "{certs.client_key}" }}'
-    gw = start(tmp_path, "with-cert", upstream_config(mtls_server.addr, tls))
-    try:
+    with start(tmp_path, "with-cert", upstream_config(mtls_server.addr, tls)) as gw:
         r = wait_for_answer(gw, ROWS)
         assert r.status_code == 200, r.text
         page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
         assert page.status_code == 200 and page.text == "hello over TLS to gateway", page.text
-    finally:
-        gw.stop()
-    gw = start(tmp_path, "without-cert", upstream_config(mtls_server.addr, f'{{ ca = "{certs.ca}" }}'))
-    try:
-        r = infer(gw, ROWS)
-        assert r.status_code in (502, 503) and "CertificateRequired" in r.text, r.text
-        page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
-        assert page.status_code == 502 and "CertificateRequired" in page.text, page.text
+    with start(tmp_path, "without-cert", upstream_config(mtls_server.addr, f'{{ ca = "{certs.ca}" }}')) as gw:
+        assert_refused(gw, "CertificateRequired")
         assert gw.alive()
-    finally:
-        gw.stop()
 
 
 def test_server_name_override_is_checked_against_the_certificate(tmp_path, certs, tls_server):
     ok = f'{{ ca = "{certs.ca}", server_name = "localhost" }}'
-    gw = start(tmp_path, "ok", upstream_config(tls_server.addr, ok))
-    try:
+    with start(tmp_path, "ok", upstream_config(tls_server.addr, ok)) as gw:
         tls_server.server.hosts.clear()
         assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
         assert wait_for_answer(gw, ROWS).status_code == 200
         # The Host header names what the certificate was checked against.
         assert set(tls_server.server.hosts) == {f"localhost:{tls_server.port}"}, tls_server.server.hosts
-    finally:
-        gw.stop()
     wrong = f'{{ ca = "{certs.ca}", server_name = "elsewhere.example" }}'
-    gw = start(tmp_path, "wrong", upstream_config(tls_server.addr, wrong))
-    try:
-        page = requests.get(f"{gw.base}/apps/secure/hello", timeout=10)
-        assert page.status_code == 502 and "not valid for name" in page.text, page.text
-        r = infer(gw, ROWS)
-        assert r.status_code in (502, 503) and "not valid for name" in r.text, r.text
-    finally:
-        gw.stop()
+    with start(tmp_path, "wrong", upstream_config(tls_server.addr, wrong)) as gw:
+        assert_refused(gw, "not valid for name")
 
 
 def test_verify_false_accepts_a_certificate_of_an_unknown_ca(tmp_path, certs, tls_server):
     """`verify = false` (tests only): encrypted, not authenticated; both
     clients (V2 calls and prefix routes) connect without the CA."""
-    gw = start(tmp_path, "gw", upstream_config(tls_server.addr, "{ verify = false }"))
-    try:
+    with start(tmp_path, "gw", upstream_config(tls_server.addr, "{ verify = false }")) as gw:
         assert wait_for_answer(gw, ROWS).status_code == 200
         assert requests.get(f"{gw.base}/apps/secure/hello", timeout=10).status_code == 200
-    finally:
-        gw.stop()
 
 
 def check_config(tmp_path, name, config):
@@ -393,105 +320,17 @@ def test_bad_tls_files_are_refused_with_their_field(tmp_path, certs):
 
 # ---------------------------------------------------------------- rediss://
 
-class TlsRedis:
-    """redis-server with TLS only (`--port 0 --tls-port P`), clients
-    verified against nothing (`--tls-auth-clients no`) unless `mtls`; with
-    `cluster`, a cluster node whose bus is TLS too."""
-
-    def __init__(self, folder, certs, mtls=False, cluster=False):
-        self.port = free_cluster_port() if cluster else reserve_port()
-        args = [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(folder),
-                "--tls-cert-file", str(certs.server_cert), "--tls-key-file", str(certs.server_key),
-                "--tls-ca-cert-file", str(certs.ca), "--tls-auth-clients", "yes" if mtls else "no"]
-        if cluster:
-            args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{self.port}.conf",
-                     "--tls-cluster", "yes"]
-        self.log_path = folder / f"redis-{self.port}.log"
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while not self._listening():
-            text = self.log_path.read_text(errors="replace")
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server (TLS) did not start{' (port in use)' if port_in_use(text) else ''}:"
-                                   f"\n{text[-2000:]}")
-            time.sleep(0.05)
-
-    def _listening(self):
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-            return True
-        except OSError:
-            return False
-
-    @property
-    def url(self):
-        return f"rediss://127.0.0.1:{self.port}"
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-class TlsRedisCluster:
-    """Three TLS cluster nodes joined with `redis-cli --tls --cluster create`."""
-
-    def __init__(self, folder, certs):
-        self.nodes = []
-        self.tls_args = ["--tls", "--cacert", str(certs.ca)]
-        try:
-            for _ in range(3):
-                self.nodes.append(TlsRedis(folder, certs, cluster=True))
-            addrs = [f"127.0.0.1:{n.port}" for n in self.nodes]
-            subprocess.run([REDIS_CLI, *self.tls_args, "--cluster", "create", *addrs, "--cluster-replicas", "0",
-                            "--cluster-yes"], check=True, capture_output=True, timeout=30)
-            deadline = time.monotonic() + 20
-            while not all("cluster_state:ok" in self.cli(n, "CLUSTER", "INFO") for n in self.nodes):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the TLS redis cluster did not reach cluster_state:ok")
-                time.sleep(0.1)
-        except BaseException:
-            self.stop()
-            raise
-
-    def cli(self, node, *args):
-        out = subprocess.run([REDIS_CLI, *self.tls_args, "-p", str(node.port), *args], capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout
-
-    @property
-    def urls(self):
-        return [n.url for n in self.nodes]
-
-    def stop(self):
-        for n in self.nodes:
-            n.stop()
-
-
-REDIS_CONFIG = """
+def redis_config(where, tls):
+    """The L2 at `where` (`url = ...` or `urls = [...]`) over `tls`, for
+    the route "digits" and a fleet-coalescing route "fleet"."""
+    return f"""
 [cache]
 redis = {{ {where}, timeout_ms = 500, write_timeout_ms = 1000, tls = {tls} }}
-
-[[models]]
-name = "digits-cheap"
-path = "{{models}}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-
+""" + DIGITS_ROUTE + """
 [[routes]]
 name = "fleet"
 models = ["digits-cheap"]
-cache = {{ fleet_coalesce = true, fleet_wait_ms = 2000 }}
+cache = { fleet_coalesce = true, fleet_wait_ms = 2000 }
 """
 
 
@@ -512,14 +351,14 @@ def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, store
     (tmp_path / "redis").mkdir()
     tls = f'{{ ca = "{certs.ca}" }}'
     if store == "cluster":
-        redis = TlsRedisCluster(tmp_path / "redis", certs)
+        redis = RedisCluster(tmp_path / "redis", tls=certs.redis())
         where = "urls = [" + ", ".join(f'"{u}"' for u in redis.urls) + "]"
     else:
-        redis = TlsRedis(tmp_path / "redis", certs, mtls=store == "mtls")
+        redis = RedisServer(tmp_path / "redis", tls=certs.redis(auth_clients=store == "mtls"))
         where = f'url = "{redis.url}"'
     if store == "mtls":
         tls = f'{{ ca = "{certs.ca}", client_cert = "{certs.client_cert}", client_key = "{certs.client_key}" }}'
-    config = REDIS_CONFIG.format(where=where, tls=tls)
+    config = redis_config(where, tls)
     gws = []
     try:
         gws.append(start(tmp_path, "a", config))
@@ -547,10 +386,10 @@ def test_rediss_l2_and_fleet_store_shared_by_two_gateways(tmp_path, certs, store
 
 def test_rediss_with_a_wrong_ca_carries_on_without_l2(tmp_path, certs):
     (tmp_path / "redis").mkdir()
-    redis = TlsRedis(tmp_path / "redis", certs)
+    redis = RedisServer(tmp_path / "redis", tls=certs.redis())
     gw = None
     try:
-        config = REDIS_CONFIG.format(where=f'url = "{redis.url}"', tls=f'{{ ca = "{certs.other_ca}" }}')
+        config = redis_config(f'url = "{redis.url}"', f'{{ ca = "{certs.other_ca}" }}')
         gw = start(tmp_path, "gw", config)
         r = infer(gw, digits_row(3), "digits")
         assert r.status_code == 200 and r.headers["x-cache"] == "miss"
@@ -581,15 +420,7 @@ def test_traces_are_exported_to_an_https_collector(tmp_path, certs):
 [telemetry]
 otlp_endpoint = "{receiver.endpoint}"
 batch_delay_ms = 50
-
-[[models]]
-name = "digits-cheap"
-path = "{{models}}/digits-cheap.onnx"
-
-[[routes]]
-name = "digits"
-models = ["digits-cheap"]
-"""
+""" + DIGITS_ROUTE
     folder = tmp_path / "gw"
     folder.mkdir()
     gw = None

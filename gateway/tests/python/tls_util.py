@@ -85,10 +85,11 @@ def make_ca(cn: str, parent: Issued | None = None, kind: str = "ecdsa") -> Issue
 
 
 def issue(ca: Issued, cn: str, hosts=("127.0.0.1", "localhost"), client=False, kind="ecdsa",
-          days=(-1, 365)) -> Issued:
+          days=(-1, 365), client_too=False) -> Issued:
     """A leaf certificate issued by `ca`: a server one for `hosts`, or a
     client one (`client=True`); valid from `days[0]` to `days[1]` days
-    from now."""
+    from now. `client_too`: a server certificate that may act as a client
+    as well (Redis Cluster nodes present theirs to each other)."""
     key = new_key(kind)
     sans = []
     for host in hosts:
@@ -96,14 +97,16 @@ def issue(ca: Issued, cn: str, hosts=("127.0.0.1", "localhost"), client=False, k
             sans.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             sans.append(x509.DNSName(host))
-    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    usages = [ExtendedKeyUsageOID.CLIENT_AUTH] if client or client_too else []
+    if not client:
+        usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     builder = (x509.CertificateBuilder()
                .subject_name(_name(cn)).issuer_name(ca.cert.subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(NOW + datetime.timedelta(days=days[0]))
                .not_valid_after(NOW + datetime.timedelta(days=days[1]))
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     cert = builder.sign(ca.key, hashes.SHA256())
