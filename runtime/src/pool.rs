@@ -58,7 +58,7 @@ impl PoolRuntime {
             sessions.push(session);
         }
         let batching = spec.pool_batching(pool);
-        let (sender, receiver) = ranked(batching.queue_capacity);
+        let (sender, receiver) = ranked(batching.queue_capacity, Arc::clone(&ctx.shared.queued_classes));
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
         let sessions: Vec<Arc<Mutex<Session>>> =
             sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();

@@ -218,7 +218,7 @@ mod tests {
     }
 
     fn collector(delay: Duration) -> (Sender, Collector) {
-        let (tx, rx) = ranked(64);
+        let (tx, rx) = ranked(64, Default::default());
         let spec = PoolSpec {
             name: "cpu".into(),
             device: DeviceKind::Cpu,

@@ -15,6 +15,7 @@
 //! order, so without priorities or budgets of their own the queue stays
 //! first in, first out.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The number of priority classes: 1 (highest) to `PRIORITY_LEVELS`.
@@ -62,9 +63,56 @@ impl Rank {
     }
 }
 
+/// How many entries of each class a queue holds: kept by the queue,
+/// read by statistics (which class a full queue would shed first).
+#[derive(Debug, Default)]
+pub struct ClassCounts {
+    counts: [AtomicUsize; PRIORITY_LEVELS as usize],
+}
+
+impl ClassCounts {
+    fn slot(&self, class: u8) -> Option<&AtomicUsize> {
+        self.counts.get(usize::from(class.clamp(1, PRIORITY_LEVELS) - 1))
+    }
+
+    /// One more entry of `class`.
+    pub fn add(&self, class: u8) {
+        if let Some(c) = self.slot(class) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One entry of `class` fewer.
+    pub fn remove(&self, class: u8) {
+        if let Some(c) = self.slot(class) {
+            // Never below zero, whatever the interleaving.
+            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
+    }
+
+    /// The lowest class (largest number) with an entry; `None` when empty.
+    pub fn lowest(&self) -> Option<u8> {
+        (1..=PRIORITY_LEVELS)
+            .rev()
+            .find(|&class| self.slot(class).is_some_and(|c| c.load(Ordering::Relaxed) > 0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn class_counts_name_the_lowest_class_queued() {
+        let counts = ClassCounts::default();
+        assert_eq!(counts.lowest(), None);
+        counts.add(1);
+        counts.add(3);
+        assert_eq!(counts.lowest(), Some(3));
+        counts.remove(3);
+        counts.remove(3);
+        assert_eq!(counts.lowest(), Some(1));
+    }
 
     #[test]
     fn classes_are_clamped_to_the_levels() {

@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::rank::Rank;
+use crate::rank::{ClassCounts, Rank};
 
 struct Slot<T> {
     rank: Rank,
@@ -36,6 +36,7 @@ struct State<T> {
     next_seq: u64,
     closed: bool,
     receivers: usize,
+    counts: Arc<ClassCounts>,
 }
 
 struct Shared<T> {
@@ -62,8 +63,9 @@ pub enum OfferError<T> {
     Closed(T),
 }
 
-/// A queue of `capacity` entries (at least one).
-pub fn ranked<T>(capacity: usize) -> (RankedSender<T>, RankedReceiver<T>) {
+/// A queue of `capacity` entries (at least one), keeping how many of each
+/// class it holds in `counts`.
+pub fn ranked<T>(capacity: usize, counts: Arc<ClassCounts>) -> (RankedSender<T>, RankedReceiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             slots: Vec::new(),
@@ -71,6 +73,7 @@ pub fn ranked<T>(capacity: usize) -> (RankedSender<T>, RankedReceiver<T>) {
             next_seq: 0,
             closed: false,
             receivers: 1,
+            counts,
         }),
         ready: Condvar::new(),
     });
@@ -90,6 +93,7 @@ impl<T> RankedSender<T> {
         state.next_seq += 1;
         let slot = Slot { rank, enqueued, seq, item };
         if state.slots.len() < state.capacity {
+            state.counts.add(rank.class);
             state.slots.push(slot);
             drop(state);
             self.shared.ready.notify_one();
@@ -103,7 +107,12 @@ impl<T> RankedSender<T> {
             .max_by_key(|(_, s)| (s.rank.class, s.seq))
             .map(|(i, _)| i);
         match victim {
-            Some(i) => Ok(Some(std::mem::replace(&mut state.slots[i], slot).item)),
+            Some(i) => {
+                let shed = std::mem::replace(&mut state.slots[i], slot);
+                state.counts.remove(shed.rank.class);
+                state.counts.add(rank.class);
+                Ok(Some(shed.item))
+            }
             None => Err(OfferError::Full(slot.item)),
         }
     }
@@ -145,7 +154,9 @@ fn take<T>(state: &mut State<T>) -> Option<T> {
         .enumerate()
         .min_by_key(|(_, s)| s.rank.key(s.enqueued, s.seq, now))
         .map(|(i, _)| i)?;
-    Some(state.slots.swap_remove(first).item)
+    let slot = state.slots.swap_remove(first);
+    state.counts.remove(slot.rank.class);
+    Some(slot.item)
 }
 
 impl<T> RankedReceiver<T> {
@@ -196,7 +207,7 @@ mod tests {
 
     #[test]
     fn without_ranks_of_their_own_entries_leave_first_in_first_out() {
-        let (tx, rx) = ranked(8);
+        let (tx, rx) = ranked(8, Default::default());
         let now = Instant::now();
         for name in ["a", "b", "c"] {
             tx.offer(name, Rank::default(), now).unwrap();
@@ -206,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_higher_class_leaves_first_then_earliest_deadline_first() {
-        let (tx, rx) = ranked(8);
+        let (tx, rx) = ranked(8, Default::default());
         let now = Instant::now();
         let at = |ms| Some(now + Duration::from_secs(60) + Duration::from_millis(ms));
         tx.offer("low", Rank::new(3, at(1)), now).unwrap();
@@ -219,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_low_class_that_waited_long_enough_is_promoted_past_younger_higher_ones() {
-        let (tx, rx) = ranked(8);
+        let (tx, rx) = ranked(8, Default::default());
         let now = Instant::now();
         // Queued three aging steps ago in class 4: now effectively class 1.
         let old = now.checked_sub(AGING_STEP * 3).unwrap_or(now);
@@ -230,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_sheds_its_youngest_lowest_class_waiter_for_a_higher_class() {
-        let (tx, rx) = ranked(3);
+        let (tx, rx) = ranked(3, Default::default());
         let now = Instant::now();
         tx.offer("low-old", Rank::new(4, None), now).unwrap();
         tx.offer("low-young", Rank::new(4, None), now).unwrap();
@@ -243,26 +254,28 @@ mod tests {
         };
         assert_eq!(back, "another-low");
         assert_eq!(tx.len(), 3);
+        assert_eq!(tx.shared.state.lock().counts.lowest(), Some(4));
         assert_eq!(drain(&rx), ["high", "mid", "low-old"]);
+        assert_eq!(tx.shared.state.lock().counts.lowest(), None);
     }
 
     #[test]
     fn closing_drains_then_ends_and_a_queue_without_receivers_refuses() {
-        let (tx, rx) = ranked(2);
+        let (tx, rx) = ranked(2, Default::default());
         tx.offer("a", Rank::default(), Instant::now()).unwrap();
         let rx2 = rx.clone();
         drop(tx);
         assert_eq!(rx.recv(), Some("a"));
         assert_eq!(rx2.recv(), None);
         assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_secs(30)), None);
-        let (tx, rx) = ranked(2);
+        let (tx, rx) = ranked(2, Default::default());
         drop(rx);
         assert!(matches!(tx.offer("b", Rank::default(), Instant::now()), Err(OfferError::Closed("b"))));
     }
 
     #[test]
     fn recv_deadline_gives_up_when_nothing_arrives() {
-        let (_tx, rx) = ranked::<&str>(2);
+        let (_tx, rx) = ranked::<&str>(2, Default::default());
         assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_millis(10)), None);
     }
 }
