@@ -122,6 +122,10 @@ pub enum GatewayError {
     /// than its row burst), see [`crate::tenants`].
     #[error("{}", .0.message())]
     TenantLimited(Box<crate::tenants::Refusal>),
+    /// The request's priority (V2 `priority` parameter or `x-priority`
+    /// header) is not a whole number >= 0 (400).
+    #[error("invalid priority: {0}")]
+    BadPriority(String),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -150,9 +154,10 @@ impl GatewayError {
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
-            GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } | GatewayError::CorruptBody { .. } => {
-                400
-            }
+            GatewayError::BodyRead(_)
+            | GatewayError::BadHeader { .. }
+            | GatewayError::BadPriority(_)
+            | GatewayError::CorruptBody { .. } => 400,
             GatewayError::TooManyRequests | GatewayError::ConnectionShare { .. } => 429,
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
@@ -183,6 +188,7 @@ impl GatewayError {
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::Forbidden(_) => "forbidden",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::BadPriority(_) => "bad_priority",
             GatewayError::Internal(_) => "internal",
             GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",

@@ -80,6 +80,8 @@ fn tenant_json(tenant: &TenantConfig) -> Value {
     json!({
         "name": &*tenant.name,
         "weight": tenant.weight.unwrap_or(1),
+        "priority": tenant.priority,
+        "max_priority": tenant.max_priority,
         "limits": {
             "requests_per_s": l.requests.map(|r| r.per_s),
             "burst": l.requests.map(|r| r.burst),
