@@ -41,7 +41,9 @@ pub struct RawTenant {
     pub weight: Option<u32>,
     /// Its requests' priority class when they ask for none (V2 `priority`
     /// 0 or absent, no `x-priority`): 1 (highest) to 4, default 2 (the
-    /// Tenants and limits page, "Priority classes and deadline order").
+    /// Tenants and limits page, "Priority classes and deadline order"). A
+    /// route's `auth.tenants` entry that sets `priority` or `max_priority`
+    /// wins on that route.
     #[schemars(range(min = 1, max = 4))]
     pub priority: Option<u8>,
     /// The highest class (smallest number) its requests may ask for; a
@@ -292,6 +294,9 @@ mod tests {
                 "tenants[0].limits.requests_per_day",
             ),
             ("[[tenants]]\nname = \"a\"\nweight = 0\n", "tenants[0].weight"),
+            ("[[tenants]]\nname = \"a\"\npriority = 5\n", "tenants[0].priority"),
+            ("[[tenants]]\nname = \"a\"\nmax_priority = 0\n", "tenants[0].max_priority"),
+            ("[[tenants]]\nname = \"a\"\npriority = 1\nmax_priority = 2\n", "tenants[0].priority"),
             (
                 "[[tenants]]\nname = \"a\"\nlimits = { request_per_s = 1 }\n",
                 "tenants[0].limits.request_per_s",
