@@ -15,8 +15,12 @@ from conftest import Gateway
 from routing_util import infer_body, write_config
 from sse_util import pause, pool_stats, resume, wait_for
 
+KEYS = {"batch": "key-of-batch-0123456789abcdef", "live": "key-of-live-0123456789abcdef"}
+
 # One CPU pool with one worker (the default); batches of at most 4 rows.
 CONFIG = """
+[server]
+grpc_listen = "127.0.0.1:0"
 [[models]]
 name = "order"
 path = "{models}/digits-heavy.onnx"
@@ -27,12 +31,41 @@ path = "{models}/digits-heavy.onnx"
 batching = { max_batch_size = 4, max_queue_delay_us = 200, queue_capacity = 2 }
 """
 
+# A route whose keys name two tenants with default classes (a separate
+# gateway: its `priority` fields are new config).
+TENANT_CONFIG = """
+[[models]]
+name = "tenanted"
+path = "{models}/digits-heavy.onnx"
+batching = { max_batch_size = 4, max_queue_delay_us = 200, queue_capacity = 8 }
+
+[[routes]]
+name = "keyed"
+models = ["tenanted"]
+auth = { keys = [{ key = "%s", tenant = "batch" }, { key = "%s", tenant = "live" }] }
+
+[[tenants]]
+name = "batch"
+priority = 4
+max_priority = 3
+[[tenants]]
+name = "live"
+priority = 1
+""" % (KEYS["batch"], KEYS["live"])
+
 LONG = "9000"  # ms: the direct-model maximum is 10 s; nothing here waits that long
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory):
     gw = Gateway(config=write_config(tmp_path_factory.mktemp("priority"), CONFIG))
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def gw_tenants(tmp_path_factory):
+    gw = Gateway(config=write_config(tmp_path_factory.mktemp("priority-tenants"), TENANT_CONFIG))
     yield gw
     gw.stop()
 
@@ -71,21 +104,22 @@ def batch_size(call):
     return r.json()["parameters"]["switchyard_batch_size"]
 
 
-def run_round(gw, value, first, second):
-    """Pauses `order`, queues a 1-row plug then `first` and `second` (3 rows
-    each, keyword arguments of Call), resumes and returns both calls: the one
-    that leaves the queue first shares the plug's batch (4 rows)."""
-    pause(gw, "order")
+def run_round(gw, value, first, second, target="order", model="order"):
+    """Pauses `model`, queues a 1-row plug then `first` and `second` (3 rows
+    each, keyword arguments of Call) on `target`, resumes and returns both
+    calls: the one that leaves the queue first shares the plug's batch (4
+    rows)."""
+    pause(gw, model)
     try:
-        depth = pool_stats(gw, "order")["queue_depth"]
-        plug = Call(gw, "order", 1, value)
-        queued(gw, "order", depth + 1)
-        a = Call(gw, "order", 3, value + 1, **first)
-        queued(gw, "order", depth + 2)
-        b = Call(gw, "order", 3, value + 2, **second)
-        queued(gw, "order", depth + 3)
+        depth = pool_stats(gw, model)["queue_depth"]
+        plug = Call(gw, target, 1, value, **first)
+        queued(gw, model, depth + 1)
+        a = Call(gw, target, 3, value + 1, **first)
+        queued(gw, model, depth + 2)
+        b = Call(gw, target, 3, value + 2, **second)
+        queued(gw, model, depth + 3)
     finally:
-        resume(gw, "order")
+        resume(gw, model)
     assert plug.result().status_code == 200
     return a, b
 
@@ -105,6 +139,54 @@ def test_within_a_class_the_earliest_deadline_leaves_first(gw):
 def test_without_priorities_the_queue_stays_first_in_first_out(gw):
     first, second = run_round(gw, 30, {}, {})
     assert (batch_size(first), batch_size(second)) == (4, 3)
+
+
+def key(tenant, **headers):
+    return {"headers": {"x-api-key": KEYS[tenant], **headers}}
+
+
+def test_a_tenant_default_class_orders_its_requests(gw_tenants):
+    # Neither asks: batch's default is class 4, live's class 1.
+    batch, live = run_round(gw_tenants, 40, key("batch"), key("live"), target="keyed", model="tenanted")
+    assert (batch_size(live), batch_size(batch)) == (4, 3)
+
+
+def test_a_tenant_may_not_ask_above_its_max_priority(gw_tenants):
+    # batch asks class 1 but may have 3 at most; live asks class 2.
+    batch, live = run_round(gw_tenants, 50, key("batch", **{"x-priority": "1"}), key("live", **{"x-priority": "2"}),
+                            target="keyed", model="tenanted")
+    assert (batch_size(live), batch_size(batch)) == (4, 3)
+
+
+def test_grpc_priority_parameter_and_metadata(gw):
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{gw.grpc_port}")
+    results = {}
+
+    def grpc_call(name, value, rows, **kwargs):
+        x = grpcclient.InferInput("X", [rows, 64], "FP32")
+        x.set_data_from_numpy(np.full((rows, 64), float(value), dtype=np.float32))
+        headers = {"x-latency-budget-ms": LONG, **kwargs.pop("headers", {})}
+        response = client.infer("order", [x], headers=headers, **kwargs).get_response()
+        results[name] = response.parameters["switchyard_batch_size"].int64_param
+
+    pause(gw, "order")
+    try:
+        depth = pool_stats(gw, "order")["queue_depth"]
+        threads = []
+        for i, (name, rows, kwargs) in enumerate([
+                ("plug", 1, {}), ("low", 3, {"priority": 4}), ("high", 3, {"headers": {"x-priority": "1"}})]):
+            t = threading.Thread(target=grpc_call, args=(name, 60 + i, rows), kwargs=kwargs, daemon=True)
+            t.start()
+            threads.append(t)
+            queued(gw, "order", depth + i + 1)
+    finally:
+        resume(gw, "order")
+    for t in threads:
+        t.join(30)
+    client.close()
+    assert (results.get("high"), results.get("low")) == (4, 3), results
 
 
 def test_a_full_queue_sheds_its_youngest_low_class_waiter_for_a_high_class_arrival(gw):
