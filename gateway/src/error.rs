@@ -123,6 +123,10 @@ pub enum GatewayError {
     /// as `crate::tenants` words it.
     #[error("{}", .0.message)]
     TenantLimited(Box<LimitRefusal>),
+    /// The request's priority (V2 `priority` parameter or `x-priority`
+    /// header) is not a whole number >= 0 (400).
+    #[error("invalid priority: {0}")]
+    BadPriority(String),
     /// A header value is malformed (400).
     #[error("invalid header {name}: {message}")]
     BadHeader {
@@ -151,9 +155,10 @@ impl GatewayError {
             GatewayError::MethodNotAllowed { .. } => 405,
             GatewayError::BodyTooLarge { .. } | GatewayError::ResponseTooLarge { .. } => 413,
             GatewayError::BodyTimeout(_) => 408,
-            GatewayError::BodyRead(_) | GatewayError::BadHeader { .. } | GatewayError::CorruptBody { .. } => {
-                400
-            }
+            GatewayError::BodyRead(_)
+            | GatewayError::BadHeader { .. }
+            | GatewayError::BadPriority(_)
+            | GatewayError::CorruptBody { .. } => 400,
             GatewayError::TooManyRequests | GatewayError::ConnectionShare { .. } => 429,
             GatewayError::ExpectationFailed(_) => 417,
             GatewayError::UnsupportedEncoding(_) => 415,
@@ -184,6 +189,7 @@ impl GatewayError {
             GatewayError::Unauthorized { .. } => "unauthorized",
             GatewayError::Forbidden(_) => "forbidden",
             GatewayError::BadHeader { .. } => "bad_header",
+            GatewayError::BadPriority(_) => "bad_priority",
             GatewayError::Internal(_) => "internal",
             GatewayError::ExpectationFailed(_) => "expectation_failed",
             GatewayError::UnsupportedEncoding(_) => "unsupported_encoding",

@@ -113,7 +113,14 @@ async fn one(state: &AppState, target: &Target, scheduled: Instant) -> Option<(D
     // The route's default budget, as the handler resolves it.
     let route = route_budget(target.route(&snap.config));
     let budget = resolve_budget(route, &HeaderMap::new(), &serde_json::Map::new()).ok()?.budget;
-    let req = RouteRequest { target, request: request(), budget, received: scheduled, draw: None };
+    let req = RouteRequest {
+        target,
+        request: request(),
+        budget,
+        received: scheduled,
+        draw: None,
+        class: switchyard_runtime::DEFAULT_CLASS,
+    };
     let finished = execute(state.routing(&snap), req, Strategy::Single).await.ok()?;
     Some((scheduled.elapsed(), finished.answer.pool))
 }

@@ -28,32 +28,34 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::batch::{concat, split};
 use crate::dispatch::{enqueue, order, Pending};
 use crate::error::RuntimeError;
 use crate::inline::{try_run, Inline};
 use crate::model::{LoadedModel, Model};
+use crate::rank::Rank;
 use crate::request::InferenceResponse;
 use crate::validate::Validated;
 use crate::wait::{wait, WaitOn};
 
 /// Runs `v` on `pool` (or the best available pool) and waits for it
-/// within `deadline`, chunked as described in the module docs.
+/// within its `rank`'s deadline, chunked as described in the module docs;
+/// each queued entry takes its place in the queue by `rank`.
 pub async fn run(
     m: &Model,
     loaded: Arc<LoadedModel>,
     pool: Option<usize>,
     v: Validated,
-    deadline: Option<Instant>,
+    rank: Rank,
 ) -> Result<InferenceResponse, RuntimeError> {
+    let deadline = rank.deadline;
     let Some((index, chunk_rows)) = chunking(m, &loaded, pool, v.rows)? else {
         let v = match try_run(m, &loaded, pool, v) {
             Inline::Ran(answer) => return answer,
             Inline::Queue(v) => v,
         };
-        let queued = enqueue(m, &loaded, pool, v)?;
+        let queued = enqueue(m, &loaded, pool, v, rank)?;
         drop(loaded);
         return wait(queued.pending, wait_on(m, queued.pool)?, deadline).await;
     };
@@ -65,7 +67,7 @@ pub async fn run(
     loop {
         while queued.len() < window {
             let Some(chunk) = chunks.next() else { break };
-            queued.push_back(enqueue(m, &loaded, Some(index), chunk)?.pending);
+            queued.push_back(enqueue(m, &loaded, Some(index), chunk, rank)?.pending);
         }
         let Some(next) = queued.pop_front() else { break };
         parts.push(wait(next, on, deadline).await?);

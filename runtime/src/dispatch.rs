@@ -7,6 +7,10 @@
 //! 3. queue on the first whose queue has room (overflow goes to the next);
 //! 4. if every queue is full, `Overloaded` with the best pool's predicted
 //!    wait as the retry hint.
+//!
+//! A full queue that holds a waiter of a lower class than the request
+//! takes the request anyway and sheds its youngest lowest-class waiter,
+//! which is answered `Overloaded` as it would have been on arrival.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -17,6 +21,7 @@ use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::EnqueueError;
 use crate::queue::QueueEntry;
+use crate::rank::Rank;
 use crate::request::InferenceResponse;
 use crate::stats::add;
 use crate::validate::Validated;
@@ -35,12 +40,13 @@ pub struct Queued {
 
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
 
-/// Queues `v` on the requested pool, or the best available one.
+/// Queues `v` with `rank` on the requested pool, or the best available one.
 pub fn enqueue(
     model: &Model,
     loaded: &LoadedModel,
     pool: Option<usize>,
     mut v: Validated,
+    rank: Rank,
 ) -> Result<Queued, RuntimeError> {
     let rows = v.rows;
     let group = v.batch_key(loaded.batch);
@@ -60,6 +66,7 @@ pub fn enqueue(
         outputs: v.outputs,
         group,
         enqueued: Instant::now(),
+        rank,
         ahead: 0,
         reply: tx,
     };
@@ -68,14 +75,17 @@ pub fn enqueue(
         let queued = shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
         entry.ahead = queued + shared.counters.in_flight.load(Ordering::Relaxed);
         match runtime.try_enqueue(entry) {
-            Ok(()) => {
+            Ok(displaced) => {
                 add(&shared.counters.requests, 1);
+                if let Some(shed) = displaced {
+                    shed_displaced(model, shared, shed);
+                }
                 return Ok(Queued { pending: rx, pool: i });
             }
             Err(EnqueueError::Full(back) | EnqueueError::Closed(back)) => {
                 shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
                 add(&shared.counters.rejected, 1);
-                entry = back;
+                entry = *back;
             }
         }
     }
@@ -88,6 +98,24 @@ pub fn enqueue(
         pool: best.map_or_else(String::new, |p| p.spec.name.clone()),
         retry_after,
     })
+}
+
+/// Answers `shed`, a waiter displaced from the full queue of pool
+/// `shared` by a higher-class arrival, with the `Overloaded` it would
+/// have had on arrival; it no longer counts in the queue depth and counts
+/// as rejected.
+fn shed_displaced(model: &Model, shared: &crate::pool_shared::PoolShared, shed: QueueEntry) {
+    shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);
+    add(&shared.counters.rejected, 1);
+    let retry_after =
+        shared.load(model.spec.pool_batching(&shared.spec)).predict_wait(shed.rows).max(MIN_RETRY_AFTER);
+    let refusal = RuntimeError::Overloaded {
+        model: model.spec.name.clone(),
+        pool: shared.spec.name.clone(),
+        retry_after,
+    };
+    // A caller that has gone away needs no answer.
+    let _ = shed.reply.send(Err(refusal));
 }
 
 /// The model's running pools for a request of `rows` rows, best first:

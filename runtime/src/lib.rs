@@ -13,8 +13,9 @@
 //! fetches a model's file through this crate's [`ModelFetcher`]; this crate
 //! never names it.
 //!
-//! Inside, each pool is a bounded queue feeding worker threads that each
-//! own one ONNX Runtime session: `repository` ([`limits`] on rows and
+//! Inside, each pool is a bounded queue (taken by priority class, then
+//! deadline: [`rank`]) feeding worker threads that each own one ONNX
+//! Runtime session: `repository` ([`limits`] on rows and
 //! tokens; -> [`text`], a text model's tokenizer) -> `chunk` (cut a large
 //! request into batch-sized chunks) -> `inline` (a request into an idle
 //! pool of a microsecond model runs on the caller's thread) or `dispatch`
@@ -52,6 +53,8 @@ mod pause;
 mod pool;
 mod pool_shared;
 mod queue;
+pub mod rank;
+mod ranked_queue;
 mod reaper;
 mod rebuild;
 mod repository;
@@ -80,6 +83,7 @@ pub use identity::FileIdentity;
 pub use limits::RequestLimits;
 pub use model_state::ModelState;
 pub use ort_env::init_onnxruntime;
+pub use rank::{Rank, DEFAULT_CLASS, PRIORITY_LEVELS};
 pub use rebuild::{ModelChange, RebuildError, RebuildReport};
 pub use repository::ModelRepository;
 pub use request::{InferenceRequest, InferenceResponse, LoadReport};

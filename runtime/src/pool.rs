@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, Sender, TrySendError};
 use ort::session::Session;
 use parking_lot::Mutex;
 
 use crate::execute::PoolContext;
 use crate::queue::{Collector, QueueEntry};
+use crate::ranked_queue::{ranked, OfferError, RankedSender};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up};
@@ -20,7 +20,7 @@ use crate::worker_census::WorkerTicket;
 /// sessions (each behind the mutex its worker takes per batch) for
 /// requests run on the caller's thread ([`crate::inline`]).
 pub struct PoolRuntime {
-    sender: Sender<QueueEntry>,
+    sender: RankedSender<QueueEntry>,
     /// One per worker.
     pub sessions: Vec<Arc<Mutex<Session>>>,
     /// What the workers know about the model and pool.
@@ -36,9 +36,9 @@ impl std::fmt::Debug for PoolRuntime {
 /// Why [`PoolRuntime::try_enqueue`] refused an entry (it is handed back).
 pub enum EnqueueError {
     /// The queue is at capacity.
-    Full(QueueEntry),
+    Full(Box<QueueEntry>),
     /// The workers are gone.
-    Closed(QueueEntry),
+    Closed(Box<QueueEntry>),
 }
 
 impl PoolRuntime {
@@ -58,7 +58,7 @@ impl PoolRuntime {
             sessions.push(session);
         }
         let batching = spec.pool_batching(pool);
-        let (sender, receiver) = bounded(batching.queue_capacity);
+        let (sender, receiver) = ranked(batching.queue_capacity, Arc::clone(&ctx.shared.queued_classes));
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
         let sessions: Vec<Arc<Mutex<Session>>> =
             sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();
@@ -77,11 +77,15 @@ impl PoolRuntime {
         Ok(PoolRuntime { sender, sessions, ctx })
     }
 
-    /// Queues an entry without blocking.
-    pub fn try_enqueue(&self, entry: QueueEntry) -> Result<(), EnqueueError> {
-        self.sender.try_send(entry).map_err(|e| match e {
-            TrySendError::Full(entry) => EnqueueError::Full(entry),
-            TrySendError::Disconnected(entry) => EnqueueError::Closed(entry),
+    /// Queues an entry by its rank without blocking. `Ok(Some(other))`:
+    /// the queue was full and `other`, a waiter of a lower class, was
+    /// taken out to make room (see [`crate::ranked_queue`]); the caller
+    /// refuses it as it would have been refused on arrival.
+    pub fn try_enqueue(&self, entry: QueueEntry) -> Result<Option<QueueEntry>, EnqueueError> {
+        let (rank, enqueued) = (entry.rank, entry.enqueued);
+        self.sender.offer(entry, rank, enqueued).map_err(|e| match e {
+            OfferError::Full(entry) => EnqueueError::Full(Box::new(entry)),
+            OfferError::Closed(entry) => EnqueueError::Closed(Box::new(entry)),
         })
     }
 }

@@ -3,11 +3,13 @@
 //! queue's collectors, the workers, dispatch and statistics.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::histogram::PoolHistograms;
 use crate::pause::PauseGate;
+use crate::rank::ClassCounts;
 use crate::spec::{BatchingSpec, PoolSpec};
 use crate::stats::{get, LatencyTable, PoolCounters, PoolStats};
 
@@ -25,6 +27,9 @@ pub struct PoolShared {
     pub histograms: PoolHistograms,
     /// Pause hook.
     pub gate: PauseGate,
+    /// How many requests of each priority class wait in the queue (the
+    /// queue keeps it; statistics read the lowest class queued).
+    pub queued_classes: Arc<ClassCounts>,
     /// Why the pool cannot serve, as of its last load; `None` = available.
     pub unavailable: Mutex<Option<String>>,
     /// Moving average of [`crate::queue::QueueEntry::ahead`] over the
@@ -46,6 +51,7 @@ impl PoolShared {
             latency: LatencyTable::default(),
             histograms: PoolHistograms::default(),
             gate: PauseGate::default(),
+            queued_classes: Arc::default(),
             unavailable: Mutex::new(None),
             company: AtomicU64::new(0f64.to_bits()),
             inline_streak: AtomicU32::new(0),
@@ -88,6 +94,7 @@ impl PoolShared {
             workers: self.spec.workers,
             queue_depth: c.queue_depth.load(Ordering::Relaxed),
             queue_capacity: batching.queue_capacity,
+            lowest_queued_class: self.queued_classes.lowest(),
             max_batch_size: batching.max_batch_size.max(1),
             in_flight: c.in_flight.load(Ordering::Relaxed),
             requests: get(&c.requests),

@@ -1,6 +1,8 @@
 //! A pool's request queue and the batch collector its workers run.
 //!
-//! The queue is a bounded crossbeam channel shared by the pool's workers.
+//! The queue is a bounded [`crate::ranked_queue`] shared by the pool's
+//! workers: entries leave it by priority class, then deadline, then
+//! arrival (see [`crate::rank`]), so a batch is filled in that order.
 //! A worker blocks for a first entry, then gathers more until the batch
 //! holds `max_batch_size` rows or `max_queue_delay` has passed since the
 //! first entry was queued. With `idle_dispatch`, it also stops when the
@@ -21,11 +23,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
 use tokio::sync::oneshot;
 
 use crate::error::RuntimeError;
 use crate::pool_shared::PoolShared;
+use crate::rank::Rank;
+use crate::ranked_queue::RankedReceiver;
 use crate::request::InferenceResponse;
 use crate::spec::BatchingSpec;
 use crate::stats::add;
@@ -44,6 +47,8 @@ pub struct QueueEntry {
     pub group: Vec<Vec<usize>>,
     /// When it was queued.
     pub enqueued: Instant,
+    /// Its priority class and deadline: its place in the queue.
+    pub rank: Rank,
     /// How many of the pool's requests were queued or executing when this
     /// one was queued: the load it arrived into, which tells the collector
     /// how large a batch to expect (`idle_dispatch`).
@@ -66,7 +71,7 @@ fn drop_if_cancelled(shared: &PoolShared, entry: &QueueEntry) -> bool {
 
 /// A worker's view of the queue: gathers the next batch.
 pub struct Collector {
-    rx: Receiver<QueueEntry>,
+    rx: RankedReceiver<QueueEntry>,
     pending: VecDeque<QueueEntry>,
     shared: Arc<PoolShared>,
     max_rows: usize,
@@ -78,7 +83,7 @@ impl Collector {
     /// A collector for one worker; `max_rows <= 1` means every entry runs
     /// alone. Takes the delay and `idle_dispatch` from `batching`.
     pub fn new(
-        rx: Receiver<QueueEntry>,
+        rx: RankedReceiver<QueueEntry>,
         shared: Arc<PoolShared>,
         max_rows: usize,
         batching: &BatchingSpec,
@@ -112,13 +117,13 @@ impl Collector {
     /// first to arrive before `deadline`.
     fn next_arrival(&mut self, gathered: usize, deadline: Instant) -> Option<QueueEntry> {
         let entry = if !self.idle_dispatch {
-            self.rx.recv_deadline(deadline).ok()
-        } else if let Ok(entry) = self.rx.try_recv() {
+            self.rx.recv_deadline(deadline)
+        } else if let Some(entry) = self.rx.try_recv() {
             Some(entry)
         } else if self.everyone_is_here(gathered) {
             None // waiting would only add latency: nobody else is coming
         } else {
-            self.rx.recv_deadline(deadline).ok()
+            self.rx.recv_deadline(deadline)
         };
         entry.map(|e| self.observe(e))
     }
@@ -130,7 +135,7 @@ impl Collector {
             let first = match self.pending.pop_front() {
                 Some(entry) => entry,
                 None => {
-                    let entry = self.rx.recv().ok()?;
+                    let entry = self.rx.recv()?;
                     self.observe(entry)
                 }
             };
@@ -194,12 +199,26 @@ impl Collector {
 mod tests {
     use super::*;
     use crate::device::DeviceKind;
+    use crate::ranked_queue::{ranked, RankedSender};
     use crate::spec::PoolSpec;
 
     type Reply = oneshot::Receiver<Result<InferenceResponse, RuntimeError>>;
 
-    fn collector(delay: Duration) -> (crossbeam_channel::Sender<QueueEntry>, Collector) {
-        let (tx, rx) = crossbeam_channel::bounded(64);
+    /// The sending side, taking entries as the pool does.
+    struct Sender(RankedSender<QueueEntry>);
+
+    impl Sender {
+        fn send(&self, entry: QueueEntry) -> Result<(), ()> {
+            let (rank, enqueued) = (entry.rank, entry.enqueued);
+            match self.0.offer(entry, rank, enqueued) {
+                Ok(None) => Ok(()),
+                _ => Err(()),
+            }
+        }
+    }
+
+    fn collector(delay: Duration) -> (Sender, Collector) {
+        let (tx, rx) = ranked(64, Default::default());
         let spec = PoolSpec {
             name: "cpu".into(),
             device: DeviceKind::Cpu,
@@ -214,7 +233,7 @@ mod tests {
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         };
-        (tx, Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
+        (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
     }
 
     fn entry(ahead: usize) -> (QueueEntry, Reply) {
@@ -225,6 +244,7 @@ mod tests {
             outputs: vec![],
             group: vec![],
             enqueued: Instant::now(),
+            rank: Rank::default(),
             ahead,
             reply,
         };

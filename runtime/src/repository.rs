@@ -17,6 +17,7 @@ use crate::identity::FileIdentity;
 use crate::model::{LoadedModel, Model};
 use crate::model_state::ModelState;
 use crate::ort_env::environment;
+use crate::rank::{Rank, DEFAULT_CLASS};
 use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadReport};
 use crate::signature::ModelSignature;
 use crate::spec::{BatchingSpec, ModelSpec};
@@ -157,6 +158,20 @@ impl ModelRepository {
         req: InferenceRequest,
         deadline: Option<Instant>,
     ) -> Result<InferenceResponse, RuntimeError> {
+        self.infer_ranked(model, pool, req, Rank::new(DEFAULT_CLASS, deadline)).await
+    }
+
+    /// [`Self::infer_within`] with a priority class: the request takes its
+    /// place in the pool's queue by `rank` (class, then deadline, with
+    /// aging; see [`crate::rank`]), and a full queue sheds a waiter of a
+    /// lower class to take it rather than refusing it.
+    pub async fn infer_ranked(
+        &self,
+        model: &str,
+        pool: Option<&str>,
+        req: InferenceRequest,
+        rank: Rank,
+    ) -> Result<InferenceResponse, RuntimeError> {
         self.check_open()?;
         let m = self.model(model)?;
         let pool_index = pool.map(|p| m.pool_index(p)).transpose()?;
@@ -187,7 +202,7 @@ impl ModelRepository {
             let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
             validated.group = Some(vec![vec![encoder.bucket(length)]]);
         }
-        let result = chunk::run(m, loaded, pool_index, validated, deadline).await;
+        let result = chunk::run(m, loaded, pool_index, validated, rank).await;
         m.touch();
         result
     }

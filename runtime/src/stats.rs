@@ -134,6 +134,10 @@ pub struct PoolStats {
     pub queue_depth: usize,
     /// Queue capacity.
     pub queue_capacity: usize,
+    /// The lowest priority class (largest number) waiting in the queue,
+    /// `None` when it is empty: a full queue takes a request of a higher
+    /// class by shedding one of these (see `crate::ranked_queue`).
+    pub lowest_queued_class: Option<u8>,
     /// Most rows this pool batches together (its own batching, or the
     /// model's); 1 when it does not batch.
     pub max_batch_size: usize,
@@ -285,6 +289,7 @@ mod tests {
             workers: 1,
             queue_depth: 0,
             queue_capacity: 1,
+            lowest_queued_class: None,
             in_flight: 0,
             requests: 0,
             executions: 0,

@@ -75,10 +75,11 @@ pub fn config_json(config: &Config) -> Value {
     })
 }
 
-/// A tenant's limits as written (absent limits as `null`).
+/// A tenant's limits as written (absent limits as `null`), and its
+/// `priority` / `max_priority` when set.
 fn tenant_json(tenant: &TenantConfig) -> Value {
     let l = &tenant.limits;
-    json!({
+    let mut doc = json!({
         "name": &*tenant.name,
         "weight": tenant.weight.unwrap_or(1),
         "limits": {
@@ -89,7 +90,13 @@ fn tenant_json(tenant: &TenantConfig) -> Value {
             "concurrent": l.concurrent,
             "requests_per_day": l.requests_per_day,
         },
-    })
+    });
+    for (field, value) in [("priority", tenant.priority), ("max_priority", tenant.max_priority)] {
+        if let (Some(value), Some(map)) = (value, doc.as_object_mut()) {
+            map.insert(field.into(), value.into());
+        }
+    }
+    doc
 }
 
 /// The model store's settings (credentials are never in the config; the

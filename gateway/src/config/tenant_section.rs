@@ -39,6 +39,17 @@ pub struct RawTenant {
     /// weight wins on that route.
     #[schemars(range(min = 1))]
     pub weight: Option<u32>,
+    /// Its requests' priority class when they ask for none (V2 `priority`
+    /// 0 or absent, no `x-priority`): 1 (highest) to 4, default 2 (the
+    /// Tenants and limits page, "Priority classes and deadline order"). A
+    /// route's `auth.tenants` entry that sets `priority` or `max_priority`
+    /// wins on that route.
+    #[schemars(range(min = 1, max = 4))]
+    pub priority: Option<u8>,
+    /// The highest class (smallest number) its requests may ask for; a
+    /// higher ask gets this class. Default 1 (any class).
+    #[schemars(range(min = 1, max = 4))]
+    pub max_priority: Option<u8>,
 }
 
 /// A tenant's `limits = { ... }`; each absent limit is not enforced.
@@ -105,6 +116,10 @@ pub struct TenantConfig {
     pub limits: TenantLimits,
     /// Its fair-share weight, when given (default 1).
     pub weight: Option<u32>,
+    /// The class of its requests that ask for none (1..=4).
+    pub priority: Option<u8>,
+    /// The highest class its requests may ask for (1..=4).
+    pub max_priority: Option<u8>,
 }
 
 /// Checks a list of tenants (`[[tenants]]` at `path` = `tenants`, or a
@@ -134,9 +149,41 @@ pub fn check(raw: &[RawTenant], known: &HashSet<&str>, path: &str, issues: &mut 
             issues.push(format!("{at}.weight"), "must be at least 1");
         }
         let weight = tenant.weight.filter(|&w| w > 0);
-        out.push(TenantConfig { name: Arc::from(tenant.name.as_str()), limits, weight });
+        let (priority, max_priority) = check_priority(tenant, &at, issues);
+        out.push(TenantConfig {
+            name: Arc::from(tenant.name.as_str()),
+            limits,
+            weight,
+            priority,
+            max_priority,
+        });
     }
     out
+}
+
+/// Checks a tenant's `priority` and `max_priority` (each 1 to
+/// [`switchyard_runtime::PRIORITY_LEVELS`]; the default no higher than
+/// the bound) at `at`.
+fn check_priority(tenant: &RawTenant, at: &str, issues: &mut Issues) -> (Option<u8>, Option<u8>) {
+    let levels = switchyard_runtime::PRIORITY_LEVELS;
+    let mut in_range = |value: Option<u8>, field: &str| match value {
+        Some(v) if !(1..=levels).contains(&v) => {
+            issues.push(format!("{at}.{field}"), format!("must be 1 (highest) to {levels}, got {v}"));
+            None
+        }
+        v => v,
+    };
+    let priority = in_range(tenant.priority, "priority");
+    let max_priority = in_range(tenant.max_priority, "max_priority");
+    if let (Some(p), Some(m)) = (priority, max_priority) {
+        if p < m {
+            issues.push(
+                format!("{at}.priority"),
+                format!("class {p} is higher than the tenant's max_priority {m}"),
+            );
+        }
+    }
+    (priority, max_priority)
 }
 
 /// Checks one `limits = { ... }` at `path`.
@@ -247,6 +294,9 @@ mod tests {
                 "tenants[0].limits.requests_per_day",
             ),
             ("[[tenants]]\nname = \"a\"\nweight = 0\n", "tenants[0].weight"),
+            ("[[tenants]]\nname = \"a\"\npriority = 5\n", "tenants[0].priority"),
+            ("[[tenants]]\nname = \"a\"\nmax_priority = 0\n", "tenants[0].max_priority"),
+            ("[[tenants]]\nname = \"a\"\npriority = 1\nmax_priority = 2\n", "tenants[0].priority"),
             (
                 "[[tenants]]\nname = \"a\"\nlimits = { request_per_s = 1 }\n",
                 "tenants[0].limits.request_per_s",

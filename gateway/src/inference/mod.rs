@@ -119,6 +119,21 @@ pub enum Outcome<'a> {
     Events(EventStream<'a>),
 }
 
+/// The caller's tenant entry that sets its priority: the route's
+/// `auth.tenants` entry when it sets `priority` or `max_priority`, else
+/// the `[[tenants]]` entry.
+fn tenant_entry<'c>(
+    config: &'c crate::config::Config,
+    target: &Target,
+    tenant: Option<&str>,
+) -> Option<&'c crate::config::tenant_section::TenantConfig> {
+    let tenant = tenant?;
+    let on_route = target.route(config).and_then(|r| r.auth.as_ref()).and_then(|a| {
+        a.tenants.iter().find(|t| &*t.name == tenant && (t.priority.is_some() || t.max_priority.is_some()))
+    });
+    on_route.or_else(|| config.tenants.iter().find(|t| &*t.name == tenant))
+}
+
 /// Runs one call through the budget, the cache and routing (module docs).
 pub async fn run<'a>(
     state: &'a AppState,
@@ -135,6 +150,8 @@ pub async fn run<'a>(
         .route(config)
         .and_then(|r| routing::sticky::draw(&r.name, r.sticky.as_ref()?, headers, tenant));
     let budget = budget::resolve(route_budget, headers, &decoded.parameters)?.budget;
+    let class =
+        routing::priority::resolve(headers, &decoded.parameters, tenant_entry(config, &target, tenant))?;
     let admitted = admit(state, snap, &target, tenant).await?;
     let batch_rows = decoded.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(1);
     // A batch of independent rows is cached row by row (`cache::rows`);
@@ -161,7 +178,7 @@ pub async fn run<'a>(
         // A stream holds its compute limits from the start (its cached
         // final, if any, is rare enough not to single out).
         let computing = admitted.compute(batch_rows)?;
-        let job = Job { target, decoded, request, plan, budget, received, batched, computing, draw };
+        let job = Job { target, decoded, request, plan, budget, received, batched, computing, draw, class };
         return Ok(Outcome::Events(stream::start(state, snap, job)));
     }
     let record = sampled.then(|| target.route(config).and_then(|r| r.record.as_ref())).flatten();
@@ -173,7 +190,7 @@ pub async fn run<'a>(
     let mut rows = None;
     let result = match &row_plan {
         None => {
-            let req = RouteRequest { target: &target, request, budget, received, draw };
+            let req = RouteRequest { target: &target, request, budget, received, draw, class };
             let admitted = &admitted;
             let compute = async move {
                 let _computing = admitted.compute(batch_rows)?;
@@ -191,6 +208,7 @@ pub async fn run<'a>(
                 received,
                 admitted: &admitted,
                 draw,
+                class,
             };
             let answered = state.cache.answer_rows(row_plan, budget.total, row_path::row_compute(run)).await;
             answered.map(|(answer, cache, served)| {

@@ -29,12 +29,14 @@ pub struct RowRun<'a> {
     pub admitted: &'a Admitted,
     /// The route's sticky draw for this client, if any.
     pub draw: Option<router_policies::Draw>,
+    /// The request's priority class.
+    pub class: u8,
 }
 
 /// The cache's [`RowCompute`] for `run`: the given rows of the request as
 /// one batch (the request as sent when every row runs, in order).
 pub fn row_compute(run: RowRun<'_>) -> RowCompute<'_> {
-    let RowRun { routing, target, request, budget, received, admitted, draw } = run;
+    let RowRun { routing, target, request, budget, received, admitted, draw, class } = run;
     let total = request.inputs.first().and_then(|(_, t)| t.shape().first().copied()).unwrap_or(0);
     Box::new(move |chosen: Vec<usize>| {
         let inputs = rows::select_rows(&request.inputs, total, &chosen);
@@ -49,6 +51,7 @@ pub fn row_compute(run: RowRun<'_>) -> RowCompute<'_> {
                 budget,
                 received,
                 draw,
+                class,
             };
             Ok(routing::execute(routing, req, Strategy::Single).await?.answer)
         })

@@ -109,6 +109,7 @@ mod tests {
             workers: 1,
             queue_depth: 0,
             queue_capacity: 8,
+            lowest_queued_class: None,
             max_batch_size: 8,
             in_flight: 0,
             requests,

@@ -116,11 +116,14 @@ pub struct RuntimeBackend<'a> {
     /// The request's deadline: a request still queued on a paused pool
     /// then gives up ([`ModelRepository::infer_within`]).
     pub deadline: Option<Instant>,
+    /// The request's priority class: with the deadline, its place in the
+    /// pool's queue ([`ModelRepository::infer_ranked`]).
+    pub class: u8,
 }
 
 impl Backend for RuntimeBackend<'_> {
     fn fleet(&self, models: &[String]) -> FleetView {
-        fleet_view(&self.repo.load_of(models), self.config, models)
+        fleet_view(&self.repo.load_of(models), self.config, models, self.class)
     }
 
     fn has_output(&self, model: &str, output: &str) -> bool {
@@ -133,9 +136,9 @@ impl Backend for RuntimeBackend<'_> {
         pool: Option<&str>,
         request: InferenceRequest,
     ) -> impl Future<Output = Result<BackendResponse, BackendError>> + Send {
-        let (repo, deadline) = (self.repo, self.deadline);
+        let (repo, rank) = (self.repo, switchyard_runtime::Rank::new(self.class, self.deadline));
         async move {
-            let response = repo.infer_within(model, pool, request, deadline).await?;
+            let response = repo.infer_ranked(model, pool, request, rank).await?;
             crate::telemetry::spans::record_execution(&response);
             Ok(response.into())
         }

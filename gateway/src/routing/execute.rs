@@ -57,6 +57,9 @@ pub struct RouteRequest<'a> {
     /// The route's sticky draw for this client ([`super::sticky`]);
     /// `None`: a fresh random draw.
     pub draw: Option<router_policies::Draw>,
+    /// The request's priority class ([`super::priority::resolve`]): its
+    /// place in a pool's queue, with its deadline.
+    pub class: u8,
 }
 
 /// What routing reads and counts for one request: the config and models
@@ -102,9 +105,10 @@ pub async fn execute(
     strategy: Strategy<'_>,
 ) -> Result<Finished, GatewayError> {
     let RoutingContext { snap, upstreams, decisions, calibration, rollouts } = ctx;
+    let req_class = req.class;
     let mut execution = Execution::of(req.target.route(&snap.config), &req, strategy);
     execution.config = Some(&snap.config);
-    let backend = MixedBackend::new(snap, upstreams, execution.deadline);
+    let backend = MixedBackend::new(snap, upstreams, execution.deadline, req_class);
     let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
     execution.run(&backend, &observers, req.request).await
 }

@@ -8,6 +8,11 @@
 //! - pool `cost` = 1.0 (equal costs: the pool predicted to finish first
 //!   among those that fit wins).
 //!
+//! A request sees a pool's full queue as full unless the queue holds a
+//! waiter of a lower class than the request's: then the runtime takes the
+//! request by shedding that waiter (`switchyard_runtime::rank`), so the
+//! view leaves the pool's capacity open (`queue_capacity: None`) for it.
+//!
 //! Building a view walks the runtime's atomics and one small mutex per
 //! pool; cheap next to an inference, so it is rebuilt for every decision
 //! rather than cached.
@@ -28,14 +33,14 @@ pub const LATENCY_HEADROOM: f64 = 1.25;
 /// A model missing from the snapshot or whose load failed is unavailable;
 /// a model not loaded yet (or unloaded when idle) keeps its old statistics
 /// but they are marked stale, since its sessions will be cold.
-pub fn fleet_view(snapshot: &RuntimeSnapshot, config: &Config, models: &[String]) -> FleetView {
+pub fn fleet_view(snapshot: &RuntimeSnapshot, config: &Config, models: &[String], class: u8) -> FleetView {
     let default_routing = ModelRouting::default();
     let candidates = models
         .iter()
         .enumerate()
         .map(|(position, name)| {
             let routing = config.model_routing.get(name).unwrap_or(&default_routing);
-            candidate(name, position, routing, snapshot.model(name))
+            candidate(name, position, routing, snapshot.model(name), class)
         })
         .collect();
     FleetView { candidates }
@@ -47,6 +52,7 @@ fn candidate(
     position: usize,
     routing: &ModelRouting,
     stats: Option<&ModelStats>,
+    class: u8,
 ) -> CandidateModel {
     let position_u32 = u32::try_from(position).unwrap_or(u32::MAX);
     let (available, stale) = match stats.map(|s| &s.state) {
@@ -54,8 +60,9 @@ fn candidate(
         Some(ModelState::Ready) => (true, false),
         Some(ModelState::Unloaded | ModelState::Loading) => (true, true),
     };
-    let pools =
-        stats.map(|s| s.pools.iter().map(|p| pool_view(p, routing, stale)).collect()).unwrap_or_default();
+    let pools = stats
+        .map(|s| s.pools.iter().map(|p| pool_view(p, routing, stale, class)).collect())
+        .unwrap_or_default();
     CandidateModel {
         name: name.to_string(),
         quality_rank: routing.quality.unwrap_or(position_u32),
@@ -65,8 +72,10 @@ fn candidate(
     }
 }
 
-/// One pool's view. `stale` marks the statistics as old (cold sessions).
-fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool) -> PoolView {
+/// One pool's view for a request of `class`. `stale` marks the
+/// statistics as old (cold sessions).
+fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool, class: u8) -> PoolView {
+    let can_displace = stats.lowest_queued_class.is_some_and(|lowest| lowest > class);
     let buckets = stats
         .latency
         .iter()
@@ -84,7 +93,7 @@ fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool) -> PoolView
         workers: stats.workers,
         queue_depth: stats.queue_depth,
         in_flight: stats.in_flight,
-        queue_capacity: Some(stats.queue_capacity),
+        queue_capacity: (!can_displace).then_some(stats.queue_capacity),
         max_batch_size: stats.max_batch_size.max(1),
         relative_cost: routing.pool_costs.get(&stats.name).copied().unwrap_or(1.0),
         latency: LatencyModel { buckets, stats_age: if stale { Duration::MAX } else { Duration::ZERO } },

@@ -38,9 +38,16 @@ impl<'a> MixedBackend<'a> {
     /// the running `upstreams`; upstream calls and their retries end by
     /// `deadline` (arrival + budget), and so does a local request's wait on
     /// a paused pool.
-    pub fn new(snap: &'a Snapshot, upstreams: &'a Upstreams, deadline: Instant) -> MixedBackend<'a> {
+    /// A local request takes its place in a pool's queue by `class` and
+    /// `deadline`.
+    pub fn new(
+        snap: &'a Snapshot,
+        upstreams: &'a Upstreams,
+        deadline: Instant,
+        class: u8,
+    ) -> MixedBackend<'a> {
         MixedBackend {
-            local: RuntimeBackend { repo: &snap.repo, config: &snap.config, deadline: Some(deadline) },
+            local: RuntimeBackend { repo: &snap.repo, config: &snap.config, deadline: Some(deadline), class },
             upstreams,
             deadline,
         }

@@ -24,6 +24,7 @@ mod execute;
 pub mod fleet;
 pub mod mixed_backend;
 pub mod placements;
+pub mod priority;
 pub mod rollout;
 pub mod run;
 pub mod sticky;

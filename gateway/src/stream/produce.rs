@@ -54,6 +54,8 @@ pub struct Job {
     pub computing: crate::tenants::Computing,
     /// The route's sticky draw for this client, if any.
     pub draw: Option<router_policies::Draw>,
+    /// The request's priority class.
+    pub class: u8,
 }
 
 /// The event stage.
@@ -107,7 +109,8 @@ struct EventInfo {
 /// Runs `job` and emits its events on `tx` (steps in the module docs).
 pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedSender<Emitted>) {
     let config = &snap.config;
-    let Job { target, decoded, request, plan, budget, received, batched, computing: _computing, draw } = job;
+    let Job { target, decoded, request, plan, budget, received, batched, computing: _computing, draw, class } =
+        job;
     let counters = &state.streams;
     let route = target.is_route.then(|| config.route(&target.public_name)).flatten();
     let computing =
@@ -128,7 +131,7 @@ pub async fn produce(state: &AppState, snap: &Snapshot, job: Job, tx: UnboundedS
     };
     let note: Mutex<Option<Finished>> = Mutex::new(None);
     let compute = async {
-        let req = RouteRequest { target: &target, request, budget, received, draw };
+        let req = RouteRequest { target: &target, request, budget, received, draw, class };
         let strategy = Strategy::DraftThenFinal { on_draft: &on_draft };
         let finished = routing::execute(state.routing(snap), req, strategy).await?;
         let answer = finished.answer.clone();

@@ -121,7 +121,10 @@ def test_a_request_queued_before_the_pause_ends_when_the_pool_is_paused(gw):
     pool is paused it ends at once with 503 rather than waiting for the
     resume."""
     big = infer_body(np.zeros((48, 64)))
-    busy = [threading.Thread(target=post, args=(gw, "synth-heavy", big, {}, 60)) for _ in range(24)]
+    # The queue leaves by deadline (earliest first): the big requests' 50 ms
+    # budgets keep them ahead of the small one's 100 ms.
+    early = {"x-latency-budget-ms": "50"}
+    busy = [threading.Thread(target=post, args=(gw, "synth-heavy", big, early, 60)) for _ in range(24)]
     for t in busy:
         t.start()
     wait_for(lambda: pool_stats(gw, "synth-heavy")["queue_depth"] >= 12, "a long queue on synth-heavy")

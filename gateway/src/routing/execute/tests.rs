@@ -65,6 +65,7 @@ fn request(target: &Target) -> RouteRequest<'_> {
         budget: Budget::new(Duration::from_millis(100)),
         received: Instant::now(),
         draw: None,
+        class: switchyard_runtime::DEFAULT_CLASS,
     }
 }
 

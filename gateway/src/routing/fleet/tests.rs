@@ -34,6 +34,7 @@ fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) 
         workers: 2,
         queue_depth: 5,
         queue_capacity: 64,
+        lowest_queued_class: None,
         in_flight: 3,
         requests: 0,
         executions: 0,
@@ -81,7 +82,7 @@ fn snapshot() -> RuntimeSnapshot {
 fn view_carries_load_capacity_latency_and_defaults() {
     let config = parse(CONFIG, Path::new("/m")).unwrap();
     let models = vec!["cheap".to_string(), "heavy".to_string()];
-    let fleet = fleet_view(&snapshot(), &config, &models);
+    let fleet = fleet_view(&snapshot(), &config, &models, switchyard_runtime::DEFAULT_CLASS);
     let cheap = &fleet.candidates[0];
     assert_eq!((cheap.quality_rank, cheap.relative_cost, cheap.available), (0, 1.0, true));
     let p = &cheap.pools[0];
@@ -108,7 +109,7 @@ fn unknown_or_failed_models_are_unavailable() {
     let mut snap = snapshot();
     snap.models[1].state = ModelState::Failed("corrupt".into());
     let models = vec!["heavy".to_string(), "ghost".to_string()];
-    let fleet = fleet_view(&snap, &config, &models);
+    let fleet = fleet_view(&snap, &config, &models, switchyard_runtime::DEFAULT_CLASS);
     assert!(!fleet.candidates[0].available);
     assert!(!fleet.candidates[1].available);
     assert!(fleet.candidates[1].pools.is_empty());

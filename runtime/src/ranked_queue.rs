@@ -1,0 +1,281 @@
+//! A bounded queue that hands out its entries by [`Rank`] rather than by
+//! arrival: what a pool's workers take requests from.
+//!
+//! - Taking (`recv`, `recv_deadline`, `try_recv`): the entry with the
+//!   smallest [`Rank::key`] as of now (class after aging, then deadline,
+//!   then arrival; see [`crate::rank`]). A linear scan under one lock: a
+//!   pool queue holds at most `queue_capacity` entries, and the key
+//!   changes with time (aging), so a heap would need rebuilding anyway.
+//! - Offering ([`RankedSender::offer`]) to a full queue: if some waiter is
+//!   of a lower class than the arrival (a larger class number), the
+//!   youngest waiter of the lowest class queued is taken out and handed
+//!   back as displaced (its caller gets the refusal it would have had on
+//!   arrival), and the arrival takes its place; otherwise the arrival is
+//!   refused (`Full`). Under overload the lowest class is shed first.
+//! - Closing: dropping the sender closes the queue; receivers drain what
+//!   is queued, then get `None`. Offering once every receiver is gone is
+//!   refused (`Closed`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::rank::{ClassCounts, Rank};
+
+struct Slot<T> {
+    rank: Rank,
+    enqueued: Instant,
+    seq: u64,
+    item: T,
+}
+
+struct State<T> {
+    slots: Vec<Slot<T>>,
+    capacity: usize,
+    next_seq: u64,
+    closed: bool,
+    receivers: usize,
+    counts: Arc<ClassCounts>,
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    ready: Condvar,
+}
+
+/// The sending side; dropping it closes the queue.
+pub struct RankedSender<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// A receiving side; clone one per worker.
+pub struct RankedReceiver<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// Why [`RankedSender::offer`] refused an entry (it is handed back).
+#[derive(Debug)]
+pub enum OfferError<T> {
+    /// The queue is at capacity and holds nobody of a lower class.
+    Full(T),
+    /// Every receiver is gone.
+    Closed(T),
+}
+
+/// A queue of `capacity` entries (at least one), keeping how many of each
+/// class it holds in `counts`.
+pub fn ranked<T>(capacity: usize, counts: Arc<ClassCounts>) -> (RankedSender<T>, RankedReceiver<T>) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            slots: Vec::new(),
+            capacity: capacity.max(1),
+            next_seq: 0,
+            closed: false,
+            receivers: 1,
+            counts,
+        }),
+        ready: Condvar::new(),
+    });
+    (RankedSender { shared: Arc::clone(&shared) }, RankedReceiver { shared })
+}
+
+impl<T> RankedSender<T> {
+    /// Queues `item` with `rank`, queued at `enqueued`, without blocking.
+    /// `Ok(None)`: queued; `Ok(Some(other))`: queued in the place of
+    /// `other`, a lower-class waiter displaced from the full queue.
+    pub fn offer(&self, item: T, rank: Rank, enqueued: Instant) -> Result<Option<T>, OfferError<T>> {
+        let mut state = self.shared.state.lock();
+        if state.receivers == 0 {
+            return Err(OfferError::Closed(item));
+        }
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        let slot = Slot { rank, enqueued, seq, item };
+        if state.slots.len() < state.capacity {
+            state.counts.add(rank.class);
+            state.slots.push(slot);
+            drop(state);
+            self.shared.ready.notify_one();
+            return Ok(None);
+        }
+        let victim = state
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.rank.class > rank.class)
+            .max_by_key(|(_, s)| (s.rank.class, s.seq))
+            .map(|(i, _)| i);
+        match victim {
+            Some(i) => {
+                let shed = std::mem::replace(&mut state.slots[i], slot);
+                state.counts.remove(shed.rank.class);
+                state.counts.add(rank.class);
+                Ok(Some(shed.item))
+            }
+            None => Err(OfferError::Full(slot.item)),
+        }
+    }
+
+    /// Entries queued now.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().slots.len()
+    }
+}
+
+impl<T> Drop for RankedSender<T> {
+    fn drop(&mut self) {
+        self.shared.state.lock().closed = true;
+        self.shared.ready.notify_all();
+    }
+}
+
+impl<T> Clone for RankedReceiver<T> {
+    fn clone(&self) -> Self {
+        self.shared.state.lock().receivers += 1;
+        RankedReceiver { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<T> Drop for RankedReceiver<T> {
+    fn drop(&mut self) {
+        let mut state = self.shared.state.lock();
+        state.receivers = state.receivers.saturating_sub(1);
+    }
+}
+
+/// Takes the first entry by rank as of now, if any.
+fn take<T>(state: &mut State<T>) -> Option<T> {
+    let now = Instant::now();
+    let first = state
+        .slots
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, s)| s.rank.key(s.enqueued, s.seq, now))
+        .map(|(i, _)| i)?;
+    let slot = state.slots.swap_remove(first);
+    state.counts.remove(slot.rank.class);
+    Some(slot.item)
+}
+
+impl<T> RankedReceiver<T> {
+    /// Blocks for the first entry by rank; `None` once the queue is closed
+    /// and drained.
+    pub fn recv(&self) -> Option<T> {
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(item) = take(&mut state) {
+                return Some(item);
+            }
+            if state.closed {
+                return None;
+            }
+            self.shared.ready.wait(&mut state);
+        }
+    }
+
+    /// [`Self::recv`], giving up (`None`) at `deadline`.
+    pub fn recv_deadline(&self, deadline: Instant) -> Option<T> {
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(item) = take(&mut state) {
+                return Some(item);
+            }
+            if state.closed || self.shared.ready.wait_until(&mut state, deadline).timed_out() {
+                return take(&mut state);
+            }
+        }
+    }
+
+    /// The first entry by rank, if one is queued now.
+    pub fn try_recv(&self) -> Option<T> {
+        take(&mut self.shared.state.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::rank::AGING_STEP;
+
+    fn drain(rx: &RankedReceiver<&'static str>) -> Vec<&'static str> {
+        std::iter::from_fn(|| rx.try_recv()).collect()
+    }
+
+    #[test]
+    fn without_ranks_of_their_own_entries_leave_first_in_first_out() {
+        let (tx, rx) = ranked(8, Default::default());
+        let now = Instant::now();
+        for name in ["a", "b", "c"] {
+            tx.offer(name, Rank::default(), now).unwrap();
+        }
+        assert_eq!(drain(&rx), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_higher_class_leaves_first_then_earliest_deadline_first() {
+        let (tx, rx) = ranked(8, Default::default());
+        let now = Instant::now();
+        let at = |ms| Some(now + Duration::from_secs(60) + Duration::from_millis(ms));
+        tx.offer("low", Rank::new(3, at(1)), now).unwrap();
+        tx.offer("default-late", Rank::new(2, at(500)), now).unwrap();
+        tx.offer("default-soon", Rank::new(2, at(5)), now).unwrap();
+        tx.offer("default-none", Rank::new(2, None), now).unwrap();
+        tx.offer("high", Rank::new(1, at(900)), now).unwrap();
+        assert_eq!(drain(&rx), ["high", "default-soon", "default-late", "default-none", "low"]);
+    }
+
+    #[test]
+    fn a_low_class_that_waited_long_enough_is_promoted_past_younger_higher_ones() {
+        let (tx, rx) = ranked(8, Default::default());
+        let now = Instant::now();
+        // Queued three aging steps ago in class 4: now effectively class 1.
+        let old = now.checked_sub(AGING_STEP * 3).unwrap_or(now);
+        tx.offer("young-2", Rank::new(2, None), now).unwrap();
+        tx.offer("old-4", Rank::new(4, None), old).unwrap();
+        assert_eq!(drain(&rx), ["old-4", "young-2"]);
+    }
+
+    #[test]
+    fn a_full_queue_sheds_its_youngest_lowest_class_waiter_for_a_higher_class() {
+        let (tx, rx) = ranked(3, Default::default());
+        let now = Instant::now();
+        tx.offer("low-old", Rank::new(4, None), now).unwrap();
+        tx.offer("low-young", Rank::new(4, None), now).unwrap();
+        tx.offer("mid", Rank::new(3, None), now).unwrap();
+        let displaced = tx.offer("high", Rank::new(1, None), now).unwrap();
+        assert_eq!(displaced, Some("low-young"));
+        // Same class as the lowest waiter: nobody to displace.
+        let Err(OfferError::Full(back)) = tx.offer("another-low", Rank::new(4, None), now) else {
+            panic!("a class-4 arrival into a queue of class 4 and above is refused")
+        };
+        assert_eq!(back, "another-low");
+        assert_eq!(tx.len(), 3);
+        assert_eq!(tx.shared.state.lock().counts.lowest(), Some(4));
+        assert_eq!(drain(&rx), ["high", "mid", "low-old"]);
+        assert_eq!(tx.shared.state.lock().counts.lowest(), None);
+    }
+
+    #[test]
+    fn closing_drains_then_ends_and_a_queue_without_receivers_refuses() {
+        let (tx, rx) = ranked(2, Default::default());
+        tx.offer("a", Rank::default(), Instant::now()).unwrap();
+        let rx2 = rx.clone();
+        drop(tx);
+        assert_eq!(rx.recv(), Some("a"));
+        assert_eq!(rx2.recv(), None);
+        assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_secs(30)), None);
+        let (tx, rx) = ranked(2, Default::default());
+        drop(rx);
+        assert!(matches!(tx.offer("b", Rank::default(), Instant::now()), Err(OfferError::Closed("b"))));
+    }
+
+    #[test]
+    fn recv_deadline_gives_up_when_nothing_arrives() {
+        let (_tx, rx) = ranked::<&str>(2, Default::default());
+        assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_millis(10)), None);
+    }
+}
