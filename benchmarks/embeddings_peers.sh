@@ -10,7 +10,9 @@
 #               the same int8 model.onnx with the sentence-transformers files
 #               of the same model (config, tokenizer, 1_Pooling)
 #   infinity    `infinity_emb v2` (PyPI `infinity-emb`), when INFINITY_BIN
-#               points at it (its optimum/ONNX engine needs torch; see NOTES)
+#               points at it, with INFINITY_ENGINE (default `torch`: the
+#               sentence-transformers model in fp32, since its `optimum`
+#               ONNX engine cannot load a local folder here; see NOTES)
 #
 # Each at 1, 8 and 32 texts per request and 4 and 40 clients, closed loop,
 # the servers pinned to the same CPU and the load generator to the other;
@@ -75,7 +77,7 @@ SERVERS=("switchyard:$SY_PORT:/v1/embeddings" "tei:$TEI_PORT:/v1/embeddings")
 if [ -n "${INFINITY_BIN:-}" ]; then
     INF_PORT=$(free_port)
     "${SERVER_CPU[@]}" "$INFINITY_BIN" v2 --model-id "${INFINITY_MODEL:?INFINITY_MODEL}" --served-model-name minilm-l6 \
-        --engine optimum --device cpu --host 127.0.0.1 --port "$INF_PORT" --no-model-warmup \
+        --engine "${INFINITY_ENGINE:-torch}" --device cpu --host 127.0.0.1 --port "$INF_PORT" \
         > "$OUT/infinity.log" 2>&1 &
     PIDS+=($!); PID_OF[infinity]=$!
     SERVERS+=("infinity:$INF_PORT:/embeddings")
