@@ -16,6 +16,7 @@
 
 use super::issue::Issues;
 use super::schema_default::some_bool;
+use crate::tls::material::provider;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -244,13 +245,8 @@ fn certificates(
     }
 }
 
-/// The rustls provider every backend connection uses: the listeners'
-/// ([`crate::tls::material::provider`], ring, as Pingora's).
-pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    crate::tls::material::provider()
-}
-
-/// Makes [`provider`] the process's default rustls provider, for clients
+/// Makes the listeners' and backends' provider kind
+/// ([`crate::tls::material::provider`], ring) the process's default rustls provider, for clients
 /// that take the default (the redis crate's TLS, reqwest's). Idempotent;
 /// a default installed before is kept.
 pub fn install_default_provider() {
