@@ -19,6 +19,10 @@
 #
 #   benchmarks/floor_bench.sh [DURATION_S] [ROUNDS]     default 10 s, 1 round
 #
+# With SY_BASE=/path/to/older/switchyard, that build is measured too (access
+# log on), in the same rounds: the same-run A/B for a change to the path.
+# SKIP_FASTAPI=1 leaves the FastAPI peer out (for quick A/Bs).
+#
 # Needs nginx, wrk and perf (Debian packages) and a release build
 # (cargo build --release -p switchyard). Writes benchmarks/out/floor/summary.md.
 set -euo pipefail
@@ -121,10 +125,10 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$NGINX_PORT/"
 NGINX_WORKER=$(pgrep -P "$(cat "$WORK/nginx/nginx.pid")" | head -1)
 
-start_switchyard() { # NAME RUST_LOG -> sets SY_PID, SY_URL
-    local port admin
+start_switchyard() { # NAME RUST_LOG [BINARY] -> sets SY_PID, SY_URL
+    local port admin bin="${3:-./target/release/switchyard}"
     port=$(free_port); admin=$(free_port)
-    RUST_LOG="$2" "${SERVER_CPU[@]}" ./target/release/switchyard serve \
+    RUST_LOG="$2" "${SERVER_CPU[@]}" "$bin" serve \
         --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" > "$WORK/$1.log" 2>&1 &
     SY_PID=$!
     PIDS+=("$SY_PID")
@@ -135,23 +139,30 @@ start_switchyard sy-log "info,pingora=warn,ort=warn"
 SY_LOG_PID=$SY_PID; SY_LOG_URL=$SY_URL
 start_switchyard sy-nolog "$NO_ACCESS_LOG"
 SY_NOLOG_PID=$SY_PID; SY_NOLOG_URL=$SY_URL
+if [ -n "${SY_BASE:-}" ]; then
+    start_switchyard sy-base "info,pingora=warn,ort=warn" "$SY_BASE"
+    SY_BASE_PID=$SY_PID; SY_BASE_URL=$SY_URL
+fi
 
-FA_PORT=$(free_port)
-"${SERVER_CPU[@]}" "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --models digits-cheap \
-    --host 127.0.0.1 --port "$FA_PORT" --workers 1 --intra-op-threads 1 --run-mode inline \
-    > "$WORK/fastapi.log" 2>&1 &
-FA_PID=$!
-PIDS+=("$FA_PID")
-wait_http "http://127.0.0.1:$FA_PORT/v2/health/ready" 600
-FA_SERVER=$(pgrep -P "$FA_PID" | head -1 || true)
-FA_SERVER=${FA_SERVER:-$FA_PID}
+if [ -z "${SKIP_FASTAPI:-}" ]; then
+    FA_PORT=$(free_port)
+    "${SERVER_CPU[@]}" "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --models digits-cheap \
+        --host 127.0.0.1 --port "$FA_PORT" --workers 1 --intra-op-threads 1 --run-mode inline \
+        > "$WORK/fastapi.log" 2>&1 &
+    FA_PID=$!
+    PIDS+=("$FA_PID")
+    wait_http "http://127.0.0.1:$FA_PORT/v2/health/ready" 600
+    FA_SERVER=$(pgrep -P "$FA_PID" | head -1 || true)
+    FA_SERVER=${FA_SERVER:-$FA_PID}
+fi
 
 for round in $(seq 1 "$ROUNDS"); do
     say "round $round"
     measure nginx "$NGINX_WORKER" "http://127.0.0.1:$NGINX_PORT/v2/models/digits-cheap/infer"
     measure switchyard-log "$SY_LOG_PID" "$SY_LOG_URL"
     measure switchyard-nolog "$SY_NOLOG_PID" "$SY_NOLOG_URL"
-    measure fastapi-lean "$FA_SERVER" "http://127.0.0.1:$FA_PORT/v2/models/digits-cheap/infer"
+    [ -z "${SY_BASE:-}" ] || measure switchyard-base "$SY_BASE_PID" "$SY_BASE_URL"
+    [ -n "${SKIP_FASTAPI:-}" ] || measure fastapi-lean "$FA_SERVER" "http://127.0.0.1:$FA_PORT/v2/models/digits-cheap/infer"
 done
 
 "$PY" - "$OUT/rows.txt" <<'PYEOF' > "$OUT/summary.md"
@@ -163,13 +174,19 @@ for name, rps, sys_per, cs_per, cpu, bad in rows:
         best[name] = (rps, sys_per, cs_per, cpu, bad)
 print("| server (one CPU) | req/s | syscalls/req | context switches/req | CPU us/req | non-2xx |")
 print("|---|---|---|---|---|---|")
-for name in ["nginx", "switchyard-log", "switchyard-nolog", "fastapi-lean"]:
+for name in ["nginx", "switchyard-log", "switchyard-nolog", "switchyard-base", "fastapi-lean"]:
     if name in best:
         rps, s, c, cpu, bad = best[name]
         print(f"| {name} | {float(rps):,.0f} | {s} | {c} | {cpu} | {bad} |")
-floor = float(best["nginx"][0]); fa = float(best["fastapi-lean"][0])
-for name in ["switchyard-log", "switchyard-nolog"]:
+floor = float(best["nginx"][0])
+fa = float(best["fastapi-lean"][0]) if "fastapi-lean" in best else None
+for name in ["switchyard-log", "switchyard-nolog", "switchyard-base"]:
+    if name not in best:
+        continue
     r = float(best[name][0])
-    print(f"\n{name}: {r / floor:.1%} of nginx's return-200 rate, {r / fa:.1f}x the lean FastAPI")
+    versus = f", {r / fa:.1f}x the lean FastAPI" if fa else ""
+    print(f"\n{name}: {r / floor:.1%} of nginx's return-200 rate{versus}")
+if "switchyard-base" in best:
+    print(f"\nswitchyard-log / switchyard-base (same run): {float(best['switchyard-log'][0]) / float(best['switchyard-base'][0]):.2f}x req/s")
 PYEOF
 cat "$OUT/summary.md"

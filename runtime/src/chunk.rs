@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::batch::{concat, split};
+use crate::caller_batch;
 use crate::dispatch::{enqueue, order, Pending};
 use crate::error::RuntimeError;
 use crate::inline::{try_run, Inline};
@@ -55,9 +56,13 @@ pub async fn run(
             Inline::Ran(answer) => return answer,
             Inline::Queue(v) => v,
         };
-        let queued = enqueue(m, &loaded, pool, v, rank)?;
+        let queued = enqueue(m, &loaded, pool, v, rank, true)?;
+        let on = wait_on(m, queued.pool)?;
+        if queued.quietly {
+            return caller_batch::run(m, loaded, queued, on, deadline).await;
+        }
         drop(loaded);
-        return wait(queued.pending, wait_on(m, queued.pool)?, deadline).await;
+        return wait(queued.pending, on, deadline).await;
     };
     let window = m.pools.get(index).map_or(1, |p| p.spec.workers.max(1));
     let on = wait_on(m, index)?;
@@ -67,7 +72,7 @@ pub async fn run(
     loop {
         while queued.len() < window {
             let Some(chunk) = chunks.next() else { break };
-            queued.push_back(enqueue(m, &loaded, Some(index), chunk, rank)?.pending);
+            queued.push_back(enqueue(m, &loaded, Some(index), chunk, rank, false)?.pending);
         }
         let Some(next) = queued.pop_front() else { break };
         parts.push(wait(next, on, deadline).await?);

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::caller_batch;
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::EnqueueError;
@@ -36,17 +37,23 @@ pub struct Queued {
     pub pending: Pending,
     /// The pool's index in the model's spec.
     pub pool: usize,
+    /// Queued without waking a worker: the caller runs its batch or
+    /// wakes one ([`crate::caller_batch`]).
+    pub quietly: bool,
 }
 
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
 
 /// Queues `v` with `rank` on the requested pool, or the best available one.
+/// With `caller_runs`, a pool where [`caller_batch::eligible`] holds is
+/// not woken: the caller runs the batch itself or wakes a worker.
 pub fn enqueue(
     model: &Model,
     loaded: &LoadedModel,
     pool: Option<usize>,
     mut v: Validated,
     rank: Rank,
+    caller_runs: bool,
 ) -> Result<Queued, RuntimeError> {
     let rows = v.rows;
     let group = v.batch_key(loaded.batch);
@@ -74,13 +81,14 @@ pub fn enqueue(
         let (Some(Some(runtime)), Some(shared)) = (loaded.pools.get(i), model.pools.get(i)) else { continue };
         let queued = shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
         entry.ahead = queued + shared.counters.in_flight.load(Ordering::Relaxed);
-        match runtime.try_enqueue(entry) {
+        let quietly = caller_runs && caller_batch::eligible(shared, model.spec.pool_batching(&shared.spec));
+        match runtime.try_enqueue(entry, !quietly) {
             Ok(displaced) => {
                 add(&shared.counters.requests, 1);
                 if let Some(shed) = displaced {
                     shed_displaced(model, shared, shed);
                 }
-                return Ok(Queued { pending: rx, pool: i });
+                return Ok(Queued { pending: rx, pool: i, quietly });
             }
             Err(EnqueueError::Full(back) | EnqueueError::Closed(back)) => {
                 shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);

@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod caller_batch;
 mod chunk;
 mod convert;
 pub mod device;

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::execute::PoolContext;
 use crate::queue::{Collector, QueueEntry};
-use crate::ranked_queue::{ranked, OfferError, RankedSender};
+use crate::ranked_queue::{ranked, OfferError, RankedSender, Take};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up};
@@ -81,11 +81,31 @@ impl PoolRuntime {
     /// the queue was full and `other`, a waiter of a lower class, was
     /// taken out to make room (see [`crate::ranked_queue`]); the caller
     /// refuses it as it would have been refused on arrival.
-    pub fn try_enqueue(&self, entry: QueueEntry) -> Result<Option<QueueEntry>, EnqueueError> {
+    /// With `wake` false no sleeping worker is woken: the caller runs the
+    /// entry's batch itself or calls [`Self::wake_worker`]
+    /// ([`crate::caller_batch`]).
+    pub fn try_enqueue(&self, entry: QueueEntry, wake: bool) -> Result<Option<QueueEntry>, EnqueueError> {
         let (rank, enqueued) = (entry.rank, entry.enqueued);
-        self.sender.offer(entry, rank, enqueued).map_err(|e| match e {
+        let offered = if wake {
+            self.sender.offer(entry, rank, enqueued)
+        } else {
+            self.sender.offer_quietly(entry, rank, enqueued)
+        };
+        offered.map_err(|e| match e {
             OfferError::Full(entry) => EnqueueError::Full(Box::new(entry)),
             OfferError::Closed(entry) => EnqueueError::Closed(Box::new(entry)),
         })
+    }
+
+    /// Wakes a worker that sleeps on an empty queue, for entries queued
+    /// without waking one that the caller could not run itself.
+    pub fn wake_worker(&self) {
+        self.sender.wake_one();
+    }
+
+    /// Takes queued entries by rank, as a worker would (see
+    /// [`RankedSender::take_batch`]); for a caller running a batch itself.
+    pub fn take_batch(&self, accept: impl FnMut(&QueueEntry) -> Take) -> Vec<QueueEntry> {
+        self.sender.take_batch(accept)
     }
 }

@@ -104,6 +104,7 @@ impl PoolShared {
             rejected: get(&c.rejected),
             errors: get(&c.errors),
             inline_runs: get(&c.inline_runs),
+            caller_batches: get(&c.caller_batches),
             isolated_batches: get(&c.isolated_batches),
             latency: self.latency.snapshot(batching.max_batch_size),
             histograms: Default::default(),

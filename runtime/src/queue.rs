@@ -59,7 +59,7 @@ pub struct QueueEntry {
 
 /// If the entry's caller is gone, counts it as cancelled in `shared`,
 /// takes it off the queue depth and returns true.
-fn drop_if_cancelled(shared: &PoolShared, entry: &QueueEntry) -> bool {
+pub fn drop_if_cancelled(shared: &PoolShared, entry: &QueueEntry) -> bool {
     if entry.reply.is_closed() {
         add(&shared.counters.cancelled, 1);
         shared.counters.queue_depth.fetch_sub(1, Ordering::Relaxed);

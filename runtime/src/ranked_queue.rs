@@ -54,6 +54,17 @@ pub struct RankedReceiver<T> {
     shared: Arc<Shared<T>>,
 }
 
+/// What [`RankedSender::take_batch`] does with one queued entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// Take it.
+    Yes,
+    /// Leave it queued and look at the next.
+    Skip,
+    /// Leave it and every later one queued.
+    Stop,
+}
+
 /// Why [`RankedSender::offer`] refused an entry (it is handed back).
 #[derive(Debug)]
 pub enum OfferError<T> {
@@ -85,6 +96,63 @@ impl<T> RankedSender<T> {
     /// `Ok(None)`: queued; `Ok(Some(other))`: queued in the place of
     /// `other`, a lower-class waiter displaced from the full queue.
     pub fn offer(&self, item: T, rank: Rank, enqueued: Instant) -> Result<Option<T>, OfferError<T>> {
+        self.offer_waking(item, rank, enqueued, true)
+    }
+
+    /// [`Self::offer`] without waking a receiver: for a caller that means
+    /// to take the entry out itself ([`Self::take_batch`]) and calls
+    /// [`Self::wake_one`] if it cannot. A receiver that is not asleep
+    /// still finds the entry when it next looks.
+    pub fn offer_quietly(&self, item: T, rank: Rank, enqueued: Instant) -> Result<Option<T>, OfferError<T>> {
+        self.offer_waking(item, rank, enqueued, false)
+    }
+
+    /// Wakes one receiver blocked on an empty queue, if one is.
+    pub fn wake_one(&self) {
+        self.shared.ready.notify_one();
+    }
+
+    /// Takes entries out by rank, as a receiver would, under one lock:
+    /// `accept` sees each queued entry in rank order and says whether to
+    /// take it, leave it queued, or stop looking. For a caller that runs
+    /// a batch itself instead of a worker ([`crate::caller_batch`]).
+    pub fn take_batch(&self, mut accept: impl FnMut(&T) -> Take) -> Vec<T> {
+        let mut state = self.shared.state.lock();
+        let now = Instant::now();
+        let mut order: Vec<usize> = (0..state.slots.len()).collect();
+        order.sort_by_key(|&i| {
+            let s = &state.slots[i];
+            s.rank.key(s.enqueued, s.seq, now)
+        });
+        let mut chosen = Vec::new();
+        for i in order {
+            match accept(&state.slots[i].item) {
+                Take::Yes => chosen.push(i),
+                Take::Skip => {}
+                Take::Stop => break,
+            }
+        }
+        // Remove from the highest index down: `swap_remove` then only ever
+        // moves an entry that stays; then restore rank order among the taken.
+        let mut by_position = chosen.clone();
+        by_position.sort_unstable_by(|a, b| b.cmp(a));
+        let mut taken: Vec<(usize, T)> = Vec::with_capacity(chosen.len());
+        for i in by_position {
+            let slot = state.slots.swap_remove(i);
+            state.counts.remove(slot.rank.class);
+            taken.push((i, slot.item));
+        }
+        taken.sort_by_key(|(i, _)| chosen.iter().position(|c| c == i));
+        taken.into_iter().map(|(_, item)| item).collect()
+    }
+
+    fn offer_waking(
+        &self,
+        item: T,
+        rank: Rank,
+        enqueued: Instant,
+        wake: bool,
+    ) -> Result<Option<T>, OfferError<T>> {
         let mut state = self.shared.state.lock();
         if state.receivers == 0 {
             return Err(OfferError::Closed(item));
@@ -96,7 +164,9 @@ impl<T> RankedSender<T> {
             state.counts.add(rank.class);
             state.slots.push(slot);
             drop(state);
-            self.shared.ready.notify_one();
+            if wake {
+                self.shared.ready.notify_one();
+            }
             return Ok(None);
         }
         let victim = state
@@ -271,6 +341,36 @@ mod tests {
         let (tx, rx) = ranked(2, Default::default());
         drop(rx);
         assert!(matches!(tx.offer("b", Rank::default(), Instant::now()), Err(OfferError::Closed("b"))));
+    }
+
+    #[test]
+    fn take_batch_takes_by_rank_skips_and_stops_as_told() {
+        let (tx, rx) = ranked(8, Default::default());
+        let now = Instant::now();
+        for (name, class) in [("a", 3), ("b", 2), ("skip-me", 2), ("c", 1), ("d", 4), ("e", 4)] {
+            tx.offer_quietly(name, Rank::new(class, None), now).unwrap();
+        }
+        let mut seen = 0;
+        let taken = tx.take_batch(|&name| {
+            seen += 1;
+            match name {
+                "skip-me" => Take::Skip,
+                "e" => Take::Stop,
+                _ => Take::Yes,
+            }
+        });
+        assert_eq!(taken, ["c", "b", "a", "d"], "rank order, the skipped one left");
+        assert_eq!(seen, 6, "stopped at the last one");
+        assert_eq!(tx.shared.state.lock().counts.lowest(), Some(4), "class counts follow what left");
+        assert_eq!(drain(&rx), ["skip-me", "e"]);
+    }
+
+    #[test]
+    fn a_quiet_offer_is_still_found_by_a_receiver_that_looks() {
+        let (tx, rx) = ranked(2, Default::default());
+        tx.offer_quietly("a", Rank::default(), Instant::now()).unwrap();
+        tx.wake_one();
+        assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_secs(30)), Some("a"));
     }
 
     #[test]

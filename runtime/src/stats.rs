@@ -43,6 +43,10 @@ pub struct PoolCounters {
     /// Requests run on the caller's thread rather than a worker's (see
     /// `crate::inline`); they count in `requests` and `executions` too.
     pub inline_runs: AtomicU64,
+    /// Batches a caller ran on its own thread while the pool was busy,
+    /// taking them from the queue as a worker would (see
+    /// `crate::caller_batch`); they count in `executions` too.
+    pub caller_batches: AtomicU64,
     /// Requests accepted but not yet executing or cancelled.
     pub queue_depth: AtomicUsize,
     /// Requests in batches executing now.
@@ -161,6 +165,8 @@ pub struct PoolStats {
     pub isolated_batches: u64,
     /// Requests run on the caller's thread rather than a worker's.
     pub inline_runs: u64,
+    /// Batches run on a caller's thread while the pool was busy.
+    pub caller_batches: u64,
     /// Execution time by batch-size bucket.
     pub latency: Vec<LatencyBucket>,
     /// Cumulative distributions: rows per batch, batch execution time,
@@ -299,6 +305,7 @@ mod tests {
             errors: 0,
             isolated_batches: 0,
             inline_runs: 0,
+            caller_batches: 0,
             latency: buckets,
             histograms: PoolHistogramSnapshot::default(),
         };

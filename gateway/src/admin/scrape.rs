@@ -77,6 +77,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
         ),
         (
             Family::counter(
+                "switchyard_pool_caller_batches_total",
+                "Batches run on a caller's thread while the pool was busy, taken from the queue as a worker would (also in executions).",
+                POOL,
+            ),
+            |p| p.caller_batches as f64,
+        ),
+        (
+            Family::counter(
                 "switchyard_pool_cancelled_total",
                 "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,

@@ -79,6 +79,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "rejected": pool.rejected,
         "errors": pool.errors,
         "inline_runs": pool.inline_runs,
+        "caller_batches": pool.caller_batches,
         "isolated_batches": pool.isolated_batches,
         "latency": pool.latency.iter().map(|b| json!({
             "max_batch": b.max_batch,

@@ -119,6 +119,7 @@ mod tests {
             rejected: 0,
             errors: 0,
             inline_runs: 0,
+            caller_batches: 0,
             isolated_batches: 0,
             latency: Vec::new(),
             histograms: Default::default(),
