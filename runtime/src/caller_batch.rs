@@ -74,7 +74,7 @@ pub async fn run(
     on: WaitOn<'_>,
     deadline: Option<Instant>,
 ) -> Result<InferenceResponse, RuntimeError> {
-    let Queued { mut pending, pool, .. } = queued;
+    let pool = queued.pool;
     let (Some(Some(runtime)), Some(shared)) = (loaded.pools.get(pool), m.pools.get(pool)) else {
         return Err(RuntimeError::Execution {
             model: m.spec.name.clone(),
@@ -82,6 +82,10 @@ pub async fn run(
         });
     };
     let wake = WakeOnDrop(Some(runtime));
+    // Declared after `wake`, so dropped before it: a caller that leaves
+    // closes its reply channel before the worker it wakes looks at it
+    // (else the worker would run a request nobody waits for).
+    let mut pending = queued.pending;
     tokio::task::yield_now().await;
     if let Some(answer) = settled(&mut pending) {
         wake.disarm();

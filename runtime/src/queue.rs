@@ -13,6 +13,10 @@
 //! clients gather about four, forty gather until the delay as without the
 //! option (a wait that cannot be joined only adds latency; a wait that will
 //! be joined saves an execution).
+//! A pool whose callers run their own batches ([`crate::caller_batch`])
+//! never waits for company: its callers gather it themselves and queue it
+//! without waking a worker, so a waiting worker would only hold the
+//! entries it has while later ones run.
 //! Entries whose caller has gone away (the oneshot receiver was dropped)
 //! are counted as cancelled and never executed.
 //! Entries whose non-batch dimensions differ from the batch's are set aside
@@ -25,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::caller_batch;
 use crate::error::RuntimeError;
 use crate::pool_shared::PoolShared;
 use crate::rank::Rank;
@@ -77,6 +82,7 @@ pub struct Collector {
     max_rows: usize,
     delay: Duration,
     idle_dispatch: bool,
+    batching: BatchingSpec,
 }
 
 impl Collector {
@@ -95,6 +101,7 @@ impl Collector {
             max_rows,
             delay: batching.max_queue_delay,
             idle_dispatch: batching.idle_dispatch,
+            batching: batching.clone(),
         }
     }
 
@@ -122,6 +129,10 @@ impl Collector {
             Some(entry)
         } else if self.everyone_is_here(gathered) {
             None // waiting would only add latency: nobody else is coming
+        } else if caller_batch::eligible(&self.shared, &self.batching) {
+            // Callers gather their own company here and queue it without
+            // waking anyone: waiting would only hold what this batch has.
+            None
         } else {
             self.rx.recv_deadline(deadline)
         };
