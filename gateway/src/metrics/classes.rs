@@ -202,7 +202,10 @@ mod tests {
         TextEncoder::new().encode(&class_families(&c), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("switchyard_priority_admitted_total{class=\"4\"} 0\n"), "{text}");
-        assert!(text.contains("switchyard_priority_requests_total{class=\"3\",outcome=\"shed\"} 1\n"), "{text}");
+        assert!(
+            text.contains("switchyard_priority_requests_total{class=\"3\",outcome=\"shed\"} 1\n"),
+            "{text}"
+        );
         assert_eq!(text.matches("switchyard_priority_requests_total{").count(), 12, "{text}");
     }
 }

@@ -114,7 +114,10 @@ pub async fn execute(
     let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
     CLASSES.admitted(req_class);
     let result = execution.run(&backend, &observers, req.request).await;
-    CLASSES.finished(req_class, ClassOutcome::of_status(result.as_ref().map_or_else(GatewayError::status, |_| 200)));
+    CLASSES.finished(
+        req_class,
+        ClassOutcome::of_status(result.as_ref().map_or_else(GatewayError::status, |_| 200)),
+    );
     result
 }
 
