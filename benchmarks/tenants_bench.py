@@ -31,6 +31,7 @@ over the rounds; the per-round figures are in the JSON (`--json-out`).
 
     .venv/bin/python benchmarks/tenants_bench.py [--bin target/release/switchyard]
         [--loadgen target/release/loadgen] [--seconds 6] [--rounds 2]
+        [--rows 4] [--queue 16] [--max-batch 8] [--b-budget-ms 250] [--short-ms 25]
         [--server-cpus 1] [--client-cpus 0] [--json-out FILE]
 
 Needs models/synth-heavy.onnx and release builds of switchyard and the
@@ -57,8 +58,8 @@ KEY_B = "key-of-tenant-b-0123456789"
 LONG_MS = 500
 
 
-def config(rows: int, queue: int) -> str:
-    batching = f"{{ max_batch_size = {2 * rows}, max_queue_delay_us = 500, queue_capacity = {queue} }}"
+def config(rows: int, queue: int, max_batch: int) -> str:
+    batching = f"{{ max_batch_size = {max_batch}, max_queue_delay_us = 500, queue_capacity = {queue} }}"
     fifo = batching[:-2] + ', queue_order = "fifo" }'
     model = ROOT / "models" / "synth-heavy.onnx"
     text = "[server]\nmax_concurrent_requests = 4096\n"
@@ -81,7 +82,7 @@ def pinned(cpus, cmd):
 
 
 def start(args, folder: Path):
-    (folder / "tenants.toml").write_text(config(args.rows, args.queue))
+    (folder / "tenants.toml").write_text(config(args.rows, args.queue, args.max_batch or 2 * args.rows))
     ports = folder / "ports.json"
     cmd = pinned(args.server_cpus, [args.bin, "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
                                     "--config", str(folder / "tenants.toml"), "--ports-file", str(ports)])
@@ -220,6 +221,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rows", type=int, default=4, help="rows per request")
     ap.add_argument("--queue", type=int, default=16, help="queue_capacity of each model")
+    ap.add_argument("--max-batch", type=int, default=None, help="max_batch_size of each model (default 2 x rows)")
     ap.add_argument("--b-budget-ms", type=int, default=250)
     ap.add_argument("--short-ms", type=int, default=25)
     ap.add_argument("--server-cpus", default="1")
