@@ -35,6 +35,7 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
             queue_capacity: 4096,
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+            queue_order: switchyard_runtime::QueueOrder::Deadline,
         },
         idle_unload: None,
         warmup: false,

@@ -3,7 +3,7 @@
 // token: /admin/stats once a second (rates are differences between two
 // reads), /admin/config for the tunables, /admin/config/edit and
 // /admin/replay for the tuning form, /admin/rollouts/{route}/promote and
-// /rollback for the rollouts' buttons. Charts are uPlot's; without it the
+// /rollback for the rollouts' buttons; the Tenants view is tenants.js. Charts are uPlot's; without it the
 // page shows the same numbers in tables.
 "use strict";
 
@@ -156,6 +156,8 @@ function render(stats, at) {
   renderStreams(stats.streams || {}, before ? before.streams : null, seconds);
   renderCalibration(stats.calibration || {});
   renderRollouts(stats.rollouts || {});
+  renderTenants(stats.tenants || {}, before ? before.tenants : null, seconds);
+  renderClasses(stats.priority);
   trim();
   previous = { at, stats };
 }

@@ -84,7 +84,7 @@ pub use identity::FileIdentity;
 pub use limits::RequestLimits;
 pub use model_state::ModelState;
 pub use ort_env::init_onnxruntime;
-pub use rank::{Rank, DEFAULT_CLASS, PRIORITY_LEVELS};
+pub use rank::{QueueOrder, Rank, DEFAULT_CLASS, PRIORITY_LEVELS};
 pub use rebuild::{ModelChange, RebuildError, RebuildReport};
 pub use repository::ModelRepository;
 pub use request::{InferenceRequest, InferenceResponse, LoadReport};

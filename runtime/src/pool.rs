@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::execute::PoolContext;
 use crate::queue::{Collector, QueueEntry};
-use crate::ranked_queue::{ranked, OfferError, RankedSender, Take};
+use crate::ranked_queue::{ranked_in, OfferError, RankedSender, Take};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up};
@@ -58,7 +58,8 @@ impl PoolRuntime {
             sessions.push(session);
         }
         let batching = spec.pool_batching(pool);
-        let (sender, receiver) = ranked(batching.queue_capacity, Arc::clone(&ctx.shared.queued_classes));
+        let (sender, receiver) =
+            ranked_in(batching.queue_order, batching.queue_capacity, Arc::clone(&ctx.shared.queued_classes));
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
         let sessions: Vec<Arc<Mutex<Session>>> =
             sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();

@@ -243,6 +243,7 @@ mod tests {
             queue_capacity: 64,
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+            queue_order: crate::rank::QueueOrder::Deadline,
         };
         (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
     }

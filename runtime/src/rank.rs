@@ -14,6 +14,13 @@
 //! Requests of one class with equal budgets have deadlines in arrival
 //! order, so without priorities or budgets of their own the queue stays
 //! first in, first out.
+//!
+//! With [`QueueOrder::Fifo`] (a pool's `queue_order = "fifo"`) step 2 is
+//! skipped: within a class (after aging) requests leave by arrival,
+//! whatever their deadlines. Classes, aging and shedding the lowest class
+//! are unchanged; only the deadline stops counting. It is there to
+//! compare deadline order against, and for a pool whose callers' budgets
+//! should not reorder them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -26,6 +33,27 @@ pub const DEFAULT_CLASS: u8 = 2;
 
 /// How long a request waits before it is promoted one class.
 pub const AGING_STEP: Duration = Duration::from_millis(100);
+
+/// How a pool's queue orders the requests of one class (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueOrder {
+    /// Earliest deadline first, then arrival (the default).
+    #[default]
+    Deadline,
+    /// Arrival only: deadlines are ignored.
+    Fifo,
+}
+
+impl QueueOrder {
+    /// The word a config writes (`deadline`, `fifo`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueOrder::Deadline => "deadline",
+            QueueOrder::Fifo => "fifo",
+        }
+    }
+}
 
 /// Where a request stands in its pool's queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +85,20 @@ impl Rank {
     }
 
     /// The sort key as of `now` for an entry queued at `enqueued` with
-    /// arrival number `seq`: smaller goes first (module docs).
-    pub fn key(&self, enqueued: Instant, seq: u64, now: Instant) -> (u8, bool, Option<Instant>, u64) {
-        (self.effective_class(enqueued, now), self.deadline.is_none(), self.deadline, seq)
+    /// arrival number `seq`, in a queue of `order`: smaller goes first
+    /// (module docs).
+    pub fn key(
+        &self,
+        order: QueueOrder,
+        enqueued: Instant,
+        seq: u64,
+        now: Instant,
+    ) -> (u8, bool, Option<Instant>, u64) {
+        let class = self.effective_class(enqueued, now);
+        match order {
+            QueueOrder::Deadline => (class, self.deadline.is_none(), self.deadline, seq),
+            QueueOrder::Fifo => (class, false, None, seq),
+        }
     }
 }
 
@@ -136,7 +175,28 @@ mod tests {
         let soon = Rank::new(2, Some(t0 + Duration::from_millis(5)));
         let late = Rank::new(2, Some(t0 + Duration::from_millis(500)));
         let none = Rank::new(2, None);
-        assert!(soon.key(t0, 3, t0) < late.key(t0, 1, t0));
-        assert!(late.key(t0, 2, t0) < none.key(t0, 0, t0));
+        let order = QueueOrder::Deadline;
+        assert!(soon.key(order, t0, 3, t0) < late.key(order, t0, 1, t0));
+        assert!(late.key(order, t0, 2, t0) < none.key(order, t0, 0, t0));
+    }
+
+    #[test]
+    fn fifo_order_ignores_deadlines_but_keeps_class_and_aging() {
+        let t0 = Instant::now();
+        let fifo = QueueOrder::Fifo;
+        let soon = Rank::new(2, Some(t0 + Duration::from_millis(5)));
+        let late = Rank::new(2, Some(t0 + Duration::from_millis(500)));
+        let none = Rank::new(2, None);
+        // Arrival decides: the one with 500 ms left arrived first.
+        assert!(late.key(fifo, t0, 1, t0) < soon.key(fifo, t0, 3, t0));
+        assert!(none.key(fifo, t0, 0, t0) < late.key(fifo, t0, 1, t0));
+        // The class still goes first, and aging still promotes.
+        let high = Rank::new(1, None);
+        assert!(high.key(fifo, t0, 9, t0) < none.key(fifo, t0, 0, t0));
+        let low = Rank::new(3, None);
+        assert!(
+            low.key(fifo, t0, 0, t0 + AGING_STEP * 2)
+                < high.key(fifo, t0 + AGING_STEP * 2, 9, t0 + AGING_STEP * 2)
+        );
     }
 }

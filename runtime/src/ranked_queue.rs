@@ -3,7 +3,8 @@
 //!
 //! - Taking (`recv`, `recv_deadline`, `try_recv`): the entry with the
 //!   smallest [`Rank::key`] as of now (class after aging, then deadline,
-//!   then arrival; see [`crate::rank`]). A linear scan under one lock: a
+//!   then arrival; with [`QueueOrder::Fifo`] class after aging, then
+//!   arrival; see [`crate::rank`]). A linear scan under one lock: a
 //!   pool queue holds at most `queue_capacity` entries, and the key
 //!   changes with time (aging), so a heap would need rebuilding anyway.
 //! - Offering ([`RankedSender::offer`]) to a full queue: if some waiter is
@@ -21,7 +22,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::rank::{ClassCounts, Rank};
+use crate::rank::{ClassCounts, QueueOrder, Rank};
 
 struct Slot<T> {
     rank: Rank,
@@ -33,6 +34,7 @@ struct Slot<T> {
 struct State<T> {
     slots: Vec<Slot<T>>,
     capacity: usize,
+    order: QueueOrder,
     next_seq: u64,
     closed: bool,
     receivers: usize,
@@ -74,13 +76,24 @@ pub enum OfferError<T> {
     Closed(T),
 }
 
-/// A queue of `capacity` entries (at least one), keeping how many of each
-/// class it holds in `counts`.
+/// A queue of `capacity` entries (at least one) in deadline order,
+/// keeping how many of each class it holds in `counts`.
+#[cfg(test)]
 pub fn ranked<T>(capacity: usize, counts: Arc<ClassCounts>) -> (RankedSender<T>, RankedReceiver<T>) {
+    ranked_in(QueueOrder::Deadline, capacity, counts)
+}
+
+/// [`ranked`] in `order` (a pool's `queue_order`).
+pub fn ranked_in<T>(
+    order: QueueOrder,
+    capacity: usize,
+    counts: Arc<ClassCounts>,
+) -> (RankedSender<T>, RankedReceiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             slots: Vec::new(),
             capacity: capacity.max(1),
+            order,
             next_seq: 0,
             closed: false,
             receivers: 1,
@@ -119,13 +132,14 @@ impl<T> RankedSender<T> {
     pub fn take_batch(&self, mut accept: impl FnMut(&T) -> Take) -> Vec<T> {
         let mut state = self.shared.state.lock();
         let now = Instant::now();
-        let mut order: Vec<usize> = (0..state.slots.len()).collect();
-        order.sort_by_key(|&i| {
+        let queue_order = state.order;
+        let mut by_rank: Vec<usize> = (0..state.slots.len()).collect();
+        by_rank.sort_by_key(|&i| {
             let s = &state.slots[i];
-            s.rank.key(s.enqueued, s.seq, now)
+            s.rank.key(queue_order, s.enqueued, s.seq, now)
         });
         let mut chosen = Vec::new();
-        for i in order {
+        for i in by_rank {
             match accept(&state.slots[i].item) {
                 Take::Yes => chosen.push(i),
                 Take::Skip => {}
@@ -217,12 +231,12 @@ impl<T> Drop for RankedReceiver<T> {
 
 /// Takes the first entry by rank as of now, if any.
 fn take<T>(state: &mut State<T>) -> Option<T> {
-    let now = Instant::now();
+    let (now, order) = (Instant::now(), state.order);
     let first = state
         .slots
         .iter()
         .enumerate()
-        .min_by_key(|(_, s)| s.rank.key(s.enqueued, s.seq, now))
+        .min_by_key(|(_, s)| s.rank.key(order, s.enqueued, s.seq, now))
         .map(|(i, _)| i)?;
     let slot = state.slots.swap_remove(first);
     state.counts.remove(slot.rank.class);
@@ -296,6 +310,19 @@ mod tests {
         tx.offer("default-none", Rank::new(2, None), now).unwrap();
         tx.offer("high", Rank::new(1, at(900)), now).unwrap();
         assert_eq!(drain(&rx), ["high", "default-soon", "default-late", "default-none", "low"]);
+    }
+
+    #[test]
+    fn a_fifo_queue_takes_a_class_by_arrival_whatever_the_deadlines() {
+        let (tx, rx) = ranked_in(QueueOrder::Fifo, 8, Default::default());
+        let now = Instant::now();
+        let at = |ms| Some(now + Duration::from_secs(60) + Duration::from_millis(ms));
+        tx.offer("low", Rank::new(3, at(1)), now).unwrap();
+        tx.offer("default-late", Rank::new(2, at(500)), now).unwrap();
+        tx.offer("default-soon", Rank::new(2, at(5)), now).unwrap();
+        tx.offer("default-none", Rank::new(2, None), now).unwrap();
+        tx.offer("high", Rank::new(1, at(900)), now).unwrap();
+        assert_eq!(drain(&rx), ["high", "default-late", "default-soon", "default-none", "low"]);
     }
 
     #[test]

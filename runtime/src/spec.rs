@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::device::DeviceKind;
 use crate::error::RuntimeError;
 use crate::limits::{RequestLimits, DEFAULT_BATCHES_PER_REQUEST, MIN_DEFAULT_MAX_ROWS};
+use crate::rank::QueueOrder;
 
 /// One device pool of a model: `workers` threads, each owning its own
 /// ONNX Runtime session on `device`.
@@ -68,6 +69,10 @@ pub struct BatchingSpec {
     /// [`BatchingSpec::DEFAULT_INLINE_MAX`].
     #[serde(default = "inline_max_default")]
     pub inline_max: Duration,
+    /// How the queue orders requests of one priority class: earliest
+    /// deadline first (default) or by arrival alone (see [`crate::rank`]).
+    #[serde(default)]
+    pub queue_order: QueueOrder,
 }
 
 fn idle_dispatch_default() -> bool {
@@ -86,6 +91,7 @@ impl Default for BatchingSpec {
             queue_capacity: 1024,
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+            queue_order: QueueOrder::Deadline,
         }
     }
 }

@@ -109,6 +109,17 @@ REASONS = {
     "text": (
         "no known reason: on quiet runs Switchyard's tokenisation, batching and HTTP in Rust beat the baseline; a "
         "loss here usually means outside load hit one side's runs (the two servers run one after the other)."),
+    "tenants.fair": (
+        "the light tenant is admitted below its share, but it still waits for the queue the heavy tenant keeps "
+        "full (a quarter of it reserved); a loss here usually means the gateway starved for CPU on a busy machine "
+        "and routing shed the light tenant by its budget. See benchmarks/NOTES.md (tenants under overload)."),
+    "tenants.priority": (
+        "the pool queue is not preemptive: a high-class request that arrives while a batch of low-class requests "
+        "executes waits for that batch (~4.5 ms for 8 rows of synth-heavy), which alone it rarely does; the "
+        "ratio's floor is about (unloaded p99 + one batch) / unloaded p99. See benchmarks/NOTES.md."),
+    "tenants.deadline": (
+        "no known reason: in deadline order the short-budget requests leave first; a loss means the run was not "
+        "overloaded (the capacity measured too high) or the machine was busy."),
     "store.start": (
         "a cold start is process start + listing the store + pulling + ONNX Runtime session creation + the first "
         "run; on a busy machine each step waits for CPU (the goal figures are Everinfer's, on their hardware)."),

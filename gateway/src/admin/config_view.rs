@@ -161,6 +161,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
             "queue_capacity": b.queue_capacity,
             "idle_dispatch": b.idle_dispatch,
             "inline_max_us": u64::try_from(b.inline_max.as_micros()).unwrap_or(u64::MAX),
+            "queue_order": b.queue_order.as_str(),
         })
     };
     json!({

@@ -1,6 +1,6 @@
 //! The operator console: a web page served by the admin listener at
 //! `/console/`, with live views of routes, pools, the cache, upstreams,
-//! streams and cascade calibration, and a form that previews a route edit
+//! streams, cascade calibration, rollouts and tenants, and a form that previews a route edit
 //! (diff and replay) before applying it through the reload path.
 //!
 //! The page and its assets are static files embedded in the binary
@@ -19,6 +19,7 @@ use http::Method;
 
 const INDEX: &str = include_str!("../../console/index.html");
 const SCRIPT: &str = include_str!("../../console/console.js");
+const TENANTS_SCRIPT: &str = include_str!("../../console/tenants.js");
 const STYLE: &str = include_str!("../../console/console.css");
 const CHARTS: &str = include_str!(concat!(env!("OUT_DIR"), "/uplot.js"));
 const CHARTS_STYLE: &str = include_str!(concat!(env!("OUT_DIR"), "/uplot.css"));
@@ -37,9 +38,10 @@ pub fn register(app: &mut AdminApp) {
         Access::Public,
         handler(|_| async { Reply::empty(308).with_static_header(http::header::LOCATION, "/console/") }),
     );
-    let assets: [(&'static str, &'static str, &'static str); 6] = [
+    let assets: [(&'static str, &'static str, &'static str); 7] = [
         ("/console/", "text/html; charset=utf-8", INDEX),
         ("/console/console.js", "text/javascript; charset=utf-8", SCRIPT),
+        ("/console/tenants.js", "text/javascript; charset=utf-8", TENANTS_SCRIPT),
         ("/console/console.css", "text/css; charset=utf-8", STYLE),
         ("/console/uplot.js", "text/javascript; charset=utf-8", CHARTS),
         ("/console/uplot.css", "text/css; charset=utf-8", CHARTS_STYLE),
@@ -77,7 +79,7 @@ mod tests {
 
     #[test]
     fn the_page_loads_only_its_own_assets() {
-        for src in ["console.js", "console.css", "uplot.js", "uplot.css"] {
+        for src in ["console.js", "tenants.js", "console.css", "uplot.js", "uplot.css"] {
             assert!(INDEX.contains(&format!("\"{src}\"")), "index.html does not load {src}");
         }
         assert!(!INDEX.contains("http://") && !INDEX.contains("https://"), "no asset from elsewhere");

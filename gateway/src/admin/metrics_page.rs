@@ -5,7 +5,7 @@
 //! already keep ([`super::scrape`]).
 
 use super::scrape;
-use crate::metrics::{connections, requests, tls};
+use crate::metrics::{classes, connections, requests, tls};
 use crate::reply::Reply;
 use crate::state::AppState;
 use prometheus::{Encoder, TextEncoder};
@@ -24,6 +24,7 @@ pub fn gather(state: &AppState) -> Vec<prometheus::proto::MetricFamily> {
     families.extend(scrape::record_families(&state.recorders.stats(), state.recorders.queued_bytes()));
     families.extend(scrape::calibration_families(&state.calibration.views()));
     families.extend(crate::tenants::families::tenant_families(&state.tenants, &snap.tenants));
+    families.extend(classes::class_families(&classes::CLASSES));
     families.extend(super::rollout_metrics::rollout_families(&state.rollouts.views()));
     // The admission semaphore is sized once (a restart-only setting).
     let limit = snap.config.server.limits.max_concurrent_requests;

@@ -17,6 +17,7 @@ pub fn stats_json(state: &AppState) -> Value {
     stats["cache"] = serde_json::to_value(state.cache.snapshot()).unwrap_or_default();
     stats["streams"] = serde_json::to_value(state.streams.snapshot()).unwrap_or_default();
     stats["tenants"] = crate::tenants::families::stats_json(&state.tenants, &snap.tenants);
+    stats["priority"] = crate::metrics::classes::stats_json(&crate::metrics::classes::CLASSES);
     stats["calibration"] = state
         .calibration
         .views()

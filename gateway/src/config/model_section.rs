@@ -10,7 +10,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, RequestLimits};
+use switchyard_runtime::{BatchingSpec, DeviceKind, ModelSpec, PoolSpec, QueueOrder, RequestLimits};
 
 /// Default model version.
 pub const DEFAULT_VERSION: u64 = 1;
@@ -24,6 +24,7 @@ pub const DEFAULT_BATCHING: BatchingSpec = BatchingSpec {
     queue_capacity: 1024,
     idle_dispatch: true,
     inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+    queue_order: QueueOrder::Deadline,
 };
 
 /// One `[[models]]` entry.
@@ -87,6 +88,30 @@ pub struct RawBatching {
     /// within this many microseconds runs on the caller's thread, default
     /// 50; 0 turns it off (see `BatchingSpec::inline_max`).
     pub inline_max_us: Option<u64>,
+    /// How the pool's queue orders requests of one priority class:
+    /// `"deadline"` (earliest deadline first, then arrival; default) or
+    /// `"fifo"` (arrival only, deadlines ignored). Classes and aging apply
+    /// either way (see the Tenants and limits page).
+    pub queue_order: Option<OneOf<QueueOrderWord>>,
+}
+
+/// The words of `batching.queue_order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueOrderWord {
+    /// Earliest deadline first within a class.
+    Deadline,
+    /// Arrival order within a class.
+    Fifo,
+}
+
+impl From<QueueOrderWord> for QueueOrder {
+    fn from(word: QueueOrderWord) -> Self {
+        match word {
+            QueueOrderWord::Deadline => QueueOrder::Deadline,
+            QueueOrderWord::Fifo => QueueOrder::Fifo,
+        }
+    }
 }
 
 /// One entry of a model's `pools = [ ... ]`.
@@ -156,6 +181,7 @@ fn default_batching() -> serde_json::Value {
         "queue_capacity": d.queue_capacity,
         "idle_dispatch": d.idle_dispatch,
         "inline_max_us": d.inline_max.as_micros(),
+        "queue_order": d.queue_order.as_str(),
     })
 }
 
@@ -251,6 +277,11 @@ fn batching_spec(
         ),
         idle_dispatch: raw.idle_dispatch.unwrap_or(defaults.idle_dispatch),
         inline_max: raw.inline_max_us.map_or(defaults.inline_max, Duration::from_micros),
+        queue_order: raw
+            .queue_order
+            .as_ref()
+            .and_then(|w| w.check("queue order", format!("{path}.queue_order"), issues))
+            .map_or(defaults.queue_order, QueueOrder::from),
     }
 }
 

@@ -212,6 +212,36 @@ path = "n.onnx"
 }
 
 #[test]
+fn queue_order_defaults_to_deadline_and_can_be_fifo_per_model_or_pool() {
+    let text = r#"
+[[models]]
+name = "m"
+path = "m.onnx"
+batching = { queue_order = "fifo" }
+pools = [{ device = "cpu" }, { name = "edf", device = "cpu", batching = { queue_order = "deadline" } }]
+
+[[models]]
+name = "n"
+path = "n.onnx"
+"#;
+    let config = parse(text, Path::new("/base")).expect("valid");
+    let m = &config.models[0];
+    use switchyard_runtime::QueueOrder;
+    assert_eq!(
+        m.pool_batching(&m.pools[0]).queue_order,
+        QueueOrder::Fifo,
+        "a pool inherits the model's order"
+    );
+    assert_eq!(m.pool_batching(&m.pools[1]).queue_order, QueueOrder::Deadline, "and can override it");
+    assert_eq!(config.models[1].batching.queue_order, QueueOrder::Deadline, "deadline by default");
+    let found = issues(
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\npools = [{ device = \"cpu\", batching = { queue_order = \"lifo\" } }]\n",
+    );
+    assert_eq!(found[0].path, "models[0].pools[0].batching.queue_order", "{found:?}");
+    assert!(found[0].message.contains("\"deadline\" or \"fifo\""), "{found:?}");
+}
+
+#[test]
 fn inline_max_defaults_to_50_us_and_can_be_set_or_turned_off_per_model_or_pool() {
     let text = r#"
 [[models]]

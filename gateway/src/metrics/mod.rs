@@ -17,6 +17,8 @@
 //!   the config snapshot at scrape time.
 //! - [`streams`]: counters of streamed (SSE) calls, shown in
 //!   `GET /admin/stats` under `"streams"`.
+//! - [`classes`]: requests per priority class and how they ended, counted
+//!   by routing, shown in `/metrics` and `GET /admin/stats` (`"priority"`).
 //!
 //! Labels are low-cardinality by construction: routes, models, pools and
 //! upstreams come from the config; devices, endpoints, statuses, reasons,
@@ -25,6 +27,7 @@
 //! ([`crate::tenants::families`]). Every
 //! metric is listed on the book's Metrics page (`docs/src/reference/metrics.md`).
 
+pub mod classes;
 pub mod connections;
 pub mod family;
 pub mod requests;

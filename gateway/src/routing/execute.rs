@@ -11,7 +11,8 @@
 //! 3. Shadow the call for calibration when the route calibrates
 //!    ([`super::calibration`]), after it is answered, off the response path.
 //! 4. Mark a degraded answer ([`judge`]).
-//! 5. Count the decision ([`super::decisions`]).
+//! 5. Count the decision ([`super::decisions`]) and the outcome for the
+//!    request's priority class ([`crate::metrics::classes`]).
 
 use super::backend::Backend;
 use super::calibration::{Calibration, ShadowModels};
@@ -26,6 +27,7 @@ use crate::config::candidate_section::CandidateConfig;
 use crate::config::draft_section::DraftConfig;
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
+use crate::metrics::classes::{ClassOutcome, CLASSES};
 use crate::snapshot::Snapshot;
 use crate::target::Target;
 use crate::upstream::Upstreams;
@@ -110,7 +112,13 @@ pub async fn execute(
     execution.config = Some(&snap.config);
     let backend = MixedBackend::new(snap, upstreams, execution.deadline, req_class);
     let observers = Observers { decisions, calibration, rollouts, models: &snap.repo };
-    execution.run(&backend, &observers, req.request).await
+    CLASSES.admitted(req_class);
+    let result = execution.run(&backend, &observers, req.request).await;
+    CLASSES.finished(
+        req_class,
+        ClassOutcome::of_status(result.as_ref().map_or_else(GatewayError::status, |_| 200)),
+    );
+    result
 }
 
 /// Where one call is counted and shadowed: the decision counters, the

@@ -51,6 +51,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             queue_capacity: capacity,
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+            queue_order: switchyard_runtime::QueueOrder::Deadline,
         },
         idle_unload: None,
         warmup: false,

@@ -128,6 +128,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             queue_capacity: defaults.queue_capacity,
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+            queue_order: switchyard_runtime::QueueOrder::Deadline,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -150,6 +151,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
         },
         idle_dispatch: true,
         inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
+        queue_order: switchyard_runtime::QueueOrder::Deadline,
     }
 }
 
