@@ -5,6 +5,7 @@
 //! upstream models' signatures; the model store's models ([`store`]).
 
 pub mod store;
+pub mod store_gate;
 
 use crate::config::{AdminConfig, Config, ConfigIssue};
 use crate::upstream::Upstreams;
@@ -106,7 +107,7 @@ pub fn prepare(config: &mut Config, upstreams: &Upstreams) -> anyhow::Result<Arc
     // The message starts with the field path (`server.admin_listen ...`).
     check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
-    store::resolve(config, None).map_err(|issues| {
+    store::resolve(config, None, &|_| None).map_err(|issues| {
         let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("invalid config:\n  {}", lines.join("\n  "))
     })?;

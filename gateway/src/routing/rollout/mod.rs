@@ -25,15 +25,14 @@
 pub mod compare;
 pub mod cost;
 pub mod gate;
+mod overlay;
 pub mod stats;
+pub mod store;
 
 use super::calibration::ShadowModels;
-use crate::config::candidate_section::CandidateConfig;
-use crate::config::draft_section::DraftConfig;
-use crate::config::{Config, RouteConfig};
+use crate::config::candidate_section::{CandidateConfig, CandidateSource};
 use gate::{judge, Verdict};
 use parking_lot::Mutex;
-use router_policies::{FixedPolicy, PolicyConfig};
 use serde::Serialize;
 use stats::{Comparison, ComparisonView};
 use std::collections::HashMap;
@@ -117,6 +116,8 @@ pub struct RolloutView {
     pub route: String,
     /// The candidate model.
     pub candidate: String,
+    /// Where the candidate comes from (`file`, `store`, `admin`).
+    pub source: CandidateSource,
     /// Whether it has a plan (or is mirrored only).
     pub plan: bool,
     /// The plan's shares.
@@ -167,6 +168,9 @@ pub enum RefusedMove {
 #[derive(Default)]
 pub struct Rollouts {
     records: Mutex<HashMap<String, Record>>,
+    /// Candidates posted to the admin API, by route: they replace the
+    /// file's on every reload ([`Rollouts::overlay`]).
+    posted: Mutex<HashMap<String, CandidateConfig>>,
 }
 
 /// One answered call of a route with a candidate in force.
@@ -304,45 +308,6 @@ impl Rollouts {
         Ok(r.transition(route))
     }
 
-    /// Applies what the rollouts want in force to `config`, the file's
-    /// config about to be reloaded (or started with): records whose route
-    /// lost its candidate or changed it are dropped, new candidates get a
-    /// fresh record.
-    pub fn overlay(&self, config: &mut Config) {
-        let mut records = self.records.lock();
-        let mut kept = HashMap::new();
-        for route in &mut config.routes {
-            let Some(candidate) = route.candidate.clone() else { continue };
-            let record = match records.remove(&route.name) {
-                Some(r) if r.candidate.same_plan(&candidate) => r,
-                _ => Record::new(&candidate),
-            };
-            match &record.status {
-                Status::Mirroring => {
-                    if let Some(c) = &mut route.candidate {
-                        c.step = record.step;
-                    }
-                }
-                Status::Promoted { .. } => promote_route(route, &candidate.model),
-                Status::RolledBack { .. } => route.candidate = None,
-            }
-            kept.insert(route.name.clone(), record);
-        }
-        *records = kept;
-        let promoted: Vec<String> = records
-            .iter()
-            .filter(|(_, r)| matches!(r.status, Status::Promoted { .. }))
-            .map(|(route, _)| route.clone())
-            .collect();
-        for route in config.routes.iter_mut().filter(|r| promoted.contains(&r.name)) {
-            *route = crate::config::route_section::with_fingerprint(
-                route.clone(),
-                &config.models,
-                &config.proxy.upstreams,
-            );
-        }
-    }
-
     /// Every route's rollout, by route name.
     pub fn views(&self) -> Vec<RolloutView> {
         let mut all: Vec<RolloutView> = self.records.lock().iter().map(|(route, r)| r.view(route)).collect();
@@ -426,6 +391,7 @@ impl Record {
         RolloutView {
             route: route.to_string(),
             candidate: self.candidate.model.clone(),
+            source: self.candidate.source,
             plan: self.candidate.plan,
             steps: self.candidate.steps.clone(),
             step: self.step,
@@ -438,17 +404,6 @@ impl Record {
             events: self.events.clone(),
         }
     }
-}
-
-/// The route as the promoted candidate serves it: the candidate alone,
-/// `fixed` on it; the live models' pair (draft), calibration and the
-/// candidate itself are gone. The caller refreshes the fingerprint.
-fn promote_route(route: &mut RouteConfig, model: &str) {
-    route.models = vec![model.to_string()];
-    route.policy = PolicyConfig::Fixed(FixedPolicy { model: model.to_string() });
-    route.draft = DraftConfig::default();
-    route.calibrate = None;
-    route.candidate = None;
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! what a reload puts in force ([`Rollouts::overlay`]).
 
 use super::*;
-use crate::config::candidate_section::{CompareConfig, CompareKind, GateConfig};
+use crate::config::candidate_section::{CandidateSource, CompareConfig, CompareKind, GateConfig};
+use crate::config::Config;
+use router_policies::{FixedPolicy, PolicyConfig};
 
 fn plan() -> CandidateConfig {
     CandidateConfig {
@@ -13,6 +15,7 @@ fn plan() -> CandidateConfig {
         min_rows: 100,
         compare: CompareConfig { kind: CompareKind::Auto, output: None, min_cosine: 0.99, tolerance: 1e-5 },
         step: 0,
+        source: CandidateSource::File,
     }
 }
 
