@@ -26,6 +26,7 @@ pub mod compare;
 pub mod cost;
 pub mod gate;
 mod overlay;
+pub use overlay::Undo;
 pub mod stats;
 pub mod store;
 

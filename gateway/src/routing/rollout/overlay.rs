@@ -88,22 +88,45 @@ impl Rollouts {
     }
 
     /// Puts `candidate` (checked, source [`CandidateSource::Admin`]) on
-    /// `route` from the next reload on, in place of the file's; returns
-    /// the candidate it replaced, to restore if that reload is rejected
-    /// ([`Rollouts::restore_posted`]).
-    pub fn post(&self, route: &str, candidate: CandidateConfig) -> Option<CandidateConfig> {
-        self.posted.lock().insert(route.to_string(), candidate)
+    /// `route` from the next reload on, in place of the file's, as a fresh
+    /// rollout; what it returns undoes it if that reload is rejected
+    /// ([`Rollouts::undo`]).
+    pub fn post(&self, route: &str, candidate: CandidateConfig) -> Undo {
+        let record = self.records.lock().remove(route);
+        let posted = self.posted.lock().insert(route.to_string(), candidate);
+        Undo { route: route.to_string(), posted, record }
     }
 
-    /// Undoes a [`Rollouts::post`] whose reload was rejected: `previous`
-    /// is what it returned.
-    pub fn restore_posted(&self, route: &str, previous: Option<CandidateConfig>) {
+    /// Withdraws the candidate posted on `route` (the file's is in force
+    /// again from the next reload); `None` when none was posted.
+    pub fn withdraw(&self, route: &str) -> Option<Undo> {
+        let posted = self.posted.lock().remove(route)?;
+        let record = self.records.lock().remove(route);
+        Some(Undo { route: route.to_string(), posted: Some(posted), record })
+    }
+
+    /// Puts back what a [`Rollouts::post`] or [`Rollouts::withdraw`]
+    /// changed, when its reload was rejected.
+    pub fn undo(&self, undo: Undo) {
         let mut posted = self.posted.lock();
-        match previous {
-            Some(c) => posted.insert(route.to_string(), c),
-            None => posted.remove(route),
+        match undo.posted {
+            Some(c) => posted.insert(undo.route.clone(), c),
+            None => posted.remove(&undo.route),
+        };
+        let mut records = self.records.lock();
+        match undo.record {
+            Some(r) => records.insert(undo.route, r),
+            None => records.remove(&undo.route),
         };
     }
+}
+
+/// What a posted candidate replaced: the candidate posted before (if any)
+/// and the route's rollout record.
+pub struct Undo {
+    route: String,
+    posted: Option<CandidateConfig>,
+    record: Option<Record>,
 }
 
 /// The route as the promoted candidate serves it: the candidate alone,
