@@ -148,3 +148,36 @@ def test_a_gated_rollout_needs_a_store(tmp_path):
     with pytest.raises(RuntimeError) as failed:
         Gateway(config)
     assert "repository.rollout" in str(failed.value), failed.value
+
+
+def test_a_store_version_named_model_at_version_is_a_routes_candidate(store, tmp_path):
+    """A route over store models, its candidate an older version the store
+    serves beside the newest (`digits-heavy@1`, version_policy latest 2):
+    both are known only once the store is listed, and checked then; the
+    candidate is mirrored and compared (the same weights: agreement 1)."""
+    store.upload_repo(tmp_path / "v1", "digits-heavy", 1)
+    store.upload_repo(tmp_path / "v2", "digits-heavy", 2)
+    pbtxt = store.s3.get_object(Bucket=BUCKET, Key="repo/digits-heavy/config.pbtxt")["Body"].read()
+    store.s3.put_object(Bucket=BUCKET, Key="repo/digits-heavy/config.pbtxt",
+                        Body=pbtxt + b"\nversion_policy: { latest: { num_versions: 2 } }\n")
+    config = tmp_path / "versions.toml"
+    config.write_text(
+        f'[repository]\nuri = "s3://{BUCKET}/repo"\nendpoint = "{store.endpoint}"\n'
+        f'cache_dir = "{tmp_path / "cache"}"\n'
+        '\n[[routes]]\nname = "digits"\nmodels = ["digits-heavy"]\nbudget_ms = { default = 5000, max = 10000 }\n'
+        'candidate = { model = "digits-heavy@1", share = 1.0 }\n')
+    gw = Gateway(config, env=store.env())
+    try:
+        caller = Caller(gw)
+        assert caller.call().headers["x-switchyard-model"] == "digits-heavy"
+        state = wait_for(lambda: (r := rollout(gw)) and r["comparison"]["candidate_calls"] >= 1 and r,
+                         "a mirrored call", timeout=DEADLINE)
+        assert state["candidate"] == "digits-heavy@1" and state["source"] == "file", state
+        assert state["comparison"]["agreement"] == 1.0 and state["comparison"]["rows"] == BATCH
+    finally:
+        gw.stop()
+    # A store name that is not there is refused at its field path.
+    config.write_text(config.read_text().replace("digits-heavy@1", "digits-heavy@7"))
+    with pytest.raises(RuntimeError) as failed:
+        Gateway(config, env=store.env())
+    assert "routes[0].candidate.model" in str(failed.value), failed.value
