@@ -45,7 +45,10 @@ pub async fn post(call: AdminCall) -> Reply {
             Ok(raw) => raw,
             Err(issue) => return refused(&[issue]),
         };
-        let local: HashSet<String> = snap.config.models.iter().map(|m| m.name.clone()).collect();
+        let upstream_models =
+            snap.config.proxy.upstreams.iter().flat_map(|u| u.models.iter().map(|m| &m.name));
+        let local: HashSet<String> =
+            snap.config.models.iter().map(|m| &m.name).chain(upstream_models).cloned().collect();
         let mut issues = Issues::default();
         let checked = candidate_section::check(
             Some(&raw),

@@ -26,7 +26,9 @@ use std::collections::HashSet;
 #[derive(Debug, Deserialize, JsonSchema, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawCandidate {
-    /// The candidate: a `[[models]]` name with the route's signature.
+    /// The candidate: a `[[models]]` name, an upstream model, or (with a
+    /// model store) a store model `<model>` / `<model>@<version>`, with the
+    /// route's signature.
     pub model: String,
     /// Share of the route's calls mirrored to it, in `(0, 1]` (no plan:
     /// compared only, never promoted).
@@ -216,8 +218,9 @@ pub fn check_plan(raw: Option<&RawPlan>, path: &str, issues: &mut Issues) -> Can
     }
 }
 
-/// Checks a route's `candidate` (`path`: the route's; `models`: the local
-/// `[[models]]` names; `route_models`: the route's own).
+/// Checks a route's `candidate` (`path`: the route's; `models`: the
+/// names a candidate may be, `[[models]]` and the upstreams' models;
+/// `route_models`: the route's own).
 pub fn check(
     raw: Option<&RawCandidate>,
     models: &HashSet<String>,
@@ -228,7 +231,7 @@ pub fn check(
     let raw = raw?;
     let at = |field: &str| format!("{path}.candidate.{field}");
     if !models.contains(&raw.model) {
-        issues.push(at("model"), format!("no model named {:?} in [[models]]", raw.model));
+        issues.push(at("model"), format!("no model named {:?} in [[models]] or [[upstreams]]", raw.model));
     } else if route_models.contains(&raw.model) {
         issues.push(at("model"), format!("{:?} already serves this route", raw.model));
     }

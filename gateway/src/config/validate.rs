@@ -39,8 +39,8 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let upstreams = upstream_section::check(&raw.upstreams, &mut names, base_dir, &mut issues);
     let prefix_routes = prefix_route_section::check(&raw.prefix_routes, &upstreams, max_body, &mut issues);
     let proxy = ProxyConfig { upstreams, prefix_routes };
-    let (names, local) = store_names(&raw, names, local);
-    let routes = route_section::check(&raw.routes, raw.cache.as_ref(), (&names, &local), &mut issues);
+    let names = store_names(&raw, names);
+    let routes = route_section::check(&raw.routes, raw.cache.as_ref(), &names, &mut issues);
     let onnxruntime_library = onnxruntime_section::check(&raw.onnxruntime, base_dir);
     let cache = cache_section::check(raw.cache.as_ref(), base_dir, &mut issues);
     let admin = control_section::check_admin(raw.admin.as_ref(), &mut issues);
@@ -89,18 +89,12 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
 /// its models (`<model>`, `<model>@<version>`): they are known once the
 /// store is listed, and checked then, with the same field paths
 /// (`prepare::check_routes`). Without one, the names stay as given.
-fn store_names(
-    raw: &RawConfig,
-    mut names: HashSet<String>,
-    mut local: HashSet<String>,
-) -> (HashSet<String>, HashSet<String>) {
+fn store_names(raw: &RawConfig, mut names: HashSet<String>) -> HashSet<String> {
     if raw.repository.uri.is_some() {
         for route in &raw.routes {
-            names.extend(route.models.iter().filter(|m| !local.contains(*m)).cloned());
-            if let Some(c) = route.candidate.as_ref().filter(|c| !names.contains(&c.model)) {
-                local.insert(c.model.clone());
-            }
+            names.extend(route.models.iter().cloned());
+            names.extend(route.candidate.as_ref().map(|c| c.model.clone()));
         }
     }
-    (names, local)
+    names
 }

@@ -26,9 +26,10 @@ pub fn check_exposure(admin_listen: SocketAddr, admin: &AdminConfig) -> Result<(
     Ok(())
 }
 
-/// Checks that each route's local models share one signature (same input
-/// and output names, datatypes and shapes), so any of them can answer.
-/// Upstream members are checked by [`check_upstreams`].
+/// Checks that each route's local models (and local candidate) share one
+/// signature (same input and output names, datatypes and shapes), so any
+/// of them can answer. Upstream members and candidates are checked by
+/// [`check_upstreams`].
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
@@ -46,7 +47,9 @@ pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue>
                 }),
             }
         }
-        if let (Some(candidate), Some((first, expected))) = (&route.candidate, &reference) {
+        let local_candidate =
+            route.candidate.as_ref().filter(|c| config.proxy.upstream_model(&c.model).is_none());
+        if let (Some(candidate), Some((first, expected))) = (local_candidate, &reference) {
             let path = format!("routes[{i}].candidate.model");
             match repo.signature(&candidate.model) {
                 Err(e) => issues.push(ConfigIssue { path, message: e.to_string() }),

@@ -29,6 +29,7 @@ mod overlay;
 pub use overlay::Undo;
 pub mod stats;
 pub mod store;
+pub mod upstream;
 
 use super::calibration::ShadowModels;
 use crate::config::candidate_section::{CandidateConfig, CandidateSource};
@@ -172,6 +173,9 @@ pub struct Rollouts {
     /// Candidates posted to the admin API, by route: they replace the
     /// file's on every reload ([`Rollouts::overlay`]).
     posted: Mutex<HashMap<String, CandidateConfig>>,
+    /// The upstream registry (built once per process): a candidate that is
+    /// an upstream model is mirrored there ([`upstream`]).
+    upstreams: std::sync::OnceLock<Arc<crate::upstream::Upstreams>>,
 }
 
 /// One answered call of a route with a candidate in force.
@@ -211,7 +215,12 @@ impl Rollouts {
             return;
         }
         let live_busy = call.live_local && !repo.idle(live_model);
-        if live_busy || !repo.idle(&call.candidate.model) {
+        let remote = self.upstream_of(&call.candidate.model);
+        let candidate_idle = match &remote {
+            Some(upstreams) => upstream::idle(upstreams, &call.candidate.model),
+            None => repo.idle(&call.candidate.model),
+        };
+        if live_busy || !candidate_idle {
             self.with_record(call.route, call.candidate, |r| {
                 r.total.skipped_busy += 1;
                 r.at_step.skipped_busy += 1;
@@ -231,12 +240,31 @@ impl Rollouts {
             },
         };
         let (this, repo) = (Arc::clone(self), Arc::clone(repo));
-        tokio::spawn(async move { this.mirror(repo.as_ref(), mirror).await });
+        tokio::spawn(async move { this.mirror(repo.as_ref(), remote, mirror).await });
     }
 
-    async fn mirror<M: ShadowModels>(&self, repo: &M, m: Mirror) {
+    /// The upstream registry, when `candidate` is one of its models.
+    fn upstream_of(&self, candidate: &str) -> Option<Arc<crate::upstream::Upstreams>> {
+        self.upstreams.get().filter(|u| u.has_model(candidate)).cloned()
+    }
+
+    /// Gives the registry the process's upstreams (once, at start-up), so
+    /// that upstream models can be candidates.
+    pub fn set_upstreams(&self, upstreams: Arc<crate::upstream::Upstreams>) {
+        let _ = self.upstreams.set(upstreams);
+    }
+
+    async fn mirror<M: ShadowModels>(
+        &self,
+        repo: &M,
+        remote: Option<Arc<crate::upstream::Upstreams>>,
+        m: Mirror,
+    ) {
         let started = Instant::now();
-        let result = repo.shadow_run(&m.candidate.model, m.request).await;
+        let result = match &remote {
+            Some(upstreams) => upstream::run(upstreams, &m.candidate.model, m.request).await,
+            None => repo.shadow_run(&m.candidate.model, m.request).await.map_err(|e| e.to_string()),
+        };
         let took = started.elapsed();
         let agree =
             result.as_ref().ok().map(|out| compare::agreement(&m.live, out, &m.candidate.compare, m.text));
