@@ -55,7 +55,11 @@ pub fn resolve(
     };
     let gate_inputs = GateInputs {
         plan: store_config.gated.as_ref(),
-        previous: previous.and_then(|p| p.resolved.as_ref()).map(|r| &r.gate),
+        // The gate's memory holds for the same store only.
+        previous: previous
+            .filter(|p| p.settings.uri == store_config.settings.uri)
+            .and_then(|p| p.resolved.as_ref())
+            .map(|r| &r.gate),
         status,
         defaults: &defaults,
     };
