@@ -6,6 +6,7 @@
 
 pub mod store;
 pub mod store_gate;
+pub mod store_runtime;
 
 use crate::config::{AdminConfig, Config, ConfigIssue};
 use crate::upstream::Upstreams;

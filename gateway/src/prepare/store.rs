@@ -15,12 +15,12 @@
 //! store error's status (503 while the store is down).
 
 use super::store_gate::GateInputs;
+use super::store_runtime::{run_on_store, store_runtime};
 use crate::config::store_section::{ResolvedStore, StoreConfig};
 use crate::config::{Config, ConfigIssue};
 use crate::routing::rollout::Status;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use switchyard_store::triton::{load_repository, SpecDefaults};
 use switchyard_store::{AwsEnv, ModelStore, RepositoryChange, StoreError};
 
@@ -127,32 +127,4 @@ pub async fn poll(store: Arc<ModelStore>) -> Result<Vec<RepositoryChange>, Store
         Ok(result) => result,
         Err(e) => Err(StoreError::Backend { store: "model store".into(), reason: e.to_string() }),
     }
-}
-
-/// The store's runtime, started on first use.
-pub(super) fn store_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("sy-store")
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the model store's runtime: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// Runs `work` on the store's runtime and waits for it (from any thread,
-/// inside a runtime or not).
-pub(super) fn run_on_store<T: Send + 'static>(
-    work: impl Future<Output = T> + Send + 'static,
-) -> Result<T, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    store_runtime()?.spawn(async move {
-        let _ = tx.send(work.await);
-    });
-    rx.recv().map_err(|_| "the model store's task stopped".to_string())
 }

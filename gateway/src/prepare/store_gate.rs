@@ -7,7 +7,7 @@
 //! its newest version, and the state only records it (so that turning the
 //! gate on later starts from what serves).
 
-use super::store::store_runtime;
+use super::store_runtime::{run_on_store, store_runtime};
 use crate::config::candidate_section::CandidateConfig;
 use crate::config::store_section::GateState;
 use crate::config::Config;
@@ -131,7 +131,7 @@ fn pull(
         }
         out
     };
-    super::store::run_on_store(work).unwrap_or_else(|reason| {
+    run_on_store(work).unwrap_or_else(|reason| {
         let error = || StoreError::Backend { store: "model store".into(), reason: reason.clone() };
         kept.iter().map(|_| Err(error())).collect()
     })
