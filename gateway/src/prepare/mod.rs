@@ -50,12 +50,13 @@ pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue>
         }
         let local_candidate =
             route.candidate.as_ref().filter(|c| config.proxy.upstream_model(&c.model).is_none());
-        if let (Some(candidate), Some((first, expected))) = (local_candidate, &reference) {
+        if let Some(candidate) = local_candidate {
             let path = format!("routes[{i}].candidate.model");
-            match repo.signature(&candidate.model) {
-                Err(e) => issues.push(ConfigIssue { path, message: e.to_string() }),
-                Ok(sig) if sig == *expected => {}
-                Ok(_) => issues.push(ConfigIssue {
+            match (repo.signature(&candidate.model), &reference) {
+                (Err(e), _) => issues.push(ConfigIssue { path, message: e.to_string() }),
+                (Ok(_), None) => {}
+                (Ok(sig), Some((_, expected))) if sig == *expected => {}
+                (Ok(_), Some((first, _))) => issues.push(ConfigIssue {
                     path,
                     message: format!(
                         "{:?} has a different input/output signature than {first:?}",
