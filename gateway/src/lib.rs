@@ -96,7 +96,7 @@ pub use config::client_tls_section::install_default_provider as install_tls_prov
 // state front ends share, and routing's entry point (integration tests,
 // embedders).
 pub use prepare::open_repository;
-pub use reload::build::next_snapshot;
+pub use reload::build::{next_snapshot, next_snapshot_with};
 pub use routing::budget::{resolve as resolve_budget, route_budget};
 pub use routing::{execute, RouteRequest, RoutingContext, Strategy};
 pub use snapshot::Snapshot;

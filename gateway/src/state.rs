@@ -71,6 +71,7 @@ impl AppState {
         upstreams: Arc<Upstreams>,
     ) -> AppState {
         let rollouts = Arc::new(crate::routing::rollout::Rollouts::default());
+        rollouts.set_upstreams(Arc::clone(&upstreams));
         rollouts.overlay(&mut config);
         let permits = config.server.limits.max_concurrent_requests;
         let config_connections = config.server.connections;

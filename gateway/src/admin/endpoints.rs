@@ -1,7 +1,8 @@
 //! The built-in admin endpoints (see the table in [`super`]).
 
 use super::{
-    config_edit, config_view, console, handler, models, pause, replay, rollouts, stats, Access, AdminApp,
+    config_edit, config_view, console, handler, models, pause, replay, rollout_post, rollouts, stats, Access,
+    AdminApp,
 };
 use crate::reload::Trigger;
 use crate::reply::Reply;
@@ -56,6 +57,8 @@ pub fn register(app: &mut AdminApp) {
             handler(|call| async move { Reply::json_value(200, &rollouts::rollouts_json(&call.state)) }),
         )
         .route(Method::POST, "/admin/rollouts/{}/promote", Access::Token, handler(rollouts::promote))
-        .route(Method::POST, "/admin/rollouts/{}/rollback", Access::Token, handler(rollouts::roll_back));
+        .route(Method::POST, "/admin/rollouts/{}/rollback", Access::Token, handler(rollouts::roll_back))
+        .route(Method::POST, "/admin/rollouts/{}", Access::Token, handler(rollout_post::post))
+        .route(Method::DELETE, "/admin/rollouts/{}", Access::Token, handler(rollout_post::withdraw));
     console::register(app);
 }

@@ -14,6 +14,7 @@
 //! | POST | `/admin/config/edit` | preview or apply a route's threshold / budget / TTL change ([`config_edit`]) | yes |
 //! | GET | `/admin/rollouts` | routes' candidates: comparison, plan, state, what is in force ([`rollouts`]) | yes |
 //! | POST | `/admin/rollouts/{r}/promote`, `/rollback` | promote or roll back a route's candidate by hand, through a reload | yes |
+//! | POST, DELETE | `/admin/rollouts/{r}` | post a candidate table for a route (checked, applied through a reload), or withdraw it ([`rollout_post`]) | yes |
 //! | GET | `/console/` | the operator console's page and assets ([`console`]); its data comes from the calls above | no |
 //!
 //! "Token" means `Authorization: Bearer <token>` with the `[admin] token`
@@ -39,6 +40,7 @@ pub mod models;
 pub mod pause;
 pub mod replay;
 pub mod rollout_metrics;
+pub mod rollout_post;
 pub mod rollouts;
 pub mod scrape;
 pub mod stats;

@@ -14,6 +14,7 @@
 //!   promoted or rolled back.
 
 use super::AdminCall;
+use crate::config::candidate_section::CandidateSource;
 use crate::error::GatewayError;
 use crate::reload::{ReloadResult, Trigger};
 use crate::reply::Reply;
@@ -30,6 +31,8 @@ pub fn rollouts_json(state: &AppState) -> Value {
         let in_force_candidate = route.and_then(|r| r.candidate.as_ref());
         let pending = match &view.status {
             Status::Mirroring => in_force_candidate.is_none_or(|c| c.step != view.step),
+            // A store version promoted serves under the model's name.
+            Status::Promoted { .. } if view.source == CandidateSource::Store => in_force_candidate.is_some(),
             Status::Promoted { .. } => route.is_none_or(|r| r.models != [view.candidate.clone()]),
             Status::RolledBack { .. } => in_force_candidate.is_some(),
         };

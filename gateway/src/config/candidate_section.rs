@@ -26,7 +26,9 @@ use std::collections::HashSet;
 #[derive(Debug, Deserialize, JsonSchema, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawCandidate {
-    /// The candidate: a `[[models]]` name with the route's signature.
+    /// The candidate: a `[[models]]` name, an upstream model, or (with a
+    /// model store) a store model `<model>` / `<model>@<version>`, with the
+    /// route's signature.
     pub model: String,
     /// Share of the route's calls mirrored to it, in `(0, 1]` (no plan:
     /// compared only, never promoted).
@@ -135,6 +137,24 @@ pub struct CandidateConfig {
     /// The step in force: 0 as the file gives it; a rollout's progress
     /// moves it through a reload ([`crate::routing::rollout`]).
     pub step: usize,
+    /// Where the candidate comes from.
+    pub source: CandidateSource,
+}
+
+/// Where a route's candidate comes from: it decides what a finished
+/// rollout puts in force ([`crate::routing::rollout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateSource {
+    /// The route's `candidate` in the config file.
+    #[default]
+    File,
+    /// A newer version of a store model (`[repository] rollout = "gated"`):
+    /// promoted, it replaces the serving version under the model's name.
+    Store,
+    /// Posted to the admin API (`POST /admin/rollouts/{route}`); it
+    /// replaces the file's candidate until the next post or a restart.
+    Admin,
 }
 
 impl CandidateConfig {
@@ -152,8 +172,55 @@ impl CandidateConfig {
 /// Default rows per step.
 pub const DEFAULT_MIN_ROWS: u64 = 200;
 
-/// Checks a route's `candidate` (`path`: the route's; `models`: the local
-/// `[[models]]` names; `route_models`: the route's own).
+/// `[repository] rollout_plan = { ... }` as written: the plan a new model
+/// version found in the store goes through (`rollout = "gated"`); a
+/// candidate's fields without `model` and `share`.
+#[derive(Debug, Deserialize, JsonSchema, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlan {
+    /// Mirrored shares, increasing, then `1.0` (promotion); default
+    /// `[0.05, 0.25, 1.0]`.
+    pub steps: Option<Vec<f64>>,
+    /// What each step must show before the next one.
+    pub gate: Option<RawGate>,
+    /// Compared rows a step needs before its gate is judged; default 200.
+    pub min_rows: Option<u64>,
+    /// How answers are compared; default `auto` (by output kind).
+    pub compare: Option<RawCompare>,
+}
+
+/// The store's default plan: 5% mirrored, then 25%, then promotion.
+pub const DEFAULT_STORE_STEPS: [f64; 3] = [0.05, 0.25, 1.0];
+
+/// Checks `[repository] rollout_plan` (`path`: its field path) into a
+/// candidate template whose `model` is empty: each new store version gets
+/// a copy with its name ([`crate::prepare::store_gate`]).
+pub fn check_plan(raw: Option<&RawPlan>, path: &str, issues: &mut Issues) -> CandidateConfig {
+    let raw = raw.cloned().unwrap_or_default();
+    let at = |field: &str| format!("{path}.{field}");
+    let steps = raw.steps.unwrap_or_else(|| DEFAULT_STORE_STEPS.to_vec());
+    check_steps(&steps, &at("steps"), issues);
+    let gate = check_gate(raw.gate.as_ref(), &at("gate"), issues);
+    let min_rows = raw.min_rows.unwrap_or(DEFAULT_MIN_ROWS);
+    if min_rows == 0 {
+        issues.push(at("min_rows"), "must be at least 1");
+    }
+    let compare = check_compare(raw.compare.as_ref(), &at("compare"), issues);
+    CandidateConfig {
+        model: String::new(),
+        steps,
+        plan: true,
+        gate,
+        min_rows,
+        compare,
+        step: 0,
+        source: CandidateSource::Store,
+    }
+}
+
+/// Checks a route's `candidate` (`path`: the route's; `models`: the
+/// names a candidate may be, `[[models]]` and the upstreams' models;
+/// `route_models`: the route's own).
 pub fn check(
     raw: Option<&RawCandidate>,
     models: &HashSet<String>,
@@ -164,7 +231,7 @@ pub fn check(
     let raw = raw?;
     let at = |field: &str| format!("{path}.candidate.{field}");
     if !models.contains(&raw.model) {
-        issues.push(at("model"), format!("no model named {:?} in [[models]]", raw.model));
+        issues.push(at("model"), format!("no model named {:?} in [[models]] or [[upstreams]]", raw.model));
     } else if route_models.contains(&raw.model) {
         issues.push(at("model"), format!("{:?} already serves this route", raw.model));
     }
@@ -196,7 +263,16 @@ pub fn check(
         issues.push(at("min_rows"), "must be at least 1");
     }
     let compare = check_compare(raw.compare.as_ref(), &at("compare"), issues);
-    Some(CandidateConfig { model: raw.model.clone(), steps, plan, gate, min_rows, compare, step: 0 })
+    Some(CandidateConfig {
+        model: raw.model.clone(),
+        steps,
+        plan,
+        gate,
+        min_rows,
+        compare,
+        step: 0,
+        source: CandidateSource::File,
+    })
 }
 
 fn check_share(share: f64, path: &str, issues: &mut Issues) {
@@ -305,5 +381,26 @@ mod tests {
         assert!(
             toml::from_str::<RawCandidate>("model = 'c'\nshare = 0.1\ncompare = { kind = 'fuzzy' }").is_err()
         );
+    }
+
+    #[test]
+    fn a_store_plan_defaults_and_names_its_fields() {
+        let mut issues = Issues::default();
+        let plan = check_plan(None, "repository.rollout_plan", &mut issues);
+        assert!(issues.is_empty());
+        assert_eq!((plan.steps.as_slice(), plan.plan, plan.min_rows), (&DEFAULT_STORE_STEPS[..], true, 200));
+        let raw: RawPlan =
+            toml::from_str("steps = [0.5]\nmin_rows = 0\ngate = { min_agreement = 2 }").unwrap();
+        check_plan(Some(&raw), "repository.rollout_plan", &mut issues);
+        let paths: Vec<String> = issues.iter().map(|i| i.path.clone()).collect();
+        assert_eq!(
+            paths,
+            [
+                "repository.rollout_plan.steps",
+                "repository.rollout_plan.gate.min_agreement",
+                "repository.rollout_plan.min_rows"
+            ]
+        );
+        assert!(toml::from_str::<RawPlan>("model = 'x'").is_err(), "a store plan names no model");
     }
 }

@@ -99,14 +99,14 @@ pub struct RouteConfig {
     pub sticky: Option<super::sticky_section::StickyConfig>,
 }
 
-/// Checks every `[[routes]]` entry against the model names routes may
-/// list (`names.0`: `[[models]]` and the upstreams' models; `names.1`:
-/// `[[models]]` alone, what a candidate may be) and the `[cache]`
-/// section; one checked route per entry, in config order.
+/// Checks every `[[routes]]` entry against the model names routes (and
+/// their candidates) may list (`names`: `[[models]]` and the upstreams'
+/// models) and the `[cache]` section; one checked route per entry, in
+/// config order.
 pub fn check(
     raw: &[RawRoute],
     cache: Option<&RawCache>,
-    (names, local): (&HashSet<String>, &HashSet<String>),
+    names: &HashSet<String>,
     issues: &mut Issues,
 ) -> Vec<RouteConfig> {
     let mut routes: Vec<RouteConfig> = Vec::new();
@@ -115,7 +115,7 @@ pub fn check(
         super::cache_section::check_fleet_coalescing(cache, route.cache.as_ref(), &path, issues);
         let mut r = route_config(route, names, &path, issues);
         r.candidate =
-            super::candidate_section::check(route.candidate.as_ref(), local, &route.models, &path, issues);
+            super::candidate_section::check(route.candidate.as_ref(), names, &route.models, &path, issues);
         if names.contains(&r.name) && !(r.models.len() == 1 && r.models[0] == r.name) {
             issues.push(format!("{path}.name"), format!("{:?} is already a model name", r.name));
         }

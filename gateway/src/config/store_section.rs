@@ -14,18 +14,27 @@
 //! cache_dir = "/var/cache/switchyard"
 //! cache_max_bytes = "20GiB"
 //! poll_interval_ms = 30000
+//! rollout = "gated"                    # default "immediate"
+//! rollout_plan = { steps = [0.05, 0.25, 1.0], min_rows = 200,
+//!                  gate = { min_agreement = 0.995, max_p99_ratio = 1.2 } }
 //! ```
+//!
+//! `rollout = "gated"`: a newer version found in the store does not
+//! replace the serving one at once; it is mirrored as the candidate of the
+//! routes that serve the model and promoted or rolled back by
+//! `rollout_plan` (see `crate::prepare::store_gate`).
 //!
 //! Credentials never appear in the file: they come from the AWS
 //! environment variables or the shared credentials file (`profile`), as the
 //! AWS tools read them, and are never logged.
 
+use super::candidate_section::{CandidateConfig, RawPlan};
 use super::issue::Issues;
 use super::schema_default::{some_bool, some_u64};
 use super::size::ByteSize;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +100,27 @@ pub struct RawRepository {
     /// Create the store models' sessions at start-up; default true.
     #[schemars(default = "some_bool::<true>")]
     pub warmup: Option<bool>,
+    /// How a newer version found in the store starts serving: `immediate`
+    /// (default: it replaces the serving version on the reload that finds
+    /// it) or `gated` (it is mirrored as the candidate of the routes that
+    /// serve the model and goes through `rollout_plan`).
+    pub rollout: Option<StoreRollout>,
+    /// The plan of a gated version (`rollout = "gated"`): a route
+    /// candidate's `steps`, `gate`, `min_rows` and `compare`; default
+    /// steps `[0.05, 0.25, 1.0]` and the candidate defaults.
+    pub rollout_plan: Option<RawPlan>,
+}
+
+/// How a newer store version starts serving.
+#[derive(Debug, Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreRollout {
+    /// It replaces the serving version on the reload that finds it.
+    #[default]
+    Immediate,
+    /// It goes through `rollout_plan` as the candidate of the routes that
+    /// serve the model.
+    Gated,
 }
 
 /// `[repository]`'s model store, checked.
@@ -102,6 +132,9 @@ pub struct StoreConfig {
     pub poll_interval: Option<Duration>,
     /// Sessions created at start-up rather than on first use.
     pub warmup: bool,
+    /// `rollout = "gated"`: the plan's candidate template (no model name);
+    /// `None`: new versions replace the serving ones at once.
+    pub gated: Option<CandidateConfig>,
     /// What the store gave this config generation; filled by
     /// `crate::prepare::store` (`None` until then).
     pub resolved: Option<Arc<ResolvedStore>>,
@@ -123,6 +156,21 @@ pub struct ResolvedStore {
     pub warnings: BTreeMap<String, Vec<String>>,
     /// True when the store was unreachable and the cache answered.
     pub from_cache: bool,
+    /// Which version each model serves, and the gated versions mirrored
+    /// or refused; carried to the next generation.
+    pub gate: GateState,
+}
+
+/// The gate's memory of a gated store (`rollout = "gated"`), carried from
+/// one generation's resolution to the next (`crate::routing::rollout::store`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GateState {
+    /// The version each model serves under its own name.
+    pub serving: BTreeMap<String, u64>,
+    /// Newer versions mirrored as candidates (`<model>@<version>`), by model.
+    pub candidates: BTreeMap<String, u64>,
+    /// Versions rolled back, by model: never served again.
+    pub refused: BTreeMap<String, BTreeSet<u64>>,
 }
 
 impl StoreConfig {
@@ -151,7 +199,19 @@ fn default_cache_dir() -> Option<&'static str> {
 
 /// The model store of `raw`, if it names one; problems under `repository.*`.
 pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Option<StoreConfig> {
-    let uri_text = raw.uri.as_deref()?;
+    let gated = raw.rollout == Some(StoreRollout::Gated);
+    if raw.rollout_plan.is_some() && !gated {
+        issues.push("repository.rollout_plan", "a plan needs rollout = \"gated\"");
+    }
+    let Some(uri_text) = raw.uri.as_deref() else {
+        if raw.rollout.is_some() {
+            issues.push("repository.rollout", "needs a model store (repository.uri)");
+        }
+        return None;
+    };
+    let gated = gated.then(|| {
+        super::candidate_section::check_plan(raw.rollout_plan.as_ref(), "repository.rollout_plan", issues)
+    });
     let uri = match StoreUri::parse(uri_text, "repository.uri") {
         Ok(uri) => uri,
         Err(e) => {
@@ -193,7 +253,7 @@ pub fn check(raw: &RawRepository, base_dir: &Path, issues: &mut Issues) -> Optio
     if poll_interval.is_some_and(|d| d < Duration::from_millis(100)) {
         issues.push("repository.poll_interval_ms", "must be 0 (off) or at least 100");
     }
-    Some(StoreConfig { settings, poll_interval, warmup: raw.warmup.unwrap_or(true), resolved: None })
+    Some(StoreConfig { settings, poll_interval, warmup: raw.warmup.unwrap_or(true), gated, resolved: None })
 }
 
 #[cfg(test)]
@@ -246,5 +306,27 @@ mod tests {
         };
         let paths: Vec<String> = checked(raw).1.into_iter().map(|i| i.path).collect();
         assert_eq!(paths, ["repository.endpoint", "repository.concurrency", "repository.poll_interval_ms"]);
+    }
+
+    #[test]
+    fn a_gated_rollout_needs_a_store_and_checks_its_plan() {
+        let plan: RawPlan = toml::from_str("steps = [0.5, 1.0]\nmin_rows = 20").unwrap();
+        let raw = RawRepository {
+            uri: Some("s3://bkt".into()),
+            rollout: Some(StoreRollout::Gated),
+            rollout_plan: Some(plan.clone()),
+            ..Default::default()
+        };
+        let (store, issues) = checked(raw);
+        assert!(issues.is_empty(), "{issues:?}");
+        let gated = store.unwrap().gated.unwrap();
+        assert_eq!((gated.steps, gated.min_rows, gated.plan), (vec![0.5, 1.0], 20, true));
+        let (store, _) = checked(RawRepository { uri: Some("s3://bkt".into()), ..Default::default() });
+        assert!(store.unwrap().gated.is_none(), "immediate by default");
+        let raw = RawRepository { rollout: Some(StoreRollout::Gated), ..Default::default() };
+        assert_eq!(checked(raw).1[0].path, "repository.rollout");
+        let raw =
+            RawRepository { uri: Some("s3://bkt".into()), rollout_plan: Some(plan), ..Default::default() };
+        assert_eq!(checked(raw).1[0].path, "repository.rollout_plan");
     }
 }

@@ -39,7 +39,8 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
     let upstreams = upstream_section::check(&raw.upstreams, &mut names, base_dir, &mut issues);
     let prefix_routes = prefix_route_section::check(&raw.prefix_routes, &upstreams, max_body, &mut issues);
     let proxy = ProxyConfig { upstreams, prefix_routes };
-    let routes = route_section::check(&raw.routes, raw.cache.as_ref(), (&names, &local), &mut issues);
+    let names = store_names(&raw, names);
+    let routes = route_section::check(&raw.routes, raw.cache.as_ref(), &names, &mut issues);
     let onnxruntime_library = onnxruntime_section::check(&raw.onnxruntime, base_dir);
     let cache = cache_section::check(raw.cache.as_ref(), base_dir, &mut issues);
     let admin = control_section::check_admin(raw.admin.as_ref(), &mut issues);
@@ -82,4 +83,18 @@ pub fn check(raw: RawConfig, base_dir: &Path) -> Result<Config, Vec<ConfigIssue>
         }
         _ => Err(issues.into_vec()),
     }
+}
+
+/// With a model store (`repository.uri`), routes and candidates may name
+/// its models (`<model>`, `<model>@<version>`): they are known once the
+/// store is listed, and checked then, with the same field paths
+/// (`prepare::check_routes`). Without one, the names stay as given.
+fn store_names(raw: &RawConfig, mut names: HashSet<String>) -> HashSet<String> {
+    if raw.repository.uri.is_some() {
+        for route in &raw.routes {
+            names.extend(route.models.iter().cloned());
+            names.extend(route.candidate.as_ref().map(|c| c.model.clone()));
+        }
+    }
+    names
 }

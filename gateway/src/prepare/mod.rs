@@ -5,6 +5,8 @@
 //! upstream models' signatures; the model store's models ([`store`]).
 
 pub mod store;
+pub mod store_gate;
+pub mod store_runtime;
 
 use crate::config::{AdminConfig, Config, ConfigIssue};
 use crate::upstream::Upstreams;
@@ -25,9 +27,10 @@ pub fn check_exposure(admin_listen: SocketAddr, admin: &AdminConfig) -> Result<(
     Ok(())
 }
 
-/// Checks that each route's local models share one signature (same input
-/// and output names, datatypes and shapes), so any of them can answer.
-/// Upstream members are checked by [`check_upstreams`].
+/// Checks that each route's local models (and local candidate) share one
+/// signature (same input and output names, datatypes and shapes), so any
+/// of them can answer. Upstream members and candidates are checked by
+/// [`check_upstreams`].
 pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     for (i, route) in config.routes.iter().enumerate() {
@@ -45,12 +48,15 @@ pub fn check_routes(config: &Config, repo: &ModelRepository) -> Vec<ConfigIssue>
                 }),
             }
         }
-        if let (Some(candidate), Some((first, expected))) = (&route.candidate, &reference) {
+        let local_candidate =
+            route.candidate.as_ref().filter(|c| config.proxy.upstream_model(&c.model).is_none());
+        if let Some(candidate) = local_candidate {
             let path = format!("routes[{i}].candidate.model");
-            match repo.signature(&candidate.model) {
-                Err(e) => issues.push(ConfigIssue { path, message: e.to_string() }),
-                Ok(sig) if sig == *expected => {}
-                Ok(_) => issues.push(ConfigIssue {
+            match (repo.signature(&candidate.model), &reference) {
+                (Err(e), _) => issues.push(ConfigIssue { path, message: e.to_string() }),
+                (Ok(_), None) => {}
+                (Ok(sig), Some((_, expected))) if sig == *expected => {}
+                (Ok(_), Some((first, _))) => issues.push(ConfigIssue {
                     path,
                     message: format!(
                         "{:?} has a different input/output signature than {first:?}",
@@ -106,7 +112,7 @@ pub fn prepare(config: &mut Config, upstreams: &Upstreams) -> anyhow::Result<Arc
     // The message starts with the field path (`server.admin_listen ...`).
     check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| anyhow::anyhow!("invalid config:\n  {message}"))?;
-    store::resolve(config, None).map_err(|issues| {
+    store::resolve(config, None, &|_| None).map_err(|issues| {
         let lines: Vec<String> = issues.iter().map(ToString::to_string).collect();
         anyhow::anyhow!("invalid config:\n  {}", lines.join("\n  "))
     })?;

@@ -14,18 +14,26 @@
 //! local is kept in [`ResolvedStore::unavailable`] and answered with the
 //! store error's status (503 while the store is down).
 
+use super::store_gate::GateInputs;
+use super::store_runtime::{run_on_store, store_runtime};
 use crate::config::store_section::{ResolvedStore, StoreConfig};
 use crate::config::{Config, ConfigIssue};
+use crate::routing::rollout::Status;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use switchyard_store::triton::{load_repository, SpecDefaults};
 use switchyard_store::{AwsEnv, ModelStore, RepositoryChange, StoreError};
 
 /// Resolves `config`'s model store (if any) and appends its models to
 /// `config.models`. `previous` is the running generation's store config:
-/// with the same settings its open store is reused.
-pub fn resolve(config: &mut Config, previous: Option<&StoreConfig>) -> Result<(), Vec<ConfigIssue>> {
+/// with the same settings its open store is reused, and its gate state
+/// carried on (`rollout = "gated"`, [`super::store_gate`]; `status` says
+/// where the rollout of a candidate name stands).
+pub fn resolve(
+    config: &mut Config,
+    previous: Option<&StoreConfig>,
+    status: &dyn Fn(&str) -> Option<Status>,
+) -> Result<(), Vec<ConfigIssue>> {
     let Some(mut store_config) = config.store.take() else { return Ok(()) };
     let issue = |message: String| vec![ConfigIssue { path: "repository.uri".into(), message }];
     let reused = previous
@@ -38,12 +46,24 @@ pub fn resolve(config: &mut Config, previous: Option<&StoreConfig>) -> Result<()
             .map_err(|e| issue(e.to_string()))?,
     };
     let defaults = SpecDefaults { warmup: store_config.warmup, ..SpecDefaults::default() };
-    let loaded = {
+    let mut loaded = {
         let store = Arc::clone(&store);
+        let defaults = defaults.clone();
         run_on_store(async move { load_repository(&store, &defaults).await })
             .map_err(issue)?
             .map_err(|e| issue(format!("model store {}: {e}", store_config.settings.uri)))?
     };
+    let gate_inputs = GateInputs {
+        plan: store_config.gated.as_ref(),
+        // The gate's memory holds for the same store only.
+        previous: previous
+            .filter(|p| p.settings.uri == store_config.settings.uri)
+            .and_then(|p| p.resolved.as_ref())
+            .map(|r| &r.gate),
+        status,
+        defaults: &defaults,
+    };
+    let gate = super::store_gate::apply(&mut loaded, &store, config, &gate_inputs);
     let mut unavailable = BTreeMap::new();
     for (name, error) in loaded.rejected {
         tracing::warn!(model = %name, error = %error, "model store: model not served");
@@ -82,8 +102,16 @@ pub fn resolve(config: &mut Config, previous: Option<&StoreConfig>) -> Result<()
         unavailable,
         warnings,
         from_cache: loaded.from_cache,
+        gate,
     }));
     config.models.extend(loaded.specs);
+    // Routes over store models: their fingerprint (a cache key part) names
+    // the versions now served.
+    let (models, upstreams) = (&config.models, &config.proxy.upstreams);
+    config.routes = std::mem::take(&mut config.routes)
+        .into_iter()
+        .map(|r| crate::config::route_section::with_fingerprint(r, models, upstreams))
+        .collect();
     config.store = Some(store_config);
     Ok(())
 }
@@ -91,7 +119,7 @@ pub fn resolve(config: &mut Config, previous: Option<&StoreConfig>) -> Result<()
 /// Lists the store again and says what changed since the last listing
 /// (nothing on the first call: it sets the baseline).
 pub async fn poll(store: Arc<ModelStore>) -> Result<Vec<RepositoryChange>, StoreError> {
-    let runtime = match runtime() {
+    let runtime = match store_runtime() {
         Ok(rt) => rt,
         Err(reason) => return Err(StoreError::Backend { store: store.uri().to_string(), reason }),
     };
@@ -99,30 +127,4 @@ pub async fn poll(store: Arc<ModelStore>) -> Result<Vec<RepositoryChange>, Store
         Ok(result) => result,
         Err(e) => Err(StoreError::Backend { store: "model store".into(), reason: e.to_string() }),
     }
-}
-
-/// The store's runtime, started on first use.
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("sy-store")
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the model store's runtime: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// Runs `work` on the store's runtime and waits for it (from any thread,
-/// inside a runtime or not).
-fn run_on_store<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    runtime()?.spawn(async move {
-        let _ = tx.send(work.await);
-    });
-    rx.recv().map_err(|_| "the model store's task stopped".to_string())
 }

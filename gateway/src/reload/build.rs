@@ -7,6 +7,7 @@
 
 use super::restart::carry_over;
 use crate::config::{Config, ConfigIssue};
+use crate::routing::rollout::Rollouts;
 use crate::snapshot::Snapshot;
 use switchyard_runtime::{ModelRepository, RebuildError, RebuildReport};
 
@@ -18,12 +19,27 @@ pub struct Built {
     pub report: RebuildReport,
 }
 
-/// The snapshot after `current` for `config`, or the config's problems.
+/// The snapshot after `current` for `config`, or the config's problems
+/// (no rollouts: [`next_snapshot_with`] with an empty registry).
 pub fn next_snapshot(config: Config, current: &Snapshot) -> Result<Built, Vec<ConfigIssue>> {
+    next_snapshot_with(config, current, &Rollouts::default())
+}
+
+/// The snapshot after `current` for `config` with what `rollouts` want in
+/// force: the model store is resolved first (its gated versions ask
+/// `rollouts` how their rollout stands), then the rollouts are laid over
+/// the routes ([`Rollouts::overlay`]), then the models are built and the
+/// routes checked (a candidate's signature included).
+pub fn next_snapshot_with(
+    config: Config,
+    current: &Snapshot,
+    rollouts: &Rollouts,
+) -> Result<Built, Vec<ConfigIssue>> {
     let (mut config, restart_pending) = carry_over(config, &current.config);
     crate::prepare::check_exposure(config.server.admin_listen, &config.admin)
         .map_err(|message| vec![ConfigIssue { path: "admin.token".into(), message }])?;
-    crate::prepare::store::resolve(&mut config, current.config.store.as_ref())?;
+    crate::prepare::store::resolve(&mut config, current.config.store.as_ref(), &|c| rollouts.status_of(c))?;
+    rollouts.overlay(&mut config);
     let (repo, report) = ModelRepository::rebuild(config.models.clone(), &current.repo)
         .map_err(|e| vec![model_issue(&config, &e)])?;
     let issues = crate::prepare::check_routes(&config, &repo);

@@ -10,10 +10,11 @@
 //! A reload ([`Reloader::reload`]):
 //! 1. reads and parses the file (`switchyard serve --config FILE`; the
 //!    built-in config has no file, so there is nothing to reload);
-//! 2. re-applies the command line's `--listen`/`--admin-listen`, and
-//!    what the routes' rollouts want in force (`routing::rollout`: a
-//!    step's share, a promoted or rolled-back candidate);
-//! 3. builds the next snapshot ([`build::next_snapshot`]): restart-only
+//! 2. re-applies the command line's `--listen`/`--admin-listen`;
+//! 3. builds the next snapshot ([`build::next_snapshot_with`]): the model
+//!    store's versions (a gated one asks its rollout), then what the
+//!    routes' rollouts want in force (`routing::rollout`: a step's share,
+//!    a promoted or rolled-back candidate, a posted one), restart-only
 //!    settings keep their running values and are reported, unchanged
 //!    models are shared, new or changed ones are loaded before the swap;
 //! 4. swaps it in. Requests already running finish on the snapshot they
@@ -274,8 +275,7 @@ impl Reloader {
         }
         let built = parsed.and_then(|mut config| {
             self.source.overrides.apply(&mut config);
-            self.state.rollouts.overlay(&mut config);
-            build::next_snapshot(config, &current)
+            build::next_snapshot_with(config, &current, &self.state.rollouts)
         });
         let result = match built {
             Ok(built) => {

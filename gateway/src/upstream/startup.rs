@@ -6,7 +6,7 @@
 //!    [`STARTUP_FETCH_TIMEOUT`]).
 //! 2. For each route, the reference signature is that of its first local
 //!    model (else its first upstream model read in step 1); each upstream
-//!    member is told to expect it.
+//!    member, and an upstream candidate, is told to expect it.
 //! 3. A member whose signature was read and does not match is a config
 //!    problem (`routes[i].models[j]`), reported like a local mismatch.
 //! 4. A member that could not be read is not a start-up failure: a gateway
@@ -97,12 +97,15 @@ fn check_routes(upstreams: &Upstreams, config: &Config, repo: &ModelRepository) 
         let remote_known =
             || route.models.iter().filter_map(|m| upstreams.model(m)).find_map(|(_, r)| r.signature());
         let Some(reference) = local.or_else(remote_known) else { continue };
-        for (j, name) in route.models.iter().enumerate() {
+        let members =
+            route.models.iter().enumerate().map(|(j, name)| (format!("routes[{i}].models[{j}]"), name));
+        let candidate = route.candidate.iter().map(|c| (format!("routes[{i}].candidate.model"), &c.model));
+        for (path, name) in members.chain(candidate) {
             let Some((_, remote)) = upstreams.model(name) else { continue };
             remote.expect(ModelSignature::clone(&reference));
             if let SignatureState::Incompatible(why) = remote.state() {
                 issues.push(ConfigIssue {
-                    path: format!("routes[{i}].models[{j}]"),
+                    path,
                     message: format!("upstream model {name:?} cannot stand in for the route's models: {why}"),
                 });
             }

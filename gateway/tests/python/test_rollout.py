@@ -289,3 +289,40 @@ def test_the_console_shows_a_rollout_and_promotes_it(tmp_path):
         assert caller.call().headers["x-switchyard-model"] == "digits-heavy-twin"
     finally:
         gw.stop()
+
+
+def test_an_upstream_model_as_candidate_is_mirrored_over_v2(tmp_path):
+    """The candidate is an upstream member: another gateway serving the
+    same digits-heavy over V2. Drawn calls are mirrored to it (or skipped
+    while this gateway has a call in flight there), compared, agreeing on
+    every row; the upstream ran exactly the mirrored calls."""
+    (tmp_path / "upstream").mkdir()
+    (tmp_path / "front").mkdir()
+    upstream = start(tmp_path / "upstream", models(("digits-heavy", "digits-heavy", ""), ("minilm-l3", "minilm-l3",
+                     'tokenizer = { path = "{models}/minilm-tokenizer.json", max_length = 128 }')))
+    try:
+        body = models(("digits-heavy", "digits-heavy", "")) + (
+            f'\n[[upstreams]]\nname = "remote"\nkind = "v2"\naddrs = ["{upstream.url}"]\n'
+            'health = { interval_ms = 200 }\nmodels = [{ name = "remote-heavy", model = "digits-heavy" }]\n'
+        ) + route("digits-heavy", "{ model = 'remote-heavy', share = 1.0 }")
+        gw = start(tmp_path / "front", body)
+        try:
+            caller = Caller(gw)
+            for n in range(1, 11):
+                assert caller.call().headers["x-switchyard-model"] == "digits-heavy"
+                wait_for(lambda: (c := rollout(gw)["comparison"])["candidate_calls"] + c["skipped_busy"] >= n,
+                         f"mirror of call {n}", timeout=60)
+            c = rollout(gw)["comparison"]
+            assert rollout(gw)["candidate"] == "remote-heavy"
+            assert c["candidate_calls"] == 10 and c["skipped_busy"] == 0, "one call at a time: always idle"
+            assert c["agreement"] == 1.0 and c["rows"] == 10 * BATCH and c["candidate_errors"] == 0, c
+            assert pool_stats(upstream, "digits-heavy")["requests"] == 10, "the upstream ran the mirrored calls"
+        finally:
+            gw.stop()
+        # An upstream candidate of another signature is refused at its field path.
+        text = body.replace('model = "digits-heavy" }]', 'model = "minilm-l3" }]')
+        with pytest.raises(RuntimeError) as failed:
+            start(tmp_path / "front", text)
+        assert "routes[0].candidate.model" in str(failed.value), failed.value
+    finally:
+        upstream.stop()

@@ -25,15 +25,16 @@
 pub mod compare;
 pub mod cost;
 pub mod gate;
+mod overlay;
+pub use overlay::Undo;
 pub mod stats;
+pub mod store;
+pub mod upstream;
 
 use super::calibration::ShadowModels;
-use crate::config::candidate_section::CandidateConfig;
-use crate::config::draft_section::DraftConfig;
-use crate::config::{Config, RouteConfig};
+use crate::config::candidate_section::{CandidateConfig, CandidateSource};
 use gate::{judge, Verdict};
 use parking_lot::Mutex;
-use router_policies::{FixedPolicy, PolicyConfig};
 use serde::Serialize;
 use stats::{Comparison, ComparisonView};
 use std::collections::HashMap;
@@ -117,6 +118,8 @@ pub struct RolloutView {
     pub route: String,
     /// The candidate model.
     pub candidate: String,
+    /// Where the candidate comes from (`file`, `store`, `admin`).
+    pub source: CandidateSource,
     /// Whether it has a plan (or is mirrored only).
     pub plan: bool,
     /// The plan's shares.
@@ -167,6 +170,12 @@ pub enum RefusedMove {
 #[derive(Default)]
 pub struct Rollouts {
     records: Mutex<HashMap<String, Record>>,
+    /// Candidates posted to the admin API, by route: they replace the
+    /// file's on every reload ([`Rollouts::overlay`]).
+    posted: Mutex<HashMap<String, CandidateConfig>>,
+    /// The upstream registry (built once per process): a candidate that is
+    /// an upstream model is mirrored there ([`upstream`]).
+    upstreams: std::sync::OnceLock<Arc<crate::upstream::Upstreams>>,
 }
 
 /// One answered call of a route with a candidate in force.
@@ -206,7 +215,12 @@ impl Rollouts {
             return;
         }
         let live_busy = call.live_local && !repo.idle(live_model);
-        if live_busy || !repo.idle(&call.candidate.model) {
+        let remote = self.upstream_of(&call.candidate.model);
+        let candidate_idle = match &remote {
+            Some(upstreams) => upstream::idle(upstreams, &call.candidate.model),
+            None => repo.idle(&call.candidate.model),
+        };
+        if live_busy || !candidate_idle {
             self.with_record(call.route, call.candidate, |r| {
                 r.total.skipped_busy += 1;
                 r.at_step.skipped_busy += 1;
@@ -226,12 +240,31 @@ impl Rollouts {
             },
         };
         let (this, repo) = (Arc::clone(self), Arc::clone(repo));
-        tokio::spawn(async move { this.mirror(repo.as_ref(), mirror).await });
+        tokio::spawn(async move { this.mirror(repo.as_ref(), remote, mirror).await });
     }
 
-    async fn mirror<M: ShadowModels>(&self, repo: &M, m: Mirror) {
+    /// The upstream registry, when `candidate` is one of its models.
+    fn upstream_of(&self, candidate: &str) -> Option<Arc<crate::upstream::Upstreams>> {
+        self.upstreams.get().filter(|u| u.has_model(candidate)).cloned()
+    }
+
+    /// Gives the registry the process's upstreams (once, at start-up), so
+    /// that upstream models can be candidates.
+    pub fn set_upstreams(&self, upstreams: Arc<crate::upstream::Upstreams>) {
+        let _ = self.upstreams.set(upstreams);
+    }
+
+    async fn mirror<M: ShadowModels>(
+        &self,
+        repo: &M,
+        remote: Option<Arc<crate::upstream::Upstreams>>,
+        m: Mirror,
+    ) {
         let started = Instant::now();
-        let result = repo.shadow_run(&m.candidate.model, m.request).await;
+        let result = match &remote {
+            Some(upstreams) => upstream::run(upstreams, &m.candidate.model, m.request).await,
+            None => repo.shadow_run(&m.candidate.model, m.request).await.map_err(|e| e.to_string()),
+        };
         let took = started.elapsed();
         let agree =
             result.as_ref().ok().map(|out| compare::agreement(&m.live, out, &m.candidate.compare, m.text));
@@ -302,45 +335,6 @@ impl Rollouts {
             r.roll_back(Actor::Operator, vec!["rolled back by an operator".to_string()]);
         }
         Ok(r.transition(route))
-    }
-
-    /// Applies what the rollouts want in force to `config`, the file's
-    /// config about to be reloaded (or started with): records whose route
-    /// lost its candidate or changed it are dropped, new candidates get a
-    /// fresh record.
-    pub fn overlay(&self, config: &mut Config) {
-        let mut records = self.records.lock();
-        let mut kept = HashMap::new();
-        for route in &mut config.routes {
-            let Some(candidate) = route.candidate.clone() else { continue };
-            let record = match records.remove(&route.name) {
-                Some(r) if r.candidate.same_plan(&candidate) => r,
-                _ => Record::new(&candidate),
-            };
-            match &record.status {
-                Status::Mirroring => {
-                    if let Some(c) = &mut route.candidate {
-                        c.step = record.step;
-                    }
-                }
-                Status::Promoted { .. } => promote_route(route, &candidate.model),
-                Status::RolledBack { .. } => route.candidate = None,
-            }
-            kept.insert(route.name.clone(), record);
-        }
-        *records = kept;
-        let promoted: Vec<String> = records
-            .iter()
-            .filter(|(_, r)| matches!(r.status, Status::Promoted { .. }))
-            .map(|(route, _)| route.clone())
-            .collect();
-        for route in config.routes.iter_mut().filter(|r| promoted.contains(&r.name)) {
-            *route = crate::config::route_section::with_fingerprint(
-                route.clone(),
-                &config.models,
-                &config.proxy.upstreams,
-            );
-        }
     }
 
     /// Every route's rollout, by route name.
@@ -426,6 +420,7 @@ impl Record {
         RolloutView {
             route: route.to_string(),
             candidate: self.candidate.model.clone(),
+            source: self.candidate.source,
             plan: self.candidate.plan,
             steps: self.candidate.steps.clone(),
             step: self.step,
@@ -438,17 +433,6 @@ impl Record {
             events: self.events.clone(),
         }
     }
-}
-
-/// The route as the promoted candidate serves it: the candidate alone,
-/// `fixed` on it; the live models' pair (draft), calibration and the
-/// candidate itself are gone. The caller refreshes the fingerprint.
-fn promote_route(route: &mut RouteConfig, model: &str) {
-    route.models = vec![model.to_string()];
-    route.policy = PolicyConfig::Fixed(FixedPolicy { model: model.to_string() });
-    route.draft = DraftConfig::default();
-    route.calibrate = None;
-    route.candidate = None;
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! what a reload puts in force ([`Rollouts::overlay`]).
 
 use super::*;
-use crate::config::candidate_section::{CompareConfig, CompareKind, GateConfig};
+use crate::config::candidate_section::{CandidateSource, CompareConfig, CompareKind, GateConfig};
+use crate::config::Config;
+use router_policies::{FixedPolicy, PolicyConfig};
 
 fn plan() -> CandidateConfig {
     CandidateConfig {
@@ -13,6 +15,7 @@ fn plan() -> CandidateConfig {
         min_rows: 100,
         compare: CompareConfig { kind: CompareKind::Auto, output: None, min_cosine: 0.99, tolerance: 1e-5 },
         step: 0,
+        source: CandidateSource::File,
     }
 }
 
@@ -96,4 +99,46 @@ fn operators_promote_or_roll_back_by_hand() {
     let rollouts = Rollouts::default();
     rollouts.overlay(&mut cfg);
     assert_eq!(rollouts.by_hand("r", true).unwrap().status, Status::Promoted { by: Actor::Operator });
+}
+
+#[test]
+fn a_posted_candidate_replaces_the_files_until_undone_or_withdrawn() {
+    let rollouts = Rollouts::default();
+    let file = plan();
+    let posted = CandidateConfig { model: "live2".into(), source: CandidateSource::Admin, ..plan() };
+    let mut cfg = config(&file);
+    rollouts.overlay(&mut cfg);
+    observe(&rollouts, &file, 10, 10);
+    let undo = rollouts.post("r", posted.clone());
+    let mut cfg = config(&file);
+    rollouts.overlay(&mut cfg);
+    assert_eq!(cfg.routes[0].candidate.as_ref().map(|c| c.model.as_str()), Some("live2"));
+    assert_eq!(rollouts.views()[0].comparison.rows, 0, "a posted candidate starts afresh");
+    rollouts.undo(undo);
+    let mut cfg = config(&file);
+    rollouts.overlay(&mut cfg);
+    assert_eq!(cfg.routes[0].candidate.as_ref().map(|c| c.model.as_str()), Some("cand"));
+    assert_eq!(rollouts.views()[0].comparison.rows, 10, "undone: the file's rollout and its rows are back");
+    assert!(rollouts.withdraw("r").is_none(), "nothing posted");
+    let _ = rollouts.post("r", posted);
+    assert!(rollouts.withdraw("r").is_some());
+}
+
+#[test]
+fn a_store_versions_finished_rollout_stays_in_view_and_says_how_it_ended() {
+    let rollouts = Rollouts::default();
+    let store = CandidateConfig { source: CandidateSource::Store, ..plan() };
+    let mut cfg = config(&store);
+    rollouts.overlay(&mut cfg);
+    assert_eq!(rollouts.status_of("cand"), Some(Status::Mirroring));
+    assert!(rollouts.by_hand("r", true).is_ok());
+    assert_eq!(rollouts.status_of("cand"), Some(Status::Promoted { by: Actor::Operator }));
+    // The store's next resolution serves the version under its own name:
+    // the route has no candidate, its models are untouched.
+    let mut cfg = config(&store);
+    cfg.routes[0].candidate = None;
+    rollouts.overlay(&mut cfg);
+    assert_eq!(cfg.routes[0].models, ["live"]);
+    assert_eq!(rollouts.views()[0].status, Status::Promoted { by: Actor::Operator });
+    assert_eq!(rollouts.status_of("nope"), None);
 }
