@@ -12,7 +12,7 @@
 //! share batches.
 //!
 //! How a request takes this path:
-//! 1. It is queued *without waking a worker* when its pool runs on the
+//! 1. It is queued ([`PoolShared::callers_run_batches`]) *without waking a worker* when its pool runs on the
 //!    CPU, is not paused, `inline_max` is not zero, `idle_dispatch` is on
 //!    (with it off the operator asked every batch to wait for company,
 //!    which only a worker does) and the pool's latency table predicts a
@@ -40,7 +40,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::device::DeviceKind;
 use crate::dispatch::{Pending, Queued};
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
@@ -53,16 +52,6 @@ use crate::spec::BatchingSpec;
 use crate::stats::add;
 use crate::wait::{wait, WaitOn};
 use crate::worker::run_batch;
-
-/// Step 1 of the module docs: whether a request for this pool may be
-/// queued without waking a worker.
-pub fn eligible(shared: &PoolShared, batching: &BatchingSpec) -> bool {
-    shared.spec.device == DeviceKind::Cpu
-        && !batching.inline_max.is_zero()
-        && batching.idle_dispatch
-        && !shared.gate.is_paused()
-        && shared.latency.predict_exec(1).is_some_and(|t| t <= batching.inline_max)
-}
 
 /// Steps 2-4 for `queued`, an entry queued without waking a worker on
 /// pool `queued.pool` of `m`: its answer, within `deadline` as [`wait`]

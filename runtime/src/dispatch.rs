@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::caller_batch;
 use crate::error::RuntimeError;
 use crate::model::{LoadedModel, Model};
 use crate::pool::EnqueueError;
@@ -45,7 +44,7 @@ pub struct Queued {
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(10);
 
 /// Queues `v` with `rank` on the requested pool, or the best available one.
-/// With `caller_runs`, a pool where [`caller_batch::eligible`] holds is
+/// With `caller_runs`, a pool where [`crate::pool_shared::PoolShared::callers_run_batches`] holds is
 /// not woken: the caller runs the batch itself or wakes a worker.
 pub fn enqueue(
     model: &Model,
@@ -81,7 +80,7 @@ pub fn enqueue(
         let (Some(Some(runtime)), Some(shared)) = (loaded.pools.get(i), model.pools.get(i)) else { continue };
         let queued = shared.counters.queue_depth.fetch_add(1, Ordering::Relaxed);
         entry.ahead = queued + shared.counters.in_flight.load(Ordering::Relaxed);
-        let quietly = caller_runs && caller_batch::eligible(shared, model.spec.pool_batching(&shared.spec));
+        let quietly = caller_runs && shared.callers_run_batches(model.spec.pool_batching(&shared.spec));
         match runtime.try_enqueue(entry, !quietly) {
             Ok(displaced) => {
                 add(&shared.counters.requests, 1);

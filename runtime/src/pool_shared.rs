@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::device::DeviceKind;
 use crate::histogram::PoolHistograms;
 use crate::pause::PauseGate;
 use crate::rank::ClassCounts;
@@ -72,6 +73,22 @@ impl PoolShared {
         let company = self.company();
         let next = company + (ahead as f64 - company) * COMPANY_WEIGHT;
         self.company.store(next.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Whether a request for this pool may be queued without waking a
+    /// worker, its caller then running the batch ([`crate::caller_batch`],
+    /// step 1): the pool runs on the CPU, is not paused, `inline_max` is
+    /// not zero, `idle_dispatch` is on (with it off the operator asked
+    /// every batch to wait for company, which only a worker does) and the
+    /// latency table predicts a one-row batch within `inline_max` (no
+    /// prediction before the pool's first batch). A worker of such a pool
+    /// never waits for company ([`crate::queue`]).
+    pub fn callers_run_batches(&self, batching: &BatchingSpec) -> bool {
+        self.spec.device == DeviceKind::Cpu
+            && !batching.inline_max.is_zero()
+            && batching.idle_dispatch
+            && !self.gate.is_paused()
+            && self.latency.predict_exec(1).is_some_and(|t| t <= batching.inline_max)
     }
 
     /// A snapshot of the pool's statistics.

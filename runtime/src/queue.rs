@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::caller_batch;
 use crate::error::RuntimeError;
 use crate::pool_shared::PoolShared;
 use crate::rank::Rank;
@@ -129,7 +128,7 @@ impl Collector {
             Some(entry)
         } else if self.everyone_is_here(gathered) {
             None // waiting would only add latency: nobody else is coming
-        } else if caller_batch::eligible(&self.shared, &self.batching) {
+        } else if self.shared.callers_run_batches(&self.batching) {
             // Callers gather their own company here and queue it without
             // waking anyone: waiting would only hold what this batch has.
             None
