@@ -299,9 +299,10 @@ mod tests {
         assert_eq!(drain(&rx), ["a", "b", "c"]);
     }
 
-    #[test]
-    fn a_higher_class_leaves_first_then_earliest_deadline_first() {
-        let (tx, rx) = ranked(8, Default::default());
+    /// The order five entries of three classes, with and without
+    /// deadlines, leave a queue in `order`.
+    fn mixed_entries_leave(order: QueueOrder) -> Vec<&'static str> {
+        let (tx, rx) = ranked_in(order, 8, Default::default());
         let now = Instant::now();
         let at = |ms| Some(now + Duration::from_secs(60) + Duration::from_millis(ms));
         tx.offer("low", Rank::new(3, at(1)), now).unwrap();
@@ -309,20 +310,23 @@ mod tests {
         tx.offer("default-soon", Rank::new(2, at(5)), now).unwrap();
         tx.offer("default-none", Rank::new(2, None), now).unwrap();
         tx.offer("high", Rank::new(1, at(900)), now).unwrap();
-        assert_eq!(drain(&rx), ["high", "default-soon", "default-late", "default-none", "low"]);
+        drain(&rx)
+    }
+
+    #[test]
+    fn a_higher_class_leaves_first_then_earliest_deadline_first() {
+        assert_eq!(
+            mixed_entries_leave(QueueOrder::Deadline),
+            ["high", "default-soon", "default-late", "default-none", "low"]
+        );
     }
 
     #[test]
     fn a_fifo_queue_takes_a_class_by_arrival_whatever_the_deadlines() {
-        let (tx, rx) = ranked_in(QueueOrder::Fifo, 8, Default::default());
-        let now = Instant::now();
-        let at = |ms| Some(now + Duration::from_secs(60) + Duration::from_millis(ms));
-        tx.offer("low", Rank::new(3, at(1)), now).unwrap();
-        tx.offer("default-late", Rank::new(2, at(500)), now).unwrap();
-        tx.offer("default-soon", Rank::new(2, at(5)), now).unwrap();
-        tx.offer("default-none", Rank::new(2, None), now).unwrap();
-        tx.offer("high", Rank::new(1, at(900)), now).unwrap();
-        assert_eq!(drain(&rx), ["high", "default-late", "default-soon", "default-none", "low"]);
+        assert_eq!(
+            mixed_entries_leave(QueueOrder::Fifo),
+            ["high", "default-late", "default-soon", "default-none", "low"]
+        );
     }
 
     #[test]
