@@ -25,7 +25,8 @@
 //!    is done. Else, if one of the pool's sessions is free, the caller
 //!    takes a batch out of the queue in the queue's order (class,
 //!    deadline, arrival; entries of another shape are left for a later
-//!    batch), up to `max_batch_size` rows and as many rows as the latency
+//!    batch, and so are those of a lower class than the first, as a
+//!    worker does), up to `max_batch_size` rows and as many rows as the latency
 //!    table predicts to run within `inline_max`, runs it like a worker
 //!    would (statistics, failure isolation, one reply per entry) and
 //!    counts it in `caller_batches`.
@@ -110,20 +111,27 @@ fn run_queued_batch(
     }
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
-    let mut group: Option<Vec<Vec<usize>>> = None;
+    let mut head: Option<(Vec<Vec<usize>>, u8)> = None;
+    let now = Instant::now();
     let taken = runtime.take_batch(|entry| {
         if entry.reply.is_closed() {
             return Take::Yes; // dropped as cancelled below
         }
-        if group.as_ref().is_some_and(|g| *g != entry.group) {
-            return Take::Skip;
+        let class = entry.rank.effective_class(entry.enqueued, now);
+        if let Some((group, head_class)) = &head {
+            if class > *head_class {
+                return Take::Stop; // a lower class waits for a batch of its own
+            }
+            if *group != entry.group {
+                return Take::Skip;
+            }
         }
         let total = rows + entry.rows;
         if total > max_rows || !fits(total) {
             return Take::Stop;
         }
-        if group.is_none() {
-            group = Some(entry.group.clone());
+        if head.is_none() {
+            head = Some((entry.group.clone(), class));
         }
         rows = total;
         Take::Yes
