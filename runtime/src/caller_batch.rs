@@ -25,8 +25,7 @@
 //!    is done. Else, if one of the pool's sessions is free, the caller
 //!    takes a batch out of the queue in the queue's order (class,
 //!    deadline, arrival; entries of another shape are left for a later
-//!    batch, and so are those of a lower class than the first, as a
-//!    worker does), up to `max_batch_size` rows and as many rows as the latency
+//!    batch), up to `max_batch_size` rows and as many rows as the latency
 //!    table predicts to run within `inline_max`, runs it like a worker
 //!    would (statistics, failure isolation, one reply per entry) and
 //!    counts it in `caller_batches`.
@@ -111,27 +110,20 @@ fn run_queued_batch(
     }
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
-    let mut head: Option<(Vec<Vec<usize>>, u8)> = None;
-    let now = Instant::now();
+    let mut group: Option<Vec<Vec<usize>>> = None;
     let taken = runtime.take_batch(|entry| {
         if entry.reply.is_closed() {
             return Take::Yes; // dropped as cancelled below
         }
-        let class = entry.rank.effective_class(entry.enqueued, now);
-        if let Some((group, head_class)) = &head {
-            if class > *head_class {
-                return Take::Stop; // a lower class waits for a batch of its own
-            }
-            if *group != entry.group {
-                return Take::Skip;
-            }
+        if group.as_ref().is_some_and(|g| *g != entry.group) {
+            return Take::Skip;
         }
         let total = rows + entry.rows;
         if total > max_rows || !fits(total) {
             return Take::Stop;
         }
-        if head.is_none() {
-            head = Some((entry.group.clone(), class));
+        if group.is_none() {
+            group = Some(entry.group.clone());
         }
         rows = total;
         Take::Yes

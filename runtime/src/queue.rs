@@ -13,11 +13,6 @@
 //! clients gather about four, forty gather until the delay as without the
 //! option (a wait that cannot be joined only adds latency; a wait that will
 //! be joined saves an execution).
-//! A batch holds one priority class (after aging): the class of its first
-//! entry, the highest queued; a lower class is never gathered into it but
-//! waits for a batch of its own. Why: a batch runs as a whole, so a
-//! high-class request sharing a batch with low-class rows waits for their
-//! execution too; under overload that doubled the high class's latency.
 //! A pool whose callers run their own batches ([`crate::caller_batch`])
 //! never waits for company: its callers gather it themselves and queue it
 //! without waking a worker, so a waiting worker would only hold the
@@ -123,14 +118,13 @@ impl Collector {
         gathered as f64 + elsewhere as f64 >= self.shared.company()
     }
 
-    /// The next entry for the batch of `gathered` entries whose first is of
-    /// `class`: one already queued, else (unless `idle_dispatch` finds
-    /// everyone is here) the first to arrive before `deadline`; never one
-    /// of a lower class (it waits for a batch of its own).
-    fn next_arrival(&mut self, gathered: usize, deadline: Instant, class: u8) -> Option<QueueEntry> {
+    /// The next entry for the batch of `gathered` entries: one already
+    /// queued, else (unless `idle_dispatch` finds everyone is here) the
+    /// first to arrive before `deadline`.
+    fn next_arrival(&mut self, gathered: usize, deadline: Instant) -> Option<QueueEntry> {
         let entry = if !self.idle_dispatch {
-            self.rx.recv_deadline_within(deadline, class)
-        } else if let Some(entry) = self.rx.try_recv_within(class) {
+            self.rx.recv_deadline(deadline)
+        } else if let Some(entry) = self.rx.try_recv() {
             Some(entry)
         } else if self.everyone_is_here(gathered) {
             None // waiting would only add latency: nobody else is coming
@@ -139,7 +133,7 @@ impl Collector {
             // waking anyone: waiting would only hold what this batch has.
             None
         } else {
-            self.rx.recv_deadline_within(deadline, class)
+            self.rx.recv_deadline(deadline)
         };
         entry.map(|e| self.observe(e))
     }
@@ -174,15 +168,10 @@ impl Collector {
     fn fill(&mut self, batch: &mut Vec<QueueEntry>) {
         let group = batch[0].group.clone();
         let deadline = batch[0].enqueued + self.delay;
-        let now = Instant::now();
-        let class = batch[0].rank.effective_class(batch[0].enqueued, now);
         let mut rows = batch[0].rows;
         let mut i = 0;
         while i < self.pending.len() && rows < self.max_rows {
-            let entry = &self.pending[i];
-            let fits = entry.group == group
-                && rows + entry.rows <= self.max_rows
-                && entry.rank.effective_class(entry.enqueued, now) <= class;
+            let fits = self.pending[i].group == group && rows + self.pending[i].rows <= self.max_rows;
             match self.pending.remove(i) {
                 Some(entry) if fits => {
                     if !drop_if_cancelled(&self.shared, &entry) {
@@ -198,7 +187,7 @@ impl Collector {
             }
         }
         while rows < self.max_rows {
-            let Some(entry) = self.next_arrival(batch.len(), deadline, class) else { break };
+            let Some(entry) = self.next_arrival(batch.len(), deadline) else { break };
             if drop_if_cancelled(&self.shared, &entry) {
                 continue;
             }
@@ -314,21 +303,6 @@ mod tests {
         let batch = collector.next_batch().unwrap();
         assert_eq!(batch.len(), 2, "the worker waited for the second request");
         drop((replies, late.join().unwrap()));
-    }
-
-    #[test]
-    fn a_batch_holds_its_first_entrys_class_and_lower_classes_wait_for_their_own() {
-        let (tx, mut collector) = collector(Duration::from_secs(30));
-        let mut replies = Vec::new();
-        for class in [4, 1, 4, 1, 4] {
-            let (mut e, reply) = entry(10);
-            e.rank = Rank::new(class, None);
-            tx.send(e).unwrap();
-            replies.push(reply);
-        }
-        let classes = |batch: Vec<QueueEntry>| batch.iter().map(|e| e.rank.class).collect::<Vec<_>>();
-        assert_eq!(classes(collector.next_batch().unwrap()), [1, 1], "the high class alone, at once");
-        assert_eq!(classes(collector.next_batch().unwrap()), [4, 4, 4]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::rank::{ClassCounts, QueueOrder, Rank, PRIORITY_LEVELS};
+use crate::rank::{ClassCounts, QueueOrder, Rank};
 
 struct Slot<T> {
     rank: Rank,
@@ -231,22 +231,13 @@ impl<T> Drop for RankedReceiver<T> {
 
 /// Takes the first entry by rank as of now, if any.
 fn take<T>(state: &mut State<T>) -> Option<T> {
-    take_within(state, PRIORITY_LEVELS)
-}
-
-/// Takes the first entry by rank as of now, if any and if its class (after
-/// aging) is `max_class` or higher (a number no larger).
-fn take_within<T>(state: &mut State<T>, max_class: u8) -> Option<T> {
     let (now, order) = (Instant::now(), state.order);
-    let (first, key) = state
+    let first = state
         .slots
         .iter()
         .enumerate()
-        .map(|(i, s)| (i, s.rank.key(order, s.enqueued, s.seq, now)))
-        .min_by_key(|(_, key)| *key)?;
-    if key.0 > max_class {
-        return None;
-    }
+        .min_by_key(|(_, s)| s.rank.key(order, s.enqueued, s.seq, now))
+        .map(|(i, _)| i)?;
     let slot = state.slots.swap_remove(first);
     state.counts.remove(slot.rank.class);
     Some(slot.item)
@@ -269,40 +260,21 @@ impl<T> RankedReceiver<T> {
     }
 
     /// [`Self::recv`], giving up (`None`) at `deadline`.
-    #[cfg(test)]
     pub fn recv_deadline(&self, deadline: Instant) -> Option<T> {
-        self.recv_deadline_within(deadline, PRIORITY_LEVELS)
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(item) = take(&mut state) {
+                return Some(item);
+            }
+            if state.closed || self.shared.ready.wait_until(&mut state, deadline).timed_out() {
+                return take(&mut state);
+            }
+        }
     }
 
     /// The first entry by rank, if one is queued now.
-    #[cfg(test)]
     pub fn try_recv(&self) -> Option<T> {
         take(&mut self.shared.state.lock())
-    }
-
-    /// [`Self::try_recv`] for a batch whose first entry is of `max_class`:
-    /// only an entry of that class or higher (after aging) is taken; a
-    /// lower one stays queued for a batch of its own.
-    pub fn try_recv_within(&self, max_class: u8) -> Option<T> {
-        take_within(&mut self.shared.state.lock(), max_class)
-    }
-
-    /// [`Self::recv_deadline`] for a batch whose first entry is of
-    /// `max_class`: waits (until `deadline`) only while the queue is
-    /// empty; `None` at once when what is queued is of a lower class.
-    pub fn recv_deadline_within(&self, deadline: Instant, max_class: u8) -> Option<T> {
-        let mut state = self.shared.state.lock();
-        loop {
-            if let Some(item) = take_within(&mut state, max_class) {
-                return Some(item);
-            }
-            if !state.slots.is_empty() || state.closed {
-                return None;
-            }
-            if self.shared.ready.wait_until(&mut state, deadline).timed_out() {
-                return take_within(&mut state, max_class);
-            }
-        }
     }
 }
 
@@ -422,25 +394,6 @@ mod tests {
         assert_eq!(seen, 6, "stopped at the last one");
         assert_eq!(tx.shared.state.lock().counts.lowest(), Some(4), "class counts follow what left");
         assert_eq!(drain(&rx), ["skip-me", "e"]);
-    }
-
-    #[test]
-    fn a_batch_of_a_class_takes_nothing_of_a_lower_one_and_does_not_wait_behind_it() {
-        let (tx, rx) = ranked(8, Default::default());
-        let now = Instant::now();
-        tx.offer("high", Rank::new(1, None), now).unwrap();
-        tx.offer("low", Rank::new(4, None), now).unwrap();
-        assert_eq!(rx.try_recv_within(1), Some("high"));
-        assert_eq!(rx.try_recv_within(1), None, "the low one stays");
-        let started = Instant::now();
-        let far = started + Duration::from_secs(30);
-        assert_eq!(rx.recv_deadline_within(far, 1), None);
-        assert!(started.elapsed() < Duration::from_secs(30), "no wait while a lower class is queued");
-        assert_eq!(rx.try_recv_within(4), Some("low"));
-        // A low waiter aged into the first class counts as one.
-        let old = now.checked_sub(AGING_STEP * 3).unwrap_or(now);
-        tx.offer("old-low", Rank::new(4, None), old).unwrap();
-        assert_eq!(rx.try_recv_within(1), Some("old-low"));
     }
 
     #[test]
