@@ -80,8 +80,7 @@ pub async fn run(
         wake.disarm();
         return answer;
     }
-    let max_rows = if loaded.batch { m.spec.pool_batching(&shared.spec).max_batch_size.max(1) } else { 1 };
-    run_queued_batch(runtime, shared, m.spec.pool_batching(&shared.spec), max_rows);
+    run_queued_batch(runtime, shared, m.spec.pool_batching(&shared.spec));
     if let Some(answer) = settled(&mut pending) {
         wake.disarm();
         return answer;
@@ -97,17 +96,14 @@ fn settled(pending: &mut Pending) -> Option<Result<InferenceResponse, RuntimeErr
 }
 
 /// Step 3: takes a batch out of the queue and runs it on a free session;
-/// false when no session was free, the pool is paused or nothing fitted.
-fn run_queued_batch(
-    runtime: &PoolRuntime,
-    shared: &PoolShared,
-    batching: &BatchingSpec,
-    max_rows: usize,
-) -> bool {
-    let Some(session) = runtime.sessions.iter().find_map(|s| s.try_lock()) else { return false };
+/// does nothing when no session is free, the pool is paused or nothing
+/// fits.
+fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &BatchingSpec) {
+    let Some(session) = runtime.sessions.iter().find_map(|s| s.try_lock()) else { return };
     if shared.gate.is_paused() {
-        return false;
+        return;
     }
+    let max_rows = runtime.max_rows;
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
     let mut group: Option<Vec<Vec<usize>>> = None;
@@ -136,11 +132,10 @@ fn run_queued_batch(
         }
     }
     if batch.is_empty() {
-        return false;
+        return;
     }
     add(&shared.counters.caller_batches, 1);
     run_batch(session, &runtime.ctx, batch);
-    true
 }
 
 /// Wakes a worker when dropped armed: a caller leaving (or giving up on

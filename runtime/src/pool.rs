@@ -25,6 +25,8 @@ pub struct PoolRuntime {
     pub sessions: Vec<Arc<Mutex<Session>>>,
     /// What the workers know about the model and pool.
     pub ctx: Arc<PoolContext>,
+    /// The most rows a batch of this pool holds (1 when it does not batch).
+    pub max_rows: usize,
 }
 
 impl std::fmt::Debug for PoolRuntime {
@@ -75,7 +77,7 @@ impl PoolRuntime {
                 })
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
-        Ok(PoolRuntime { sender, sessions, ctx })
+        Ok(PoolRuntime { sender, sessions, ctx, max_rows })
     }
 
     /// Queues an entry by its rank without blocking. `Ok(Some(other))`:
