@@ -373,12 +373,13 @@ function renderRollouts(rollouts) {
     const c = r.comparison;
     const [low, high] = c.agreement_interval;
     const text = {
-      candidate: r.candidate,
+      candidate: r.candidate + (r.source && r.source !== "file" ? " (" + r.source + ")" : ""),
       state: r.state.replace("_", " ") + (r.by ? " (" + r.by + ")" : "") + (r.pending ? ", reloading" : ""),
-      step: r.plan ? "step " + (r.step + 1) + " of " + r.steps.length + " · " + pct(r.share, 0) : "mirror " + pct(r.share, 0),
+      step: (r.plan ? "step " + (r.step + 1) + " of " + r.steps.length + " · " : "") +
+        (r.mode === "canary" ? "canary " : "mirrored ") + pct(r.share, 0),
       verdict: r.verdict || "–",
       agreement: c.agreement === null ? "–" : pct(c.agreement, 2) + " [" + pct(low, 2) + ", " + pct(high, 2) + "]",
-      rows: num(c.rows) + " (" + num(c.skipped_busy) + " draws skipped)",
+      rows: num(c.rows) + " (draws skipped: " + num(c.skipped_busy) + " busy, " + num(c.skipped_cpu) + " CPU)",
       p99: num(c.live_p99_ms, 1) + " · " + num(c.candidate_p99_ms, 1),
       errors: num(c.live_errors) + " · " + num(c.candidate_errors),
       reasons: (r.reasons || []).join("; "),

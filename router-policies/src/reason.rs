@@ -43,6 +43,10 @@ pub enum Reason {
     CascadeUnavailable,
     /// `weighted`: the model drawn by the route's traffic weights.
     Weighted,
+    /// `canary`: a rollout's candidate answered the call, as its share of
+    /// the route's traffic (a candidate with `serve = true`); the gateway
+    /// sets it, no policy returns it. Never cached.
+    Canary,
     /// `fallback`: the model the policy preferred was unavailable (or absent
     /// from the fleet), so the next usable candidate was chosen; or the
     /// model's preferred (cheapest) pool is unavailable, e.g. CUDA missing,
@@ -62,7 +66,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, so that the gateway can pre-register metric series.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Reason::Fixed,
         Reason::BudgetFit,
         Reason::BudgetFastest,
@@ -73,6 +77,7 @@ impl Reason {
         Reason::CascadeNoBudget,
         Reason::CascadeUnavailable,
         Reason::Weighted,
+        Reason::Canary,
         Reason::Fallback,
         Reason::Shed,
         Reason::BudgetExhausted,
@@ -98,6 +103,7 @@ impl Reason {
             Reason::CascadeNoBudget => "cascade_no_budget",
             Reason::CascadeUnavailable => "cascade_unavailable",
             Reason::Weighted => "weighted",
+            Reason::Canary => "canary",
             Reason::Fallback => "fallback",
             Reason::Shed => "shed",
             Reason::BudgetExhausted => "budget_exhausted",

@@ -59,9 +59,14 @@ pub fn rollout_families(views: &[RolloutView]) -> Vec<MetricFamily> {
         "Drawn calls not mirrored because the candidate or the live model had no idle capacity.",
         RC,
     );
+    let mut skipped_cpu = Family::counter(
+        "switchyard_rollout_skipped_cpu_total",
+        "Drawn calls not run in the background because the gateway's CPU use was at the candidate's cpu_ceiling.",
+        RC,
+    );
     let mut share = Family::gauge(
         "switchyard_rollout_share",
-        "Share of calls mirrored at the step the rollout wants in force.",
+        "Share of calls mirrored (a canary: answered by the candidate) at the step the rollout wants in force.",
         RC,
     );
     let mut state = Family::gauge(
@@ -102,10 +107,11 @@ pub fn rollout_families(views: &[RolloutView]) -> Vec<MetricFamily> {
             }
         }
         skipped.sample(&rc, c.skipped_busy as f64);
+        skipped_cpu.sample(&rc, c.skipped_cpu as f64);
         share.sample(&rc, v.share);
         state.sample(&[rc[0], rc[1], v.status.as_str()], 1.0);
     }
-    [rows, agreeing, agreement, interval, calls, errors, latency, cost, skipped, share, state]
+    [rows, agreeing, agreement, interval, calls, errors, latency, cost, skipped, skipped_cpu, share, state]
         .into_iter()
         .filter_map(Family::finish)
         .collect()

@@ -30,6 +30,10 @@
 //! [`Answer::degraded`]) is never stored ([`cacheable`]): a budget chooses
 //! how fast, not what.
 //!
+//! A rollout's canary answer ([`Reason::Canary`]) is neither stored nor
+//! shared with coalesced followers: it is the candidate's answer, for the
+//! share of clients the canary drew.
+//!
 //! Sharing among coalesced requests: a follower takes the leader's
 //! outcome unless it depends on the leader's budget and the follower asked
 //! for more. A degraded answer, or an error a larger budget might have
@@ -82,6 +86,7 @@ use l1::{L1Entry, L1};
 use l2::L2;
 pub use repeat::RepeatParts;
 use repeat::{RepeatCache, RepeatEntry, RepeatKey};
+use router_policies::Reason;
 use stats::{CacheSnapshot, CacheStats};
 use std::future::Future;
 use std::path::Path;
@@ -146,9 +151,11 @@ pub enum CachePlan {
 /// Whether an answer may be stored. Only final answers reach the cache
 /// (drafts are streamed by the handler, errors are `Err`), and of those
 /// only the ones the policy gives without pressure: not
-/// [`Answer::degraded`] ones.
+/// [`Answer::degraded`] ones; nor a rollout's canary answer
+/// ([`Reason::Canary`]: the candidate answers its share of the route's
+/// clients, not the route).
 pub fn cacheable(answer: &Answer) -> bool {
-    !answer.degraded
+    !answer.degraded && answer.reason != Reason::Canary
 }
 
 /// What one request gets from the cache: the answer and how it was served.
@@ -167,6 +174,8 @@ impl Shared {
     /// rule is in the module docs).
     fn serves(&self, budget: Duration) -> bool {
         let leaders_own = match &self.outcome {
+            // A canary answer is the candidate's, for its share of clients.
+            Ok((answer, _)) if answer.reason == Reason::Canary => return false,
             Ok((answer, _)) => answer.degraded,
             Err(e) => e.budget_bound(),
         };

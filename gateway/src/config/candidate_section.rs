@@ -15,7 +15,15 @@
 //!
 //! `share` and `steps` exclude each other. Every step but a last `1.0` is a
 //! share of the route's calls mirrored to the candidate in the background;
-//! reaching `1.0` promotes it (the candidate serves the route).
+//! reaching `1.0` promotes it (the candidate serves the route). With
+//! `serve = true` the shares are a canary instead: that share of the
+//! route's calls is *answered* by the candidate (never cached; a failed
+//! canary call is answered by the live models), and the live models run
+//! the same inputs in the background for the comparison.
+//!
+//! Background runs (mirrors, and a canary's live comparison runs) happen
+//! only while the gateway's CPU use is below `cpu_ceiling` of the CPUs it
+//! may use (default 0.85), besides needing an idle pool.
 
 use super::issue::Issues;
 use schemars::JsonSchema;
@@ -42,6 +50,12 @@ pub struct RawCandidate {
     pub min_rows: Option<u64>,
     /// How answers are compared; default `auto` (by output kind).
     pub compare: Option<RawCompare>,
+    /// `true`: the shares are a canary (that share of calls answered by
+    /// the candidate); default `false` (mirrored only).
+    pub serve: Option<bool>,
+    /// Background runs only while the gateway's CPU use is below this share
+    /// of the CPUs it may use, in `(0, 1]`; default 0.85.
+    pub cpu_ceiling: Option<f64>,
 }
 
 /// `gate = { ... }` as written.
@@ -139,6 +153,12 @@ pub struct CandidateConfig {
     pub step: usize,
     /// Where the candidate comes from.
     pub source: CandidateSource,
+    /// Whether the shares are a canary: that share of the route's calls is
+    /// answered by the candidate ([`crate::routing::rollout`]).
+    pub serve: bool,
+    /// Background runs happen only while the gateway's CPU use is below
+    /// this share of the CPUs it may use ([`crate::routing::rollout::cpu`]).
+    pub cpu_ceiling: f64,
 }
 
 /// Where a route's candidate comes from: it decides what a finished
@@ -158,7 +178,8 @@ pub enum CandidateSource {
 }
 
 impl CandidateConfig {
-    /// The share of calls mirrored at the step in force.
+    /// The share of calls mirrored (or, serving, answered) at the step in
+    /// force.
     pub fn share(&self) -> f64 {
         self.steps.get(self.step).copied().unwrap_or(0.0)
     }
@@ -171,6 +192,9 @@ impl CandidateConfig {
 
 /// Default rows per step.
 pub const DEFAULT_MIN_ROWS: u64 = 200;
+
+/// Default CPU ceiling of background runs: below 85% of the gateway's CPUs.
+pub const DEFAULT_CPU_CEILING: f64 = 0.85;
 
 /// `[repository] rollout_plan = { ... }` as written: the plan a new model
 /// version found in the store goes through (`rollout = "gated"`); a
@@ -187,6 +211,12 @@ pub struct RawPlan {
     pub min_rows: Option<u64>,
     /// How answers are compared; default `auto` (by output kind).
     pub compare: Option<RawCompare>,
+    /// `true`: the steps are a canary (that share of calls answered by the
+    /// new version); default `false` (mirrored only).
+    pub serve: Option<bool>,
+    /// Background runs only while the gateway's CPU use is below this share
+    /// of the CPUs it may use, in `(0, 1]`; default 0.85.
+    pub cpu_ceiling: Option<f64>,
 }
 
 /// The store's default plan: 5% mirrored, then 25%, then promotion.
@@ -215,6 +245,8 @@ pub fn check_plan(raw: Option<&RawPlan>, path: &str, issues: &mut Issues) -> Can
         compare,
         step: 0,
         source: CandidateSource::Store,
+        serve: raw.serve.unwrap_or(false),
+        cpu_ceiling: check_cpu_ceiling(raw.cpu_ceiling, &at("cpu_ceiling"), issues),
     }
 }
 
@@ -272,7 +304,17 @@ pub fn check(
         compare,
         step: 0,
         source: CandidateSource::File,
+        serve: raw.serve.unwrap_or(false),
+        cpu_ceiling: check_cpu_ceiling(raw.cpu_ceiling, &at("cpu_ceiling"), issues),
     })
+}
+
+fn check_cpu_ceiling(raw: Option<f64>, path: &str, issues: &mut Issues) -> f64 {
+    let ceiling = raw.unwrap_or(DEFAULT_CPU_CEILING);
+    if !(ceiling > 0.0 && ceiling <= 1.0) {
+        issues.push(path, format!("must be above 0 and at most 1, got {ceiling}"));
+    }
+    ceiling
 }
 
 fn check_share(share: f64, path: &str, issues: &mut Issues) {
@@ -381,6 +423,27 @@ mod tests {
         assert!(
             toml::from_str::<RawCandidate>("model = 'c'\nshare = 0.1\ncompare = { kind = 'fuzzy' }").is_err()
         );
+        assert_eq!(
+            paths(&raw("model = 'cand'\nsteps = [0.1, 1.0]\nserve = true\ncpu_ceiling = 0")),
+            ["routes[2].candidate.cpu_ceiling"]
+        );
+        assert_eq!(
+            paths(&raw("model = 'cand'\nshare = 0.1\ncpu_ceiling = 1.5")),
+            ["routes[2].candidate.cpu_ceiling"]
+        );
+    }
+
+    #[test]
+    fn serving_and_the_cpu_ceiling_default_off_and_to_085() {
+        let models: HashSet<String> = ["live".to_string(), "cand".to_string()].into();
+        let mut issues = Issues::default();
+        let live = ["live".to_string()];
+        let c = check(Some(&raw("model = 'cand'\nshare = 0.1")), &models, &live, "r", &mut issues).unwrap();
+        assert_eq!((c.serve, c.cpu_ceiling), (false, DEFAULT_CPU_CEILING));
+        let text = "model = 'cand'\nsteps = [0.1, 1.0]\nserve = true\ncpu_ceiling = 0.5";
+        let c = check(Some(&raw(text)), &models, &live, "r", &mut issues).unwrap();
+        assert_eq!((c.serve, c.cpu_ceiling), (true, 0.5));
+        assert!(issues.is_empty());
     }
 
     #[test]

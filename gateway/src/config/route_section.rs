@@ -164,7 +164,13 @@ fn route_config(raw: &RawRoute, models: &HashSet<String>, path: &str, issues: &m
         record: super::record_section::check(raw.record.as_ref(), path, issues),
         calibrate,
         candidate: None,
-        sticky: super::sticky_section::check(raw.sticky.as_ref(), &policy_for_sticky, path, issues),
+        sticky: super::sticky_section::check(
+            raw.sticky.as_ref(),
+            &policy_for_sticky,
+            raw.candidate.as_ref().and_then(|c| c.serve).unwrap_or(false),
+            path,
+            issues,
+        ),
     }
 }
 

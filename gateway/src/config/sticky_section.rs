@@ -5,6 +5,8 @@
 //! client sees one model for as long as the weights stay the same (a
 //! rollout's split, an A/B test). Calls without the header (or without a
 //! tenant) draw per call, as without `sticky` ([`crate::routing::sticky`]).
+//! The same key also decides a canary (a candidate with `serve = true`):
+//! one client is answered by the candidate, or not, for a whole step.
 //!
 //! ```toml
 //! [[routes]]
@@ -36,18 +38,20 @@ pub enum StickyConfig {
     Tenant,
 }
 
-/// Checks a route's `sticky` against its policy (`path`: the route's).
+/// Checks a route's `sticky` against its policy and candidate (`path`:
+/// the route's; `canary`: its candidate serves a share of its calls).
 pub fn check(
     raw: Option<&RawSticky>,
     policy: &PolicyConfig,
+    canary: bool,
     path: &str,
     issues: &mut Issues,
 ) -> Option<StickyConfig> {
     let raw = raw?;
-    if !matches!(policy, PolicyConfig::Weighted(_)) {
+    if !matches!(policy, PolicyConfig::Weighted(_)) && !canary {
         issues.push(
             format!("{path}.sticky"),
-            "needs a weighted policy (the only one that draws a model per call)",
+            "needs a weighted policy or a candidate with serve = true (what draws a model per call)",
         );
     }
     match (&raw.header, raw.tenant) {
@@ -75,9 +79,13 @@ mod tests {
     use super::*;
 
     fn paths(text: &str, policy: &PolicyConfig) -> (Option<StickyConfig>, Vec<String>) {
+        paths_with(text, policy, false)
+    }
+
+    fn paths_with(text: &str, policy: &PolicyConfig, canary: bool) -> (Option<StickyConfig>, Vec<String>) {
         let raw: RawSticky = toml::from_str(text).unwrap();
         let mut issues = Issues::default();
-        let out = check(Some(&raw), policy, "routes[1]", &mut issues);
+        let out = check(Some(&raw), policy, canary, "routes[1]", &mut issues);
         (out, issues.iter().map(|i| i.path.clone()).collect())
     }
 
@@ -99,5 +107,10 @@ mod tests {
         assert_eq!(paths("tenant = false", &weighted).1, ["routes[1].sticky"]);
         let fixed = PolicyConfig::Fixed(router_policies::FixedPolicy { model: "a".into() });
         assert_eq!(paths("tenant = true", &fixed).1, ["routes[1].sticky"]);
+        assert_eq!(
+            paths_with("tenant = true", &fixed, true),
+            (Some(StickyConfig::Tenant), vec![]),
+            "a canary"
+        );
     }
 }

@@ -8,8 +8,13 @@
 //!    settings and the route's calibration.
 //! 2. Run it ([`Execution::run`]): the policy's plan with its fallbacks
 //!    ([`super::run`]), or the pair, draft then final ([`super::draft`]).
+//!    A call the route's canary drew (a candidate with `serve = true`,
+//!    [`super::rollout::canary`]) is answered by the candidate instead
+//!    (reason `canary`), or by the route as usual when the candidate fails.
 //! 3. Shadow the call for calibration when the route calibrates
-//!    ([`super::calibration`]), after it is answered, off the response path.
+//!    ([`super::calibration`]), after it is answered, off the response path;
+//!    count it for the route's candidate (and mirror it, or compare a
+//!    canary answer with the live model) ([`super::rollout`]).
 //! 4. Mark a degraded answer ([`judge`]).
 //! 5. Count the decision ([`super::decisions`]) and the outcome for the
 //!    request's priority class ([`crate::metrics::classes`]).
@@ -20,6 +25,7 @@ use super::decisions::DecisionCounters;
 use super::draft::{draft_then_final, DraftSink, Finished, PairRun};
 use super::mixed_backend::MixedBackend;
 use super::placements::Routing;
+use super::rollout::canary::CanaryOutcome;
 use super::rollout::{CallOutcome, Rollouts};
 use super::run::route;
 use crate::config::calibrate_section::CalibrateConfig;
@@ -31,7 +37,7 @@ use crate::metrics::classes::{ClassOutcome, CLASSES};
 use crate::snapshot::Snapshot;
 use crate::target::Target;
 use crate::upstream::Upstreams;
-use router_policies::{Budget, CascadePolicy, Estimator, FixedPolicy, FleetView, PolicyConfig};
+use router_policies::{Budget, CascadePolicy, Estimator, FixedPolicy, FleetView, PolicyConfig, Reason};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -145,10 +151,19 @@ pub(super) struct Execution<'a> {
     calibrate: Option<(&'a CalibrateConfig, &'a CascadePolicy)>,
     /// The route's candidate in force.
     candidate: Option<&'a CandidateConfig>,
+    /// Set when the route's canary drew this call: the candidate answers it.
+    canary: Option<Canary>,
     /// The snapshot's config: which answers ran in this process, which
     /// models are text models, what they cost. `None` (unit tests): every
     /// model is local, none is text, costs by position.
     pub(super) config: Option<&'a crate::config::Config>,
+}
+
+/// A call the route's candidate answers (a canary): the candidate alone,
+/// `fixed` on it, as a promoted route would run it.
+struct Canary {
+    models: Vec<String>,
+    policy: PolicyConfig,
 }
 
 /// A draft-then-final call's pair, its settings and where drafts go.
@@ -183,6 +198,13 @@ impl<'a> Execution<'a> {
             (Some(_), Some(r)) => r.max_budget,
             _ => req.budget.total,
         };
+        let candidate = route.and_then(|r| r.candidate.as_ref());
+        let canary = candidate
+            .filter(|c| c.serve && super::sticky::canary_draw(req.draw).value() < c.share())
+            .map(|c| Canary {
+                models: vec![c.model.clone()],
+                policy: PolicyConfig::Fixed(FixedPolicy { model: c.model.clone() }),
+            });
         Execution {
             target: req.target,
             policy,
@@ -192,7 +214,8 @@ impl<'a> Execution<'a> {
             draft,
             draw: req.draw,
             calibrate: route.and_then(|r| Some((r.calibrate.as_ref()?, r.policy.as_cascade()?))),
-            candidate: route.and_then(|r| r.candidate.as_ref()),
+            candidate,
+            canary,
             config: None,
         }
     }
@@ -217,11 +240,68 @@ impl<'a> Execution<'a> {
         // The shadow gets its own copy of the inputs (shared buffers).
         let shadow_inputs = self.calibrate.map(|_| request.inputs.clone());
         let mirror_inputs = self.candidate.map(|_| request.inputs.clone());
-        let started = Instant::now();
-        let mut outcome = match &self.draft {
+        let (mut outcome, live_latency) = match (&self.canary, self.candidate) {
+            (Some(canary), Some(candidate)) => {
+                let fallback = request.clone();
+                let started = Instant::now();
+                let served = self.run_canary(backend, &estimator, canary, request).await;
+                let inputs = mirror_inputs.as_deref().unwrap_or_default();
+                self.observe_canary(observers, candidate, served.as_ref().ok(), started.elapsed(), inputs);
+                match served {
+                    Ok(answer) => (Ok(Finished::single(answer)), None),
+                    Err(e) => {
+                        tracing::debug!(route = %routing.route, error = %e, "canary call failed; the route answers");
+                        let started = Instant::now();
+                        (self.run_live(backend, &routing, fallback).await, Some(started.elapsed()))
+                    }
+                }
+            }
+            _ => {
+                let started = Instant::now();
+                (self.run_live(backend, &routing, request).await, Some(started.elapsed()))
+            }
+        };
+        // Steps 3 and 4 for calls the live models answered.
+        if let Some(live_latency) = live_latency {
+            if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
+                let models = observers.models;
+                observers.calibration.maybe_shadow(
+                    settings,
+                    cascade,
+                    routing.models,
+                    models,
+                    routing.route,
+                    &inputs,
+                );
+            }
+            if let (Some(candidate), Some(inputs)) = (self.candidate, mirror_inputs) {
+                let answer = outcome.as_ref().ok().map(|f| &f.answer);
+                self.mirror(observers, routing.models, (candidate, &inputs), answer, live_latency);
+            }
+        }
+        if let Ok(finished) = &mut outcome {
+            let policy = match (&self.canary, live_latency) {
+                (Some(canary), None) => &canary.policy,
+                _ => self.policy.as_ref(),
+            };
+            judge(&mut finished.answer, policy, || backend.fleet(routing.models));
+        }
+        observers.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
+        outcome
+    }
+
+    /// Step 2 for a call the live models answer: the policy's plan, or the
+    /// pair's draft then final.
+    async fn run_live<B: Backend>(
+        &self,
+        backend: &B,
+        routing: &Routing<'_>,
+        request: InferenceRequest,
+    ) -> Result<Finished, GatewayError> {
+        match &self.draft {
             Some(draft) => {
                 let run = PairRun {
-                    routing: &routing,
+                    routing,
                     pair: draft.pair,
                     mode: draft.settings.mode,
                     parallel_queue_limit: draft.settings.parallel_queue_limit,
@@ -229,31 +309,33 @@ impl<'a> Execution<'a> {
                 draft_then_final(backend, &run, request, draft.on_draft).await
             }
             None => {
-                route(backend, &routing, self.draw.unwrap_or_else(crate::random_draws::next_draw), request)
+                route(backend, routing, self.draw.unwrap_or_else(crate::random_draws::next_draw), request)
                     .await
                     .map(Finished::single)
             }
+        }
+    }
+
+    /// Step 2 for a canary's call: the candidate alone answers it (a
+    /// streamed call gets no draft), marked [`Reason::Canary`].
+    async fn run_canary<B: Backend>(
+        &self,
+        backend: &B,
+        estimator: &Estimator,
+        canary: &Canary,
+        request: InferenceRequest,
+    ) -> Result<Answer, GatewayError> {
+        let routing = Routing {
+            route: &self.target.public_name,
+            models: &canary.models,
+            policy: &canary.policy,
+            estimator,
+            budget: self.budget,
+            received: self.received,
         };
-        if let (Some((settings, cascade)), Some(inputs)) = (self.calibrate, shadow_inputs) {
-            let models = observers.models;
-            observers.calibration.maybe_shadow(
-                settings,
-                cascade,
-                routing.models,
-                models,
-                routing.route,
-                &inputs,
-            );
-        }
-        if let (Some(candidate), Some(inputs)) = (self.candidate, mirror_inputs) {
-            let answer = outcome.as_ref().ok().map(|f| &f.answer);
-            self.mirror(observers, routing.models, (candidate, &inputs), answer, started.elapsed());
-        }
-        if let Ok(finished) = &mut outcome {
-            judge(&mut finished.answer, &self.policy, || backend.fleet(routing.models));
-        }
-        observers.decisions.record_outcome(routing.route, outcome.as_ref().map(|f| &f.answer));
-        outcome
+        let mut answer = route(backend, &routing, crate::random_draws::next_draw(), request).await?;
+        answer.reason = Reason::Canary;
+        Ok(answer)
     }
 }
 
@@ -287,6 +369,38 @@ impl Execution<'_> {
             inputs,
         };
         observers.rollouts.after_call(call, observers.models);
+    }
+
+    /// Step 4 for a canary's call: counts the candidate's answer (or
+    /// failure) and compares it with the live model in the background.
+    fn observe_canary<M: ShadowModels>(
+        &self,
+        observers: &Observers<'_, M>,
+        candidate: &CandidateConfig,
+        answer: Option<&Answer>,
+        latency: std::time::Duration,
+        inputs: &[(String, switchyard_runtime::Tensor)],
+    ) {
+        let model = candidate.model.as_str();
+        let (text, cost) = match self.config {
+            Some(config) => (
+                config.models.iter().any(|m| m.name == model && m.text.is_some()),
+                super::rollout::cost::pair_cost(config, &self.target.models, (model, Reason::Canary), model)
+                    .1,
+            ),
+            None => (false, 1.0),
+        };
+        let call = CanaryOutcome {
+            route: &self.target.public_name,
+            candidate,
+            answer: answer.map(|a| a.outputs.as_slice()),
+            text,
+            latency,
+            cost,
+            live_models: &self.target.models,
+            inputs,
+        };
+        observers.rollouts.after_canary(call, observers.models);
     }
 }
 

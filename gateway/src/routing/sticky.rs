@@ -25,6 +25,19 @@ pub fn draw(route: &str, sticky: &StickyConfig, headers: &HeaderMap, tenant: Opt
     Some(Draw::from_bits(u64::from_le_bytes(first)))
 }
 
+/// The draw that decides whether a call is a canary's (a candidate with
+/// `serve = true` answers calls whose draw is below its share): derived
+/// from the route's sticky draw when the call has one, so one client is
+/// on the same side for a whole step (and stays on the candidate's side as
+/// the share grows), yet independent of the weighted split's draw (the
+/// digits below the draw's first 20 bits); a fresh random draw otherwise.
+pub fn canary_draw(sticky: Option<Draw>) -> Draw {
+    match sticky {
+        Some(draw) => Draw::new((draw.value() * (1u64 << 20) as f64).fract()),
+        None => crate::random_draws::next_draw(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +58,21 @@ mod tests {
             .filter(|i| draw("r", &t, &headers, Some(&format!("tenant-{i}"))).unwrap().value() < 0.5)
             .count();
         assert!((400..600).contains(&low), "{low} of 1000 below 0.5");
+    }
+
+    #[test]
+    fn a_canary_draw_is_fixed_per_key_and_spread_apart_from_the_split() {
+        let t = StickyConfig::Tenant;
+        let headers = HeaderMap::new();
+        let of = |i: usize| draw("r", &t, &headers, Some(&format!("tenant-{i}")));
+        assert_eq!(canary_draw(of(7)), canary_draw(of(7)), "one client, one side");
+        let (mut canary, mut both) = (0, 0);
+        for i in 0..2000 {
+            let (split, c) = (of(i).unwrap().value(), canary_draw(of(i)).value());
+            canary += usize::from(c < 0.25);
+            both += usize::from(c < 0.25 && split < 0.5);
+        }
+        assert!((400..600).contains(&canary), "{canary} of 2000 below 0.25");
+        assert!((150..350).contains(&both), "{both}: the canary side is independent of the split");
     }
 }

@@ -5,13 +5,15 @@
 // plan's step; Promote applies at once, the row then says promoted by the
 // operator, and /admin/stats shows the candidate in force.
 //
-//   node rollout_browser.mjs ADMIN_URL TOKEN ROUTE CANDIDATE SCREENSHOT_DIR
+//   node rollout_browser.mjs ADMIN_URL TOKEN ROUTE CANDIDATE SCREENSHOT_DIR [MODE]
+//
+// MODE: how the step's share is used, "mirrored" (default) or "canary".
 //
 // Prints "N passed, 0 failed" and exits 0 when every check holds.
 import { join } from "node:path";
 import { runChecks } from "./browser_common.mjs";
 
-const [adminUrl, token, route, candidate, shots] = process.argv.slice(2);
+const [adminUrl, token, route, candidate, shots, mode = "mirrored"] = process.argv.slice(2);
 
 const options = {
   name: "rollout",
@@ -39,9 +41,12 @@ await runChecks(options, async (page, check) => {
   check(/^100\.00 % \[9\d\.\d\d %, 100\.00 %\]$/.test(agreement), `agreement with its interval: ${agreement}`);
   const p99 = await page.textContent(`${row} td.p99`);
   check(/^[0-9.,]+ · [0-9.,]+$/.test(p99), `p99 of both sides: ${p99}`);
-  check((await page.textContent(`${row} td.step`)).startsWith("step 1 of 2"), "the plan's first step");
+  const step = await page.textContent(`${row} td.step`);
+  check(step.startsWith(`step 1 of 2 · ${mode} `), `the plan's first step, ${mode}: ${step}`);
   check((await page.textContent(`${row} td.state`)).startsWith("mirroring"), "mirroring");
   check((await page.textContent(`${row} td.verdict`)) === "wait", "the gate waits for its rows");
+  const rows = await page.textContent(`${row} td.rows`);
+  check(/\(draws skipped: [0-9,]+ busy, [0-9,]+ CPU\)$/.test(rows), `draws skipped, by cause: ${rows}`);
   await page.screenshot({ path: join(shots, "console-rollout.png"), fullPage: true });
 
   await page.click(`${row} button.promote`);

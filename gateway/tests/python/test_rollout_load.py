@@ -61,15 +61,16 @@ def test_live_calls_are_neither_shed_nor_queued_behind_a_busy_candidate(tmp_path
         assert off == [200] * len(off), off
         assert shed(gw) == (0, 0), "no shed without a candidate"
         posted = requests.post(f"{gw.admin}/admin/rollouts/digits",
-                               json={"model": "digits-cheap-slow", "share": 1.0}, timeout=60)
+                               json={"model": "digits-cheap-slow", "share": 1.0, "cpu_ceiling": 1.0}, timeout=60)
         assert posted.status_code == 200, posted.text
         on = load(gw)
         assert on == [200] * len(on), on
         assert shed(gw) == (0, 0), "no shed with the candidate on either"
-        c = wait_for(lambda: (c := rollout(gw)["comparison"])["candidate_calls"] + c["skipped_busy"] >= len(on) and c,
+        c = wait_for(lambda: (c := rollout(gw)["comparison"])["candidate_calls"] + c["skipped_busy"]
+                     + c["skipped_cpu"] >= len(on) and c,
                      "every drawn call mirrored or skipped", timeout=120)
         assert c["live_calls"] == len(on) and c["live_errors"] == 0
-        assert c["candidate_calls"] + c["skipped_busy"] == len(on), c
+        assert c["candidate_calls"] + c["skipped_busy"] + c["skipped_cpu"] == len(on), c
         assert c["skipped_busy"] > 0, "a candidate busy for 500 ms a run is skipped, not queued"
         assert c["candidate_calls"] > 0 and c["candidate_errors"] == 0
         slow = pool_stats(gw, "digits-cheap-slow")

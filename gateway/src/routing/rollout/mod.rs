@@ -7,12 +7,18 @@
 //! 1. the live call is counted (calls, errors: the route's error rate);
 //! 2. a draw below the step's share picks the call; it is mirrored only
 //!    when the candidate has an idle pool and the live model no queue
-//!    (otherwise counted as `skipped_busy`): live traffic is never delayed
-//!    or shed for a candidate;
+//!    (otherwise counted as `skipped_busy`) and the gateway's CPU use is
+//!    below the candidate's `cpu_ceiling` ([`cpu`]; otherwise
+//!    `skipped_cpu`): live traffic is never delayed or shed for a
+//!    candidate, and mirrors take spare CPU only;
 //! 3. the mirror runs in the background on the same inputs, asking for the
 //!    live answer's outputs, and its rows are compared ([`compare`]); the
 //!    comparison ([`stats`]) is kept for the whole rollout and for the
 //!    step in force.
+//!
+//! A candidate with `serve = true` is a canary instead ([`canary`]): the
+//! step's share of the route's calls is answered by the candidate, and the
+//! live models run those inputs in the background for the comparison.
 //!
 //! The plan's progress ([`Rollouts::evaluate`], called by the gateway's
 //! rollout loop, and the admin API's promote / roll back) only changes
@@ -22,8 +28,10 @@
 //! or the rolled-back route (no candidate). The file is not rewritten: a
 //! restart starts the plan again from its first step.
 
+pub mod canary;
 pub mod compare;
 pub mod cost;
+pub mod cpu;
 pub mod gate;
 mod overlay;
 pub use overlay::Undo;
@@ -91,6 +99,9 @@ struct Record {
     status: Status,
     /// The step this registry wants in force.
     step: usize,
+    /// The model that answered the route's last live call: what a canary's
+    /// answers are compared with.
+    last_live: Option<String>,
     total: Comparison,
     at_step: Comparison,
     events: Vec<Event>,
@@ -120,6 +131,11 @@ pub struct RolloutView {
     pub candidate: String,
     /// Where the candidate comes from (`file`, `store`, `admin`).
     pub source: CandidateSource,
+    /// `canary`: the shares are answered by the candidate; `mirror`: they
+    /// are mirrored to it in the background.
+    pub mode: &'static str,
+    /// Background runs only while the gateway's CPU use is below this share.
+    pub cpu_ceiling: f64,
     /// Whether it has a plan (or is mirrored only).
     pub plan: bool,
     /// The plan's shares.
@@ -176,6 +192,8 @@ pub struct Rollouts {
     /// The upstream registry (built once per process): a candidate that is
     /// an upstream model is mirrored there ([`upstream`]).
     upstreams: std::sync::OnceLock<Arc<crate::upstream::Upstreams>>,
+    /// The process's CPU use: background runs wait for spare CPU.
+    cpu: cpu::CpuGauge,
 }
 
 /// One answered call of a route with a candidate in force.
@@ -203,15 +221,29 @@ pub struct CallOutcome<'a> {
 impl Rollouts {
     /// Counts one live call and mirrors it to the candidate when drawn and
     /// there is idle capacity (module docs, steps 1-3). Returns at once.
+    ///
+    /// A canary's live calls (`serve = true`) are counted with their
+    /// latency and cost and not mirrored: its comparisons come from the
+    /// calls the candidate answers ([`Rollouts::after_canary`]).
     pub fn after_call<M: ShadowModels>(self: &Arc<Self>, call: CallOutcome<'_>, repo: &Arc<M>) {
+        let canary = call.candidate.serve;
         self.with_record(call.route, call.candidate, |r| {
             for c in [&mut r.total, &mut r.at_step] {
                 c.live.calls += 1;
                 c.live.errors += u64::from(call.answer.is_none());
+                if canary && call.answer.is_some() {
+                    c.live.latency.add(call.live_latency.as_secs_f64() * 1e6);
+                    c.live.cost += call.costs.0;
+                }
+            }
+            if let Some((model, _)) = call.answer {
+                if r.last_live.as_deref() != Some(model) {
+                    r.last_live = Some(model.to_string());
+                }
             }
         });
         let Some((live_model, outputs)) = call.answer else { return };
-        if crate::random_draws::next_draw().value() >= call.candidate.share() {
+        if canary || crate::random_draws::next_draw().value() >= call.candidate.share() {
             return;
         }
         let live_busy = call.live_local && !repo.idle(live_model);
@@ -220,11 +252,7 @@ impl Rollouts {
             Some(upstreams) => upstream::idle(upstreams, &call.candidate.model),
             None => repo.idle(&call.candidate.model),
         };
-        if live_busy || !candidate_idle {
-            self.with_record(call.route, call.candidate, |r| {
-                r.total.skipped_busy += 1;
-                r.at_step.skipped_busy += 1;
-            });
+        if !self.may_run_in_background(call.route, call.candidate, !live_busy && candidate_idle) {
             return;
         }
         let mirror = Mirror {
@@ -241,6 +269,25 @@ impl Rollouts {
         };
         let (this, repo) = (Arc::clone(self), Arc::clone(repo));
         tokio::spawn(async move { this.mirror(repo.as_ref(), remote, mirror).await });
+    }
+
+    /// Whether a background run may start now: `idle` (the pools it needs
+    /// have room) and the CPU below the candidate's ceiling; a refusal is
+    /// counted as `skipped_busy` or `skipped_cpu`.
+    fn may_run_in_background(&self, route: &str, candidate: &CandidateConfig, idle: bool) -> bool {
+        let cpu_free = idle && self.cpu.below(candidate.cpu_ceiling);
+        if !cpu_free {
+            self.with_record(route, candidate, |r| {
+                for c in [&mut r.total, &mut r.at_step] {
+                    if idle {
+                        c.skipped_cpu += 1;
+                    } else {
+                        c.skipped_busy += 1;
+                    }
+                }
+            });
+        }
+        cpu_free
     }
 
     /// The upstream registry, when `candidate` is one of its models.
@@ -291,14 +338,21 @@ impl Rollouts {
 
     /// Runs `f` on the route's record, starting a fresh one when the
     /// candidate or its plan changed.
-    fn with_record(&self, route: &str, candidate: &CandidateConfig, f: impl FnOnce(&mut Record)) {
+    fn with_record<T>(
+        &self,
+        route: &str,
+        candidate: &CandidateConfig,
+        f: impl FnOnce(&mut Record) -> T,
+    ) -> T {
         let mut records = self.records.lock();
         let fresh = records.get(route).is_none_or(|r| !r.candidate.same_plan(candidate));
         if fresh {
             records.insert(route.to_string(), Record::new(candidate));
         }
-        if let Some(r) = records.get_mut(route) {
-            f(r);
+        match records.get_mut(route) {
+            Some(record) => f(record),
+            // Inserted just above: not reached.
+            None => f(&mut Record::new(candidate)),
         }
     }
 
@@ -362,6 +416,7 @@ impl Record {
             candidate: CandidateConfig { step: 0, ..candidate.clone() },
             status: Status::Mirroring,
             step: 0,
+            last_live: None,
             total: Comparison::default(),
             at_step: Comparison::default(),
             events: Vec::new(),
@@ -421,6 +476,8 @@ impl Record {
             route: route.to_string(),
             candidate: self.candidate.model.clone(),
             source: self.candidate.source,
+            mode: if self.candidate.serve { "canary" } else { "mirror" },
+            cpu_ceiling: self.candidate.cpu_ceiling,
             plan: self.candidate.plan,
             steps: self.candidate.steps.clone(),
             step: self.step,

@@ -1,8 +1,9 @@
 //! What one candidate's comparison rests on ([`Comparison`]): compared
 //! rows and how many agreed, with a Wilson score interval on the
 //! agreement ([`wilson`]); the latency of both sides over the same
-//! mirrored calls (log-spaced histograms: p50, p99); errors of both sides;
-//! draws skipped because there was no idle capacity.
+//! mirrored calls, or (a canary) over the calls each side answered
+//! (log-spaced histograms: p50, p99); errors of both sides; draws skipped
+//! because there was no idle capacity or no spare CPU.
 
 use serde::Serialize;
 
@@ -119,15 +120,19 @@ pub struct Comparison {
     pub rows: u64,
     /// Of them, rows whose answers agree.
     pub agreeing: u64,
-    /// The route's live calls (every call while the candidate is mirrored,
-    /// so its error rate is the route's) and latency (mirrored calls only,
-    /// paired with the candidate's).
+    /// The route's live calls (every call the live models answered, so its
+    /// error rate is the route's) and latency (mirrored: the mirrored calls
+    /// only, paired with the candidate's; a canary: every live-answered
+    /// call, as the candidate's are its served calls).
     pub live: Side,
-    /// The candidate's mirrored calls.
+    /// The candidate's mirrored calls (a canary: the calls it answered).
     pub candidate: Side,
     /// Drawn calls not mirrored: the candidate or the live models had no
     /// idle capacity.
     pub skipped_busy: u64,
+    /// Drawn calls not mirrored because the gateway's CPU use was at the
+    /// candidate's `cpu_ceiling` ([`super::cpu`]).
+    pub skipped_cpu: u64,
 }
 
 /// A comparison as `/admin/stats` shows it (latencies in ms).
@@ -141,7 +146,7 @@ pub struct ComparisonView {
     pub agreement: Option<f64>,
     /// 95% Wilson score interval on the agreement, `[low, high]`.
     pub agreement_interval: [f64; 2],
-    /// Mirrored calls run on the candidate.
+    /// Mirrored calls run on the candidate (a canary: calls it answered).
     pub candidate_calls: u64,
     /// Of them, calls that failed.
     pub candidate_errors: u64,
@@ -149,7 +154,8 @@ pub struct ComparisonView {
     pub live_calls: u64,
     /// Of them, calls that failed.
     pub live_errors: u64,
-    /// Live latency p50 / p99 over the mirrored calls, ms.
+    /// Live latency p50 / p99 over the mirrored calls (a canary: over
+    /// the calls the live models answered), ms.
     pub live_p50_ms: Option<f64>,
     /// See `live_p50_ms`.
     pub live_p99_ms: Option<f64>,
@@ -164,6 +170,8 @@ pub struct ComparisonView {
     pub candidate_cost_per_call: Option<f64>,
     /// Drawn calls skipped for want of idle capacity.
     pub skipped_busy: u64,
+    /// Drawn calls skipped because the gateway's CPU was at the ceiling.
+    pub skipped_cpu: u64,
 }
 
 impl Comparison {
@@ -197,6 +205,7 @@ impl Comparison {
             live_cost_per_call: self.live.cost_per_call(),
             candidate_cost_per_call: self.candidate.cost_per_call(),
             skipped_busy: self.skipped_busy,
+            skipped_cpu: self.skipped_cpu,
         }
     }
 }

@@ -16,6 +16,8 @@ fn plan() -> CandidateConfig {
         compare: CompareConfig { kind: CompareKind::Auto, output: None, min_cosine: 0.99, tolerance: 1e-5 },
         step: 0,
         source: CandidateSource::File,
+        serve: false,
+        cpu_ceiling: 1.0,
     }
 }
 
