@@ -6,14 +6,17 @@
 #   off     no candidate (DELETE /admin/rollouts/digits)
 #   5%      candidate digits-heavy, share 0.05 (POST /admin/rollouts/digits)
 #   100%    candidate digits-heavy, share 1.0: every call drawn
+#   100%c1  the same with cpu_ceiling = 1.0: mirrors wait for an idle pool
+#           but (nearly) never for spare CPU, as before the CPU ceiling
 #
 # The server is pinned to CPU 1 and `wrk -t1 -cCONNS --latency` to CPU 0
 # (benchmarks/common.sh), one digits row per call; the phases follow each
 # other in every round, in a rotated order, so drift hits them alike. Per phase: the median
 # over rounds of wrk's p50 and p99, req/s, non-2xx answers, and from
-# /admin/rollouts the calls mirrored and skipped (candidate busy). Mirrors
-# only use an idle candidate pool, but they run on the server's one CPU:
-# what they cost live traffic there is what this measures.
+# /admin/rollouts the calls mirrored and skipped (candidate busy, CPU at
+# the ceiling). Mirrors only use an idle candidate pool and, below the
+# candidate's cpu_ceiling (default 0.85), spare CPU; they run on the
+# server's one CPU: what they cost live traffic there is what this measures.
 #
 #   benchmarks/rollout_bench.sh [DURATION_S] [ROUNDS] [CONNS]   default 10 s, 3 rounds, 8 connections
 #
@@ -74,12 +77,14 @@ wait_http "http://127.0.0.1:$PORT/v2/health/ready"
 URL="http://127.0.0.1:$PORT/v2/models/digits/infer"
 ROLLOUT="http://127.0.0.1:$ADMIN/admin/rollouts/digits"
 
-candidate() { # off | SHARE
+candidate() { # off | SHARE[:CEILING]
     if [ "$1" = off ]; then
         curl -s -o /dev/null -X DELETE "$ROLLOUT" || true
     else
+        local share="${1%%:*}" ceiling=""
+        [ "$share" != "$1" ] && ceiling=", \"cpu_ceiling\": ${1#*:}"
         curl -sf -o /dev/null -X POST -H 'content-type: application/json' \
-            -d "{\"model\": \"digits-heavy\", \"share\": $1}" "$ROLLOUT" || die "posting the candidate failed"
+            -d "{\"model\": \"digits-heavy\", \"share\": $share$ceiling}" "$ROLLOUT" || die "posting the candidate failed"
     fi
 }
 
@@ -102,18 +107,18 @@ rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 c = json.load(open(rollouts)).get("digits", {}).get("comparison", {})
 print(f"{name}\t{ms(50):.3f}\t{ms(99):.3f}\t{rps:.0f}\t{bad.group(1) if bad else 0}\t"
-      f"{c.get('live_calls', 0)}\t{c.get('candidate_calls', 0)}\t{c.get('skipped_busy', 0)}")
+      f"{c.get('live_calls', 0)}\t{c.get('candidate_calls', 0)}\t{c.get('skipped_busy', 0)}\t{c.get('skipped_cpu', 0)}")
 PYEOF
 }
 
 say "pinning: $PINNING; ${DUR} s per phase, $ROUNDS round(s), $CONNS connections; $SY_BIN"
-# The phases in turn, the order rotated each round (off 5% 100%, 5% 100%
-# off, 100% off 5%, ...) so that no phase always follows the same one.
-NAMES=(off 5% 100%); SHARES=(off 0.05 1.0)
+# The phases in turn, the order rotated each round (off 5% 100% 100%c1,
+# 5% 100% 100%c1 off, ...) so that no phase always follows the same one.
+NAMES=(off 5% 100% 100%c1); SHARES=(off 0.05 1.0 1.0:1.0)
 for round in $(seq 1 "$ROUNDS"); do
     say "round $round"
-    for k in 0 1 2; do
-        i=$(( (round - 1 + k) % 3 ))
+    for k in 0 1 2 3; do
+        i=$(( (round - 1 + k) % 4 ))
         phase "${NAMES[$i]}" "${SHARES[$i]}"
     done
 done
@@ -123,18 +128,22 @@ candidate off
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {}
-for name, p50, p99, rps, bad, live, mirrored, skipped in rows:
-    by.setdefault(name, []).append((float(p50), float(p99), float(rps), int(bad), int(live), int(mirrored), int(skipped)))
+for name, p50, p99, rps, bad, live, mirrored, skipped, skipped_cpu in rows:
+    by.setdefault(name, []).append((float(p50), float(p99), float(rps), int(bad), int(live), int(mirrored),
+                                    int(skipped), int(skipped_cpu)))
 med = lambda name, i: statistics.median(r[i] for r in by[name])
-print(f"| candidate | p50 ms | p99 ms | req/s | non-2xx | mirrored / drawn (skipped busy) | p99 vs off |")
-print("|---|---|---|---|---|---|---|")
-for name in ["off", "5%", "100%"]:
-    mirrored = sum(r[5] for r in by[name]); skipped = sum(r[6] for r in by[name])
-    drawn = f"{mirrored} / {mirrored + skipped} ({skipped})" if name != "off" else "-"
+names = ["off", "5%", "100%", "100%c1"]
+print("| candidate | p50 ms | p99 ms | req/s | non-2xx | mirrored / drawn (skipped busy, CPU) | p99 vs off | req/s vs off |")
+print("|---|---|---|---|---|---|---|---|")
+for name in names:
+    mirrored = sum(r[5] for r in by[name]); busy = sum(r[6] for r in by[name]); cpu = sum(r[7] for r in by[name])
+    drawn = f"{mirrored} / {mirrored + busy + cpu} ({busy}, {cpu})" if name != "off" else "-"
     print(f"| {name} | {med(name, 0):.2f} | {med(name, 1):.2f} | {med(name, 2):,.0f} | "
-          f"{sum(r[3] for r in by[name])} | {drawn} | {med(name, 1) / med('off', 1):.2f}x |")
+          f"{sum(r[3] for r in by[name])} | {drawn} | {med(name, 1) / med('off', 1):.2f}x | "
+          f"{med(name, 2) / med('off', 2):.2f}x |")
 spread = lambda name: f"{min(r[1] for r in by[name]):.2f}-{max(r[1] for r in by[name]):.2f}"
-print(f"\nmedians over {sys.argv[2]} rounds, {sys.argv[3]} connections; every round ran the three phases in turn"
-      f" (order rotated); p99 range over rounds: off {spread('off')}, 5% {spread('5%')}, 100% {spread('100%')} ms")
+print(f"\nmedians over {sys.argv[2]} rounds, {sys.argv[3]} connections; every round ran the four phases in turn"
+      f" (order rotated); 100%c1 = share 1.0 with cpu_ceiling 1.0; p99 range over rounds: "
+      + ", ".join(f"{n} {spread(n)}" for n in names) + " ms")
 PYEOF
 cat "$OUT/summary.md"

@@ -54,7 +54,7 @@ pub struct RawCandidate {
     /// the candidate); default `false` (mirrored only).
     pub serve: Option<bool>,
     /// Background runs only while the gateway's CPU use is below this share
-    /// of the CPUs it may use, in `(0, 1]`; default 0.85.
+    /// of the CPUs it may use, in `(0, 1]`; default 0.85; `1`: no CPU check.
     pub cpu_ceiling: Option<f64>,
 }
 
@@ -215,7 +215,7 @@ pub struct RawPlan {
     /// new version); default `false` (mirrored only).
     pub serve: Option<bool>,
     /// Background runs only while the gateway's CPU use is below this share
-    /// of the CPUs it may use, in `(0, 1]`; default 0.85.
+    /// of the CPUs it may use, in `(0, 1]`; default 0.85; `1`: no CPU check.
     pub cpu_ceiling: Option<f64>,
 }
 

@@ -38,6 +38,12 @@ def models(*entries):
 
 
 def route(live, candidate):
+    """The `digits` route on `live` with `candidate`; the candidate's CPU
+    check is off (`cpu_ceiling = 1.0`) unless it sets one: these tests count
+    mirrors, which must not depend on how busy the machine is (the check is
+    tested in test_rollout_canary.py)."""
+    if "cpu_ceiling" not in candidate:
+        candidate = candidate.rstrip()[:-1].rstrip() + ", cpu_ceiling = 1.0 }"
     return f'\n[[routes]]\nname = "digits"\nmodels = ["{live}"]\nbudget_ms = {{ default = 5000, max = 10000 }}\ncandidate = {candidate}\n'
 
 

@@ -62,7 +62,8 @@ def test_a_posted_candidate_goes_through_its_plan_outlasts_a_reload_and_is_withd
     try:
         url = f"{gw.admin}/admin/rollouts/digits"
         r = requests.post(url, json={"model": "digits-heavy-twin", "steps": [0.5, 1.0], "min_rows": 100,
-                                     "gate": {"min_agreement": 0.99, "max_p99_ratio": 1e6}}, timeout=60)
+                                     "gate": {"min_agreement": 0.99, "max_p99_ratio": 1e6}, "cpu_ceiling": 1.0},
+                          timeout=60)
         assert r.status_code == 200, r.text
         assert r.json()["reload"]["trigger"] == "rollout" and r.json()["reload"]["status"] == "applied"
         posted = r.json()["rollout"]

@@ -25,6 +25,10 @@ ROUTE = '\n[[routes]]\nname = "digits"\nmodels = ["{live}"]\nbudget_ms = {{ defa
 
 
 def route(live, candidate):
+    """The sticky `digits` route on `live` with `candidate` (CPU check off
+    unless the candidate sets `cpu_ceiling`, as in test_rollout.py)."""
+    if "cpu_ceiling" not in candidate:
+        candidate = candidate.rstrip()[:-1].rstrip() + ", cpu_ceiling = 1.0 }"
     return ROUTE.format(live=live, candidate=candidate)
 
 

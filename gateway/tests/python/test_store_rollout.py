@@ -88,7 +88,7 @@ def mirrored(gw):
 
 def test_a_store_version_that_agrees_is_promoted_and_serves(store, tmp_path):
     store.upload_repo(tmp_path / "v1", "digits-heavy", 1)
-    gw = start(store, tmp_path, "{ steps = [0.5, 1.0], min_rows = 100, "
+    gw = start(store, tmp_path, "{ steps = [0.5, 1.0], min_rows = 100, cpu_ceiling = 1.0, "
                                 "gate = { min_agreement = 0.99, max_p99_ratio = 1e6 } }")
     try:
         caller = Caller(gw)
@@ -113,7 +113,7 @@ def test_a_store_version_that_agrees_is_promoted_and_serves(store, tmp_path):
 
 def test_a_store_version_that_disagrees_is_held_then_rolled_back(store, tmp_path):
     store.upload_repo(tmp_path / "v1", "digits-heavy", 1)
-    gw = start(store, tmp_path, "{ steps = [0.5, 1.0], min_rows = 200, "
+    gw = start(store, tmp_path, "{ steps = [0.5, 1.0], min_rows = 200, cpu_ceiling = 1.0, "
                                 "gate = { min_agreement = 0.995, max_p99_ratio = 1e6 } }")
     try:
         caller = Caller(gw)
@@ -165,7 +165,7 @@ def test_a_store_version_named_model_at_version_is_a_routes_candidate(store, tmp
         f'[repository]\nuri = "s3://{BUCKET}/repo"\nendpoint = "{store.endpoint}"\n'
         f'cache_dir = "{tmp_path / "cache"}"\n'
         '\n[[routes]]\nname = "digits"\nmodels = ["digits-heavy"]\nbudget_ms = { default = 5000, max = 10000 }\n'
-        'candidate = { model = "digits-heavy@1", share = 1.0 }\n')
+        'candidate = { model = "digits-heavy@1", share = 1.0, cpu_ceiling = 1.0 }\n')
     gw = Gateway(config, env=store.env())
     try:
         caller = Caller(gw)
