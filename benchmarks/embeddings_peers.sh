@@ -18,10 +18,16 @@
 # the servers pinned to the same CPU and the load generator to the other;
 # the texts are benchmarks/data/sentences.txt (64 real sentences, 7-28
 # tokens), the same bodies for every server (loadgen --openai-model). The
-# servers alternate per row, so drift hits them alike. Beside texts/s and
-# p99, each row gives the server's CPU time per text (utime + stime from
-# /proc over the load, warm-up included): on a shared machine throughput
-# moves with the neighbours' load, CPU per text much less. Before the load,
+# servers alternate per row, so drift hits them alike. Texts/s counts the
+# responses that completed inside the measured window, whenever their
+# request started (loadgen's `window_rps`): at 32 texts per request and 40
+# clients a request takes seconds, and counting only requests that both
+# start and end in the window undercounts the server that answers in
+# arrival order (benchmarks/NOTES.md, "how much of the loss is the count").
+# Beside texts/s and p99, each row gives the server's CPU time per text
+# (utime + stime from /proc, sampled at the window's edges, over the texts
+# answered in it): on a shared machine throughput moves with the
+# neighbours' load, CPU per text much less. Before the load,
 # the vectors of 8 sentences are compared between the servers (max abs
 # difference).
 #
@@ -106,14 +112,20 @@ PYEOF
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 load() { # server port path texts clients
-    local label="$1/t$4/c$5" before
+    local label="$1/t$4/c$5" before after t0 t1 lg
     say "$label"
-    before=$(cpu_ticks "${PID_OF[$1]}")
     "${CLIENT_CPU[@]}" ./target/release/loadgen --url "http://127.0.0.1:$2$3" \
         --mode closed --concurrency "$5" --duration "$DUR" --warmup "$WARM" \
         --text-file benchmarks/data/sentences.txt --texts-per-request "$4" --openai-model minilm-l6 \
-        --label "$label" --json-out "$OUT/${1}_t$4_c$5.json" --quiet > /dev/null
-    echo $(( $(cpu_ticks "${PID_OF[$1]}") - before )) $(getconf CLK_TCK) > "$OUT/${1}_t$4_c$5.cpu"
+        --label "$label" --json-out "$OUT/${1}_t$4_c$5.json" --quiet > /dev/null &
+    lg=$!
+    # The server's CPU over the measured window only (after the warm-up).
+    sleep "${WARM%s}"
+    before=$(cpu_ticks "${PID_OF[$1]}"); t0=$(date +%s.%N)
+    sleep "${DUR%s}"
+    after=$(cpu_ticks "${PID_OF[$1]}"); t1=$(date +%s.%N)
+    wait "$lg"
+    echo $(( after - before )) "$(getconf CLK_TCK)" "$t0" "$t1" > "$OUT/${1}_t$4_c$5.cpu"
 }
 
 for texts in 1 8 32; do
@@ -132,11 +144,12 @@ rows = {}
 for f in glob.glob(f"{out}/*_t*_c*.json"):
     r = json.load(open(f))
     name, t, c = os.path.basename(f)[:-5].rsplit("_", 2)
-    ticks, hz = open(f[:-5] + ".cpu").read().split()
-    # CPU over warm-up + measured part; requests over the same span are not
-    # counted by loadgen, so scale by the measured share of the wall time.
-    span = r["duration_s"] + r["warmup_s"]
-    r["cpu_ms_per_text"] = int(ticks) / int(hz) * 1e3 * r["duration_s"] / span / max(1, r["ok"] * int(t[1:]))
+    ticks, hz, t0, t1 = open(f[:-5] + ".cpu").read().split()
+    # Responses completed inside the window (loadgen's window_rps; older
+    # reports without it: rps), and the CPU sampled at the window's edges.
+    r["rps"] = r.get("window_rps") or r["rps"]
+    texts = r["rps"] * (float(t1) - float(t0)) * int(t[1:])
+    r["cpu_ms_per_text"] = int(ticks) / int(hz) * 1e3 / max(1.0, texts)
     rows.setdefault((int(t[1:]), int(c[1:])), {})[name] = r
 names = sorted({n for v in rows.values() for n in v}, key=lambda n: (n != "switchyard", n))
 peers = [n for n in names if n != "switchyard"]

@@ -20,6 +20,8 @@ pub struct ClosedResult {
     pub rec: Recorder,
     /// End of the measured window used for throughput (the later of this and the last completion).
     pub nominal_end: Instant,
+    /// Whether the request limit ended the run before the window's end.
+    pub limit_hit: bool,
 }
 
 async fn worker(mut conn: Conn, ctx: Arc<RunCtx>, tickets: Arc<AtomicU64>) -> Result<Recorder> {
@@ -44,6 +46,9 @@ async fn worker(mut conn: Conn, ctx: Arc<RunCtx>, tickets: Arc<AtomicU64>) -> Re
         if measured {
             rec.record(outcome, done - start, done);
         }
+        if outcome.is_success() && done >= phases.measure_start && done <= phases.end {
+            rec.ok_in_window += 1;
+        }
         if outcome == Outcome::ConnError {
             tokio::time::sleep(ERROR_BACKOFF).await;
         }
@@ -59,5 +64,5 @@ pub async fn run(ctx: Arc<RunCtx>, conns: Vec<Conn>) -> Result<ClosedResult> {
     let rec = super::join_all(handles).await?;
     let limit_hit = ctx.limit.is_some_and(|l| tickets.load(Ordering::Relaxed) >= l);
     let nominal_end = if limit_hit { ctx.phases.measure_start } else { ctx.phases.end };
-    Ok(ClosedResult { rec, nominal_end })
+    Ok(ClosedResult { rec, nominal_end, limit_hit })
 }

@@ -125,9 +125,14 @@ pub async fn run(args: &Args) -> Result<Report> {
     });
     let progress = (!args.quiet).then(|| progress::spawn(live, phases));
 
+    let mut window_rps = None;
     let (rec, nominal_end, schedule) = match args.mode {
         Mode::Closed => {
             let r = closed::run(ctx, conns).await?;
+            let window = phases.end.saturating_duration_since(phases.measure_start).as_secs_f64();
+            if !r.limit_hit && window > 0.0 {
+                window_rps = Some((r.rec.ok_in_window as f64 / window * 100.0).round() / 100.0);
+            }
             (r.rec, r.nominal_end, None)
         }
         Mode::Open => {
@@ -164,7 +169,9 @@ pub async fn run(args: &Args) -> Result<Report> {
         body_bytes,
         threads: args.threads,
     };
-    Ok(Report::new(info, &rec, window_s, schedule))
+    let mut report = Report::new(info, &rec, window_s, schedule);
+    report.window_rps = window_rps;
+    Ok(report)
 }
 
 #[cfg(test)]
@@ -194,6 +201,23 @@ mod tests {
         assert!(r.latency_us.p50 > 0);
         assert!(r.rps > 0.0);
         assert_eq!(r.concurrency, 4);
+        assert_eq!(r.window_rps, None, "cut short by --requests: no window rate");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_closed_loop_run_to_its_end_counts_completions_inside_the_window() {
+        let (addr, server) = testserver::spawn("127.0.0.1:0".parse().unwrap(), None).await.unwrap();
+        let url = format!("http://{addr}/v2/models/m/infer");
+        let a = args(&url, &["--concurrency", "2", "--duration", "300ms", "--warmup", "100ms"]);
+        let r = run(&a).await.unwrap();
+        let window = r.window_rps.expect("a closed loop run to its end");
+        assert!(window > 0.0 && r.ok > 0);
+        // Every measured request that ended by the window's end is in both
+        // counts; the window count adds at most one per client started in
+        // the warm-up, and lacks those still running at the end.
+        let in_window = (window * 0.3).round() as i64;
+        assert!((in_window - r.ok as i64).abs() <= 2 * 2 + 1, "{in_window} vs {}", r.ok);
         server.abort();
     }
 

@@ -88,8 +88,18 @@ pub struct Report {
     pub connection_errors: u64,
     /// Requests that exceeded the per-request timeout.
     pub timeouts: u64,
-    /// Successful requests per second.
+    /// Successful requests per second: the measured requests (those that
+    /// started inside the window) over the window, stretched to the last
+    /// one's completion.
     pub rps: f64,
+    /// Closed loop (run to its duration): 2xx responses that completed
+    /// inside the window, whenever they started, per second of the window:
+    /// the rate the server sustained. For requests much shorter than the
+    /// window it equals `rps`; for long ones (seconds each, many clients)
+    /// `rps` undercounts, as few requests both start and end in the window
+    /// and the drain stretches it. `null` for open loops and runs cut short
+    /// by `--requests`.
+    pub window_rps: Option<f64>,
     /// Latency of successful requests, microseconds (open loop: from the intended send time).
     pub latency_us: LatencySummary,
     /// Open loop only: how well the schedule was kept.
@@ -147,6 +157,7 @@ impl Report {
             connection_errors: rec.conn_errors,
             timeouts: rec.timeouts,
             rps: round2(rps),
+            window_rps: None,
             latency_us: LatencySummary::from_histogram(&rec.latency),
             schedule,
             bodies: info.bodies,

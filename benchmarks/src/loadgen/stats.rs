@@ -39,6 +39,10 @@ pub struct Recorder {
     pub timeouts: u64,
     /// Completion time of the last measured request.
     pub last_done: Option<Instant>,
+    /// Closed loop: 2xx responses that completed inside the measured window
+    /// (`[measure_start, end]`), whenever their request started (warm-up
+    /// included); what a server sustained while the window lasted.
+    pub ok_in_window: u64,
 }
 
 impl Recorder {
@@ -52,6 +56,7 @@ impl Recorder {
             conn_errors: 0,
             timeouts: 0,
             last_done: None,
+            ok_in_window: 0,
         })
     }
 
@@ -84,6 +89,7 @@ impl Recorder {
         }
         self.conn_errors += other.conn_errors;
         self.timeouts += other.timeouts;
+        self.ok_in_window += other.ok_in_window;
         self.last_done = match (self.last_done, other.last_done) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
