@@ -99,6 +99,67 @@ pub fn split(tensor: &Tensor, rows: &[usize]) -> Result<Vec<Tensor>, String> {
     Ok(pieces)
 }
 
+/// Builds a tensor of `total` rows from pieces whose rows go to the given
+/// positions (`parts`: each piece's row positions, increasing or not, and
+/// the piece): the inverse of taking those rows out. Every position must be
+/// given exactly once; the pieces must share datatype and the dimensions
+/// after the batch dimension.
+pub fn scatter(parts: &[(&[usize], &Tensor)], total: usize) -> Result<Tensor, String> {
+    let (_, first) = parts.first().ok_or("nothing to assemble")?;
+    let rest = first.shape().get(1..).ok_or("a scalar has no rows")?.to_vec();
+    let row_elems = element_count(&rest).ok_or("output shape overflows")?;
+    let mut filled = vec![false; total];
+    for (rows, piece) in parts {
+        if piece.dtype() != first.dtype() || piece.shape().get(1..) != Some(rest.as_slice()) {
+            return Err(format!(
+                "pieces differ: {:?} {} vs {:?} {}",
+                piece.shape(),
+                piece.dtype(),
+                first.shape(),
+                first.dtype()
+            ));
+        }
+        if piece.shape().first() != Some(&rows.len()) {
+            return Err(format!("a piece of {:?} holds {} positions", piece.shape(), rows.len()));
+        }
+        for &r in rows.iter() {
+            match filled.get_mut(r) {
+                Some(seen) if !*seen => *seen = true,
+                _ => return Err(format!("row {r} is out of range or given twice")),
+            }
+        }
+    }
+    if filled.contains(&false) {
+        return Err("a row has no piece".into());
+    }
+    let mut shape = vec![total];
+    shape.extend_from_slice(&rest);
+    let data = match first.data() {
+        TensorData::Fixed(_) => {
+            let row_bytes = first.dtype().element_size().unwrap_or(1) * row_elems;
+            let mut buf = vec![0u8; total * row_bytes];
+            for (rows, piece) in parts {
+                let raw = piece.raw_bytes().ok_or("mixed datatypes")?;
+                for (&r, row) in rows.iter().zip(raw.chunks_exact(row_bytes.max(1))) {
+                    buf[r * row_bytes..(r + 1) * row_bytes].copy_from_slice(row);
+                }
+            }
+            TensorData::Fixed(Bytes::from(buf))
+        }
+        TensorData::Strings(_) => {
+            let mut items = vec![Bytes::new(); total * row_elems];
+            for (rows, piece) in parts {
+                let TensorData::Strings(strings) = piece.data() else { return Err("mixed datatypes".into()) };
+                for (&r, row) in rows.iter().zip(strings.chunks_exact(row_elems.max(1))) {
+                    items[r * row_elems..(r + 1) * row_elems].clone_from_slice(row);
+                }
+            }
+            TensorData::Strings(items)
+        }
+    };
+    Tensor::new(first.dtype(), shape, data).map_err(|e| e.to_string())
+}
+
 fn slice(bytes: &Bytes, start: usize, len: usize) -> Result<Bytes, String> {
     if start + len > bytes.len() {
         return Err("output shorter than its shape".into());
@@ -119,6 +180,24 @@ mod tests {
         assert_eq!(joined.shape(), &[3, 2]);
         let parts = split(&joined, &[1, 2]).unwrap();
         assert_eq!(parts, vec![a, b]);
+    }
+
+    #[test]
+    fn scatter_puts_rows_at_their_positions_and_checks_them() {
+        let a = Tensor::from_f32(vec![2, 1], &[0.0, 3.0]).unwrap();
+        let b = Tensor::from_f32(vec![2, 1], &[1.0, 2.0]).unwrap();
+        let whole = scatter(&[(&[0, 3], &a), (&[1, 2], &b)], 4).unwrap();
+        assert_eq!(whole, Tensor::from_f32(vec![4, 1], &[0.0, 1.0, 2.0, 3.0]).unwrap());
+        assert!(scatter(&[(&[0, 1], &a), (&[1, 2], &b)], 4).is_err(), "a row given twice");
+        assert!(scatter(&[(&[0, 1], &a)], 4).is_err(), "rows left empty");
+        assert!(scatter(&[(&[0], &a)], 1).is_err(), "a piece with more rows than positions");
+        let wide = Tensor::from_f32(vec![2, 2], &[0.0; 4]).unwrap();
+        assert!(scatter(&[(&[0, 1], &a), (&[2, 3], &wide)], 4).is_err(), "row shapes differ");
+        let s = |v: &[&'static str]| {
+            let items = v.iter().map(|x| Bytes::from_static(x.as_bytes())).collect();
+            Tensor::new(DataType::Bytes, vec![v.len(), 1], TensorData::Strings(items)).unwrap()
+        };
+        assert_eq!(scatter(&[(&[1], &s(&["b"])), (&[0], &s(&["a"]))], 2).unwrap(), s(&["a", "b"]));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::request::{request_rows, InferenceRequest, InferenceResponse, LoadRepo
 use crate::signature::ModelSignature;
 use crate::spec::{BatchingSpec, ModelSpec};
 use crate::stats::{ModelStats, RuntimeSnapshot};
-use crate::text::{encode_request, TextEncoder};
+use crate::text::{encode_request, groups, RowGroup, TextEncoder};
 use crate::validate::validate;
 
 /// All models the runtime serves.
@@ -186,7 +186,15 @@ impl ModelRepository {
         let req = match (m.spec.max_tokens(), encoder.clone()) {
             (None, _) => req,
             (Some(max_tokens), Some(encoder)) => {
-                encode_request(&encoder, &m.spec.name, req, max_tokens).await?
+                let by_bucket = loaded.batch && groups::joinable(&loaded.signature);
+                let mut encoded = encode_request(&encoder, &m.spec.name, req, max_tokens, by_bucket).await?;
+                if encoded.len() > 1 {
+                    return run_groups(m, loaded, pool_index, &encoder, encoded, rank).await;
+                }
+                match encoded.pop() {
+                    Some(group) => group.request,
+                    None => InferenceRequest::default(),
+                }
             }
             (Some(_), None) => {
                 return Err(RuntimeError::DeviceUnavailable {
@@ -197,10 +205,7 @@ impl ModelRepository {
         };
         let mut validated = validate(&m.spec.name, &loaded.signature, loaded.batch, req)?;
         if let (Some(encoder), true) = (encoder, loaded.batch) {
-            // Token tensors of any length batch together within a length
-            // bucket; the worker pads them to the batch's longest.
-            let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
-            validated.group = Some(vec![vec![encoder.bucket(length)]]);
+            tag_bucket(&encoder, &mut validated);
         }
         let result = chunk::run(m, loaded, pool_index, validated, rank).await;
         m.touch();
@@ -379,4 +384,37 @@ fn model_stats(m: &Model, detail: Detail) -> ModelStats {
             })
             .collect(),
     }
+}
+
+/// Tags a text request with its length bucket: token tensors of any
+/// length batch together within one bucket, the worker padding them to the
+/// batch's longest.
+fn tag_bucket(encoder: &TextEncoder, validated: &mut crate::validate::Validated) {
+    let length = validated.inputs.first().and_then(|t| t.shape().get(1).copied()).unwrap_or(0);
+    validated.group = Some(vec![vec![encoder.bucket(length)]]);
+}
+
+/// Runs a text request's length groups ([`groups`]) as requests of their
+/// own, concurrently, and assembles the answer in the request's row order.
+async fn run_groups(
+    m: &Model,
+    loaded: Arc<LoadedModel>,
+    pool: Option<usize>,
+    encoder: &TextEncoder,
+    encoded: Vec<RowGroup>,
+    rank: Rank,
+) -> Result<InferenceResponse, RuntimeError> {
+    let total = encoded.iter().map(|g| g.rows.len()).sum();
+    let mut runs = Vec::with_capacity(encoded.len());
+    let mut positions = Vec::with_capacity(encoded.len());
+    for group in encoded {
+        let mut validated = validate(&m.spec.name, &loaded.signature, loaded.batch, group.request)?;
+        tag_bucket(encoder, &mut validated);
+        positions.push(group.rows);
+        runs.push(chunk::run(m, Arc::clone(&loaded), pool, validated, rank));
+    }
+    drop(loaded);
+    let answers = futures::future::try_join_all(runs).await;
+    m.touch();
+    groups::join(&m.spec.name, total, positions.into_iter().zip(answers?).collect())
 }

@@ -96,6 +96,23 @@ async fn requests_batch_within_their_length_bucket() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_mixing_lengths_runs_one_group_per_bucket_in_its_row_order() {
+    let repo = repo(vec![stats_model(64)]);
+    let long = "the cat sat on the mat ".repeat(4); // 26 tokens: bucket 32; the others bucket 16
+    let resp = within(repo.infer("stats", None, texts(&["a", &long, "the cat", "dogs"]))).await.unwrap();
+    let rows = stats(&resp);
+    // Each row padded to its own group's longest (4 and 26), not all to 26,
+    // and the answer in the request's row order.
+    assert_eq!(rows.iter().map(|r| r[2]).collect::<Vec<_>>(), vec![4.0, 26.0, 4.0, 4.0]);
+    assert_eq!(rows.iter().map(|r| r[1]).collect::<Vec<_>>(), vec![3.0, 26.0, 4.0, 4.0]);
+    assert_eq!(rows[0], [15.0, 3.0, 4.0, 0.0], "the row of \"a\" is its own");
+    let alone = within(repo.infer("stats", None, texts(&[&long]))).await.unwrap();
+    assert_eq!(rows[1], stats(&alone)[0], "the long row as if sent alone");
+    let pool = &repo.stats().models.into_iter().find(|m| m.name == "stats").unwrap().pools[0];
+    assert_eq!(pool.requests, 3, "two groups for the mixed request, one for the long text alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_text_is_a_client_error() {
     let repo = repo(vec![stats_model(32)]);
     let bad =

@@ -11,6 +11,8 @@ use crate::signature::{ModelSignature, TensorSpec};
 use crate::tensor::{DataType, Tensor, TensorData};
 use crate::text_spec::TextSpec;
 
+use super::groups::RowGroup;
+
 mod token_ids;
 
 /// A token tensor a transformer graph takes.
@@ -133,7 +135,54 @@ impl TextEncoder {
         req: InferenceRequest,
         max_tokens: usize,
     ) -> Result<InferenceRequest, RuntimeError> {
-        let texts = self.texts(model, &req)?;
+        let encodings = self.encodings(model, &req, max_tokens)?;
+        let all: Vec<&Encoding> = encodings.iter().collect();
+        self.request_of(model, &all, req.outputs)
+    }
+
+    /// [`Self::encode_within`], with the rows grouped by length bucket
+    /// ([`Self::bucket`]) when `by_bucket`: one request per bucket the
+    /// texts fall in, each padded to its own longest text, with the
+    /// positions its rows have in the request (increasing). Without
+    /// `by_bucket`, or when every text falls in one bucket, one group of
+    /// every row in order. Why: a request is padded to its longest text,
+    /// so 32 sentences of 7 to 28 tokens run as 32 x 30 tokens; grouped,
+    /// the short ones run at 16 and the work falls by about a third
+    /// ([`super::groups`]).
+    pub fn encode_grouped(
+        &self,
+        model: &str,
+        req: InferenceRequest,
+        max_tokens: usize,
+        by_bucket: bool,
+    ) -> Result<Vec<RowGroup>, RuntimeError> {
+        let encodings = self.encodings(model, &req, max_tokens)?;
+        let mut buckets: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (row, enc) in encodings.iter().enumerate() {
+            let bucket = if by_bucket { self.bucket(enc.len()) } else { 0 };
+            match buckets.iter_mut().find(|(b, _)| *b == bucket) {
+                Some((_, rows)) => rows.push(row),
+                None => buckets.push((bucket, vec![row])),
+            }
+        }
+        buckets
+            .into_iter()
+            .map(|(_, rows)| {
+                let members: Vec<&Encoding> = rows.iter().filter_map(|&r| encodings.get(r)).collect();
+                let request = self.request_of(model, &members, req.outputs.clone())?;
+                Ok(RowGroup { rows, request })
+            })
+            .collect()
+    }
+
+    /// Every text of `req` tokenised, counting tokens against `max_tokens`.
+    fn encodings(
+        &self,
+        model: &str,
+        req: &InferenceRequest,
+        max_tokens: usize,
+    ) -> Result<Vec<Encoding>, RuntimeError> {
+        let texts = self.texts(model, req)?;
         let mut encodings: Vec<Encoding> = Vec::with_capacity(texts.len());
         let mut tokens = 0usize;
         for (i, text) in texts.iter().enumerate() {
@@ -159,13 +208,23 @@ impl TextEncoder {
             }
             encodings.push(encoding);
         }
-        let length = encodings.iter().map(Encoding::len).max().unwrap_or(0).max(1);
+        Ok(encodings)
+    }
+
+    /// The graph's token tensors of `encodings`, padded to their longest.
+    fn request_of(
+        &self,
+        model: &str,
+        encodings: &[&Encoding],
+        outputs: Option<Vec<String>>,
+    ) -> Result<InferenceRequest, RuntimeError> {
+        let length = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let inputs = self
             .feeds
             .iter()
-            .map(|(name, feed)| Ok((name.clone(), self.token_tensor(model, *feed, &encodings, length)?)))
+            .map(|(name, feed)| Ok((name.clone(), self.token_tensor(model, *feed, encodings, length)?)))
             .collect::<Result<Vec<_>, RuntimeError>>()?;
-        Ok(InferenceRequest { inputs, outputs: req.outputs })
+        Ok(InferenceRequest { inputs, outputs })
     }
 
     /// The tokens `text` gives the model, special tokens included, as
@@ -246,7 +305,7 @@ impl TextEncoder {
         &self,
         model: &str,
         feed: Feed,
-        encodings: &[Encoding],
+        encodings: &[&Encoding],
         length: usize,
     ) -> Result<Tensor, RuntimeError> {
         let pad = self.pad_of(feed);

@@ -25,13 +25,17 @@
 //! batch to the batch's longest ([`crate::batch`]'s `concat_padded`). A
 //! request that runs alone pays for no padding, and a batch pads a text to
 //! at most about twice its length, while requests of similar length still
-//! share batches.
+//! share batches. A request whose own texts fall in several buckets runs as
+//! one request per bucket ([`groups`]), for models whose outputs allow its
+//! answer to be put back together row by row.
 
 mod encoder;
+pub mod groups;
 #[cfg(test)]
 mod tests;
 
 pub use encoder::{prefix, TextEncoder, PREFIX_BYTES_PER_TOKEN};
+pub use groups::RowGroup;
 
 use std::sync::Arc;
 
@@ -44,15 +48,17 @@ use crate::tensor::TensorData;
 /// large document cannot stall the other requests of an async worker.
 pub const INLINE_TEXT_BYTES: usize = 16 * 1024;
 
-/// Runs `encoder` on `req` with at most `max_tokens` tokens in all (see
-/// [`TextEncoder::encode_within`]): inline when its text is small, else on
+/// Runs `encoder` on `req` with at most `max_tokens` tokens in all, its
+/// rows grouped by length bucket when `by_bucket` (see
+/// [`TextEncoder::encode_grouped`]): inline when its text is small, else on
 /// tokio's blocking pool (see [`INLINE_TEXT_BYTES`]).
 pub async fn encode_request(
     encoder: &Arc<TextEncoder>,
     model: &str,
     req: InferenceRequest,
     max_tokens: usize,
-) -> Result<InferenceRequest, RuntimeError> {
+    by_bucket: bool,
+) -> Result<Vec<RowGroup>, RuntimeError> {
     let text_bytes: usize = req
         .inputs
         .iter()
@@ -62,10 +68,10 @@ pub async fn encode_request(
         })
         .sum();
     if text_bytes <= INLINE_TEXT_BYTES {
-        return encoder.encode_within(model, req, max_tokens);
+        return encoder.encode_grouped(model, req, max_tokens, by_bucket);
     }
     let (encoder, owned_model) = (Arc::clone(encoder), model.to_string());
-    tokio::task::spawn_blocking(move || encoder.encode_within(&owned_model, req, max_tokens))
+    tokio::task::spawn_blocking(move || encoder.encode_grouped(&owned_model, req, max_tokens, by_bucket))
         .await
         .unwrap_or_else(|e| {
             Err(RuntimeError::Execution {
