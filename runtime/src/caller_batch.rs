@@ -113,6 +113,7 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
     let mut head: Option<(Vec<Vec<usize>>, u8)> = None;
+    let mut alone = false;
     let now = Instant::now();
     let taken = runtime.take_batch(|entry| {
         if entry.reply.is_closed() {
@@ -120,8 +121,11 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
         }
         let class = entry.rank.effective_class(entry.enqueued, now);
         if let Some((group, head_class)) = &head {
-            if batching.preempt && class > *head_class {
-                return Take::Stop; // one class per batch in a pool that preempts
+            if batching.preempt && (class > *head_class || alone) {
+                return Take::Stop; // one class per batch in a pool that preempts; put back: alone
+            }
+            if batching.preempt && entry.preempted > 0 {
+                return Take::Skip; // put back after a preemption: runs alone
             }
             if *group != entry.group {
                 return Take::Skip;
@@ -133,6 +137,7 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
         }
         if head.is_none() {
             head = Some((entry.group.clone(), class));
+            alone = batching.preempt && entry.preempted > 0;
         }
         rows = total;
         Take::Yes

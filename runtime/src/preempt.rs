@@ -26,7 +26,11 @@
 //!    shed: [`crate::ranked_queue`]) and the pool counts one preemption.
 //!    The worker then takes the next batch by rank: the high-class
 //!    request. A pool that preempts gathers one class per batch
-//!    ([`crate::queue`]), so the preempted rows do not ride with it.
+//!    ([`crate::queue`]), so the preempted rows do not ride with it, and
+//!    runs a request that was put back alone: its batch may not be
+//!    preempted again, so it is kept as short as it can be (a high-class
+//!    request arriving meanwhile waits for one request's rows, not for a
+//!    full batch).
 //!
 //! Guards: an entry is preempted at most [`MAX_PREEMPTIONS`] times (its
 //! batch then runs to the end), and aging ([`crate::rank`]) raises a

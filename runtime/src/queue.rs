@@ -17,7 +17,11 @@
 //! a batch holds one priority class (after aging): its first entry's,
 //! the highest queued; a lower class is never gathered into it but waits
 //! for a batch of its own, so that a high-class request that preempted a
-//! batch does not carry the preempted rows along.
+//! batch does not carry the preempted rows along. A request put back
+//! after a preemption runs alone: its batch may not be preempted again,
+//! so it is kept as short as it can be (a high-class arrival waits for
+//! it, not for a full batch).
+
 //! A pool whose callers run their own batches ([`crate::caller_batch`])
 //! never waits for company: its callers gather it themselves and queue it
 //! without waking a worker, so a waiting worker would only hold the
@@ -184,8 +188,9 @@ impl Collector {
             if drop_if_cancelled(&self.shared, &first) {
                 continue;
             }
+            let alone = self.one_class && first.preempted > 0;
             let mut batch = vec![first];
-            if self.max_rows > 1 {
+            if self.max_rows > 1 && !alone {
                 self.fill(&mut batch);
             }
             let shared = &self.shared;
@@ -207,7 +212,8 @@ impl Collector {
             let entry = &self.pending[i];
             let fits = entry.group == group
                 && rows + entry.rows <= self.max_rows
-                && (!self.one_class || entry.rank.effective_class(entry.enqueued, now) <= class);
+                && (!self.one_class
+                    || (entry.preempted == 0 && entry.rank.effective_class(entry.enqueued, now) <= class));
             match self.pending.remove(i) {
                 Some(entry) if fits => {
                     if !drop_if_cancelled(&self.shared, &entry) {

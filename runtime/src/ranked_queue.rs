@@ -19,10 +19,11 @@
 //!   is ordered by queue time, the queue's own arrival number breaking
 //!   ties); they may take the queue over its capacity, and a put-back
 //!   entry is never displaced by an arrival: preemption loses no request.
-//! - Taking for a batch of one class (`try_recv_within`,
+//! - Taking company for a batch of one class (`try_recv_within`,
 //!   `recv_deadline_within`): only an entry of the given class or higher
-//!   (after aging), for a pool that preempts, whose batches hold one
-//!   class each.
+//!   (after aging) that was not put back, for a pool that preempts,
+//!   whose batches hold one class each and whose put-back entries run
+//!   alone.
 //! - Closing: dropping the sender closes the queue; receivers drain what
 //!   is queued, then get `None`. Offering once every receiver is gone is
 //!   refused (`Closed`).
@@ -265,17 +266,24 @@ fn put_back<T>(shared: &Shared<T>, items: Vec<(T, Rank, Instant)>) {
 
 /// Takes the first entry by rank as of now, if any.
 fn take<T>(state: &mut State<T>) -> Option<T> {
-    take_within(state, PRIORITY_LEVELS)
+    take_where(state, PRIORITY_LEVELS, true)
 }
 
-/// Takes the first entry by rank as of now, if any and if its class (after
-/// aging) is `max_class` or higher (a number no larger).
+/// Takes the first entry by rank as of now that was not put back, if any
+/// and if its class (after aging) is `max_class` or higher (a number no
+/// larger): company for a batch of a pool that preempts.
 fn take_within<T>(state: &mut State<T>, max_class: u8) -> Option<T> {
+    take_where(state, max_class, false)
+}
+
+/// [`take_within`]; `put_back_too` also considers entries put back.
+fn take_where<T>(state: &mut State<T>, max_class: u8, put_back_too: bool) -> Option<T> {
     let (now, order) = (Instant::now(), state.order);
     let (first, key) = state
         .slots
         .iter()
         .enumerate()
+        .filter(|(_, s)| put_back_too || !s.pinned)
         .map(|(i, s)| (i, s.rank.key(order, s.enqueued, s.seq, now)))
         .min_by_key(|(_, key)| *key)?;
     if key.0 > max_class {
@@ -324,14 +332,16 @@ impl<T> RankedReceiver<T> {
 
     /// [`Self::try_recv`] for a batch whose first entry is of `max_class`:
     /// only an entry of that class or higher (after aging) is taken; a
-    /// lower one stays queued for a batch of its own.
+    /// lower one stays queued for a batch of its own, and so does an
+    /// entry put back (it runs alone).
     pub fn try_recv_within(&self, max_class: u8) -> Option<T> {
         take_within(&mut self.shared.state.lock(), max_class)
     }
 
     /// [`Self::recv_deadline`] for a batch whose first entry is of
     /// `max_class`: waits (until `deadline`) only while the queue is
-    /// empty; `None` at once when what is queued is of a lower class.
+    /// empty; `None` at once when what is queued is of a lower class or
+    /// was put back.
     pub fn recv_deadline_within(&self, deadline: Instant, max_class: u8) -> Option<T> {
         let mut state = self.shared.state.lock();
         loop {
@@ -482,6 +492,9 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(30);
         assert_eq!(rx.recv_deadline_within(far, 1), None, "no wait while a lower class is queued");
         assert_eq!(rx.try_recv_within(4), Some("low"));
+        rx.put_back(vec![("back", Rank::new(1, None), now)]);
+        assert_eq!(rx.try_recv_within(4), None, "a put-back entry is no company");
+        assert_eq!(rx.try_recv(), Some("back"), "but is taken first on its own");
         // A low waiter aged into the first class counts as one.
         let old = now.checked_sub(AGING_STEP * 3).unwrap_or(now);
         tx.offer("old-low", Rank::new(4, None), old).unwrap();

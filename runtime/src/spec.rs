@@ -77,7 +77,8 @@ pub struct BatchingSpec {
     /// higher class than every request of a running batch stops that
     /// batch and runs next; the stopped batch's requests go back into the
     /// queue at their place and run again (see [`crate::preempt`]). The
-    /// pool's batches then hold one class each. Costs the stopped batch's
+    /// pool's batches then hold one class each, and a request that was
+    /// stopped runs again alone. Costs the stopped batch's
     /// work; nothing changes for a pool whose requests are all of one
     /// class. CUDA pools never preempt. Default
     /// [`BatchingSpec::DEFAULT_PREEMPT`].
