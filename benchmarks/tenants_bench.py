@@ -16,7 +16,12 @@ alternates between rounds, so drift hits them alike):
             unloaded p99), then with the low class (`x-priority: 4`) at
             1.5 x cap beside it (2 x overload in all): each class's p99 and
             the share of it shed (429), from the loads and from
-            `/admin/stats` "priority".
+            `/admin/stats` "priority". Twice per round: on the model
+            `prio` (batching.preempt = false) and on its twin
+            `prio-preempt` (preempt = true), the order alternating
+            between rounds; also the answered rows/s of both classes
+            together (what preemption's lost work costs) and the pool's
+            preemption count. `--preempt off|on` runs one of them only.
   mixed     half the requests with a `--short-ms` budget, half with
             500 ms, 1.5 x cap in all, on a model whose queue is in deadline
             order and on its twin with `queue_order = "fifo"`: the share
@@ -33,6 +38,7 @@ over the rounds; the per-round figures are in the JSON (`--json-out`).
         [--loadgen target/release/loadgen] [--seconds 6] [--rounds 2]
         [--rows 4] [--queue 16] [--max-batch 8] [--b-budget-ms 250] [--short-ms 25]
         [--server-cpus 1] [--client-cpus 0] [--json-out FILE]
+        [--scenarios noisy,priority,mixed] [--preempt both|off|on]
 
 Needs models/synth-heavy.onnx and release builds of switchyard and the
 loadgen (`cargo build --release -p switchyard -p switchyard-benchmarks`).
@@ -61,15 +67,16 @@ LONG_MS = 500
 def config(rows: int, queue: int, max_batch: int) -> str:
     batching = f"{{ max_batch_size = {max_batch}, max_queue_delay_us = 500, queue_capacity = {queue} }}"
     fifo = batching[:-2] + ', queue_order = "fifo" }'
+    preempt = batching[:-2] + ", preempt = true }"
     model = ROOT / "models" / "synth-heavy.onnx"
     text = "[server]\nmax_concurrent_requests = 4096\n"
     for name, b in [("noisy", batching), ("noisy-unfair", batching), ("prio", batching),
-                    ("edf", batching), ("fifo", fifo)]:
+                    ("prio-preempt", preempt), ("edf", batching), ("fifo", fifo)]:
         text += f'\n[[models]]\nname = "{name}"\npath = "{model}"\nbatching = {b}\nwarmup = true\n'
     keys = f'keys = [{{ key = "{KEY_A}", tenant = "a" }}, {{ key = "{KEY_B}", tenant = "b" }}]'
     routes = [("fair", "noisy", f"auth = {{ {keys} }}"),
               ("unfair", "noisy-unfair", f"auth = {{ {keys}, fair_share = false }}"),
-              ("prio", "prio", ""), ("edf-short", "edf", ""), ("edf-long", "edf", ""),
+              ("prio", "prio", ""), ("prio-preempt", "prio-preempt", ""), ("edf-short", "edf", ""), ("edf-long", "edf", ""),
               ("fifo-short", "fifo", ""), ("fifo-long", "fifo", "")]
     for name, model_name, extra in routes:
         text += f'\n[[routes]]\nname = "{name}"\nmodels = ["{model_name}"]\ncache = {{ enabled = false }}\n{extra}\n'
@@ -166,18 +173,31 @@ def class_stats(admin):
     return requests.get(f"{admin}/admin/stats", timeout=10).json()["priority"]
 
 
-def priority(args, base, admin, cap, folder):
-    alone = Load(args, base, "prio", folder, "prio-high-alone", rate=0.5 * cap, headers=["x-priority: 1"]).result()
-    before = class_stats(admin)
-    high = Load(args, base, "prio", folder, "prio-high", rate=0.5 * cap, headers=["x-priority: 1"])
-    low = Load(args, base, "prio", folder, "prio-low", rate=1.5 * cap, headers=["x-priority: 4"])
+def pool_counters(admin, model):
+    """The cpu pool's counters of `model` in `/admin/stats`."""
+    for m in requests.get(f"{admin}/admin/stats", timeout=10).json()["models"]:
+        if m["name"] == model:
+            return next(p for p in m["pools"] if p["name"] == "cpu")
+    raise KeyError(model)
+
+
+def priority(args, base, admin, cap, folder, route="prio"):
+    """Scenario (b) on `route` (its model has the same name)."""
+    alone = Load(args, base, route, folder, f"{route}-high-alone", rate=0.5 * cap, headers=["x-priority: 1"]).result()
+    before, pool_before = class_stats(admin), pool_counters(admin, route)
+    high = Load(args, base, route, folder, f"{route}-high", rate=0.5 * cap, headers=["x-priority: 1"])
+    low = Load(args, base, route, folder, f"{route}-low", rate=1.5 * cap, headers=["x-priority: 4"])
     rh, rl = run_together([high, low])
-    after = class_stats(admin)
+    after, pool_after = class_stats(admin), pool_counters(admin, route)
     delta = {c: {k: after[c][k] - before[c][k] for k in after[c]} for c in ("1", "4")}
+    pool = {k: pool_after[k] - pool_before[k] for k in ("preemptions", "executions", "executed_rows")}
     shed = lambda r: (r["requests"] - r["ok"]) / max(r["requests"], 1)  # noqa: E731
-    return {"high_alone": alone, "high": rh, "low": rl, "server_counts": delta,
+    # Answered rows per second of both classes together over the load
+    # (loadgen counts the requests started in its window).
+    rows_per_s = (rh["ok"] + rl["ok"]) * args.rows / args.seconds
+    return {"high_alone": alone, "high": rh, "low": rl, "server_counts": delta, "pool": pool,
             "high_p99_ratio": rh["p99_ms"] / max(alone["p99_ms"], 1e-9),
-            "high_shed_share": shed(rh), "low_shed_share": shed(rl)}
+            "high_shed_share": shed(rh), "low_shed_share": shed(rl), "answered_rows_per_s": rows_per_s}
 
 
 def route_total(admin, name, route):
@@ -227,7 +247,12 @@ def main():
     ap.add_argument("--server-cpus", default="1")
     ap.add_argument("--client-cpus", default="0")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--scenarios", default="noisy,priority,mixed",
+                    help="comma-separated scenarios to run each round")
+    ap.add_argument("--preempt", choices=("both", "off", "on"), default="both",
+                    help="priority scenario on the model without preemption, with it, or both (alternating)")
     args = ap.parse_args()
+    args.scenarios = [x for x in args.scenarios.split(",") if x]
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -240,14 +265,17 @@ def main():
             print(f"capacity: {cap:.0f} answered req/s ({args.rows} rows each), p99 {cap_run['p99_ms']:.1f} ms",
                   flush=True)
             for i in range(args.rounds):
-                steps = ["noisy", "priority", "mixed"]
+                steps = args.scenarios
                 one = {}
                 for step in steps if i % 2 == 0 else steps[::-1]:
                     if step == "noisy":
                         one["fair"] = noisy(args, base, cap, folder, "fair")
                         one["unfair"] = noisy(args, base, cap, folder, "unfair")
                     elif step == "priority":
-                        one["priority"] = priority(args, base, admin, cap, folder)
+                        variants = {"both": ["off", "on"], "off": ["off"], "on": ["on"]}[args.preempt]
+                        for v in variants if i % 2 == 0 else variants[::-1]:
+                            key, route = ("priority", "prio") if v == "off" else ("priority-preempt", "prio-preempt")
+                            one[key] = priority(args, base, admin, cap, folder, route)
                     else:
                         one["edf"] = mixed(args, base, admin, cap, folder, "edf")
                         one["fifo"] = mixed(args, base, admin, cap, folder, "fifo")
@@ -266,41 +294,56 @@ def summarize(args, cap, rounds):
     m = lambda f: median([f(r) for r in rounds])  # noqa: E731
     print(f"\nbinary {args.bin}; server cpus {args.server_cpus}, clients {args.client_cpus}; "
           f"{args.rounds} rounds of {args.seconds} s; capacity {cap:.0f} req/s; medians over rounds")
-    print("\n(a) noisy neighbour: A at 5x capacity, B at 0.2x, B's budget", args.b_budget_ms, "ms")
-    print("| fair share | B answered | B p99 ms | A answered | A 429 | A 429 with Retry-After (probe) |")
-    print("|---|---|---|---|---|---|")
-    for name in ("fair", "unfair"):
-        print(f"| {'on' if name == 'fair' else 'off'} | {m(lambda r: r[name]['b']['answered_share']):.1%} "
-              f"| {m(lambda r: r[name]['b']['p99_ms']):.1f} | {m(lambda r: r[name]['a']['answered_share']):.1%} "
-              f"| {m(lambda r: r[name]['a']['rejected_429']):.0f} "
-              f"| {sum(r[name]['a_probe']['retry_after'] for r in rounds)}/"
-              f"{sum(r[name]['a_probe']['429'] for r in rounds)} |")
-    print("B answered per round, fair share on / off: "
-          f"{[(round(r['fair']['b']['answered_share'], 3), round(r['unfair']['b']['answered_share'], 3)) for r in rounds]}")
+    if "noisy" in args.scenarios:
+        print("\n(a) noisy neighbour: A at 5x capacity, B at 0.2x, B's budget", args.b_budget_ms, "ms")
+        print("| fair share | B answered | B p99 ms | A answered | A 429 | A 429 with Retry-After (probe) |")
+        print("|---|---|---|---|---|---|")
+        for name in ("fair", "unfair"):
+            print(f"| {'on' if name == 'fair' else 'off'} | {m(lambda r: r[name]['b']['answered_share']):.1%} "
+                  f"| {m(lambda r: r[name]['b']['p99_ms']):.1f} | {m(lambda r: r[name]['a']['answered_share']):.1%} "
+                  f"| {m(lambda r: r[name]['a']['rejected_429']):.0f} "
+                  f"| {sum(r[name]['a_probe']['retry_after'] for r in rounds)}/"
+                  f"{sum(r[name]['a_probe']['429'] for r in rounds)} |")
+        print("B answered per round, fair share on / off: "
+              f"{[(round(r['fair']['b']['answered_share'], 3), round(r['unfair']['b']['answered_share'], 3)) for r in rounds]}")
+    if "priority" in args.scenarios:
+        summarize_priority(rounds)
+    if "mixed" in args.scenarios:
+        print(f"\n(c) mixed budgets ({args.short_ms} ms / {LONG_MS} ms, 0.75x capacity each): "
+              "share of the requests answered inside their budget (gateway counts)")
+        print("| order | short | short answered | short p99 ms | long | long p99 ms | all |")
+        print("|---|---|---|---|---|---|---|")
+        for order in ("edf", "fifo"):
+            print(f"| {'deadline' if order == 'edf' else 'fifo'} | {m(lambda r: r[order]['short']['inside_budget_share']):.1%} "
+                  f"| {m(lambda r: r[order]['short']['answered_share']):.1%} "
+                  f"| {m(lambda r: r[order]['short']['p99_ms']):.1f} | {m(lambda r: r[order]['long']['inside_budget_share']):.1%} "
+                  f"| {m(lambda r: r[order]['long']['p99_ms']):.1f} | {m(lambda r: r[order]['inside_budget_share']):.1%} |")
+        print(f"all inside, deadline / fifo per round: "
+              f"{[(round(r['edf']['inside_budget_share'], 3), round(r['fifo']['inside_budget_share'], 3)) for r in rounds]}")
+
+
+def summarize_priority(rounds):
+    m = lambda f: median([f(r) for r in rounds if key in r])  # noqa: E731
     print("\n(b) priority: high 0.5x capacity alone, then with low 1.5x beside it")
-    print("| | high alone | high (2x overload) | low (2x overload) |")
-    print("|---|---|---|---|")
-    print(f"| p99 ms | {m(lambda r: r['priority']['high_alone']['p99_ms']):.1f} "
-          f"| {m(lambda r: r['priority']['high']['p99_ms']):.1f} | {m(lambda r: r['priority']['low']['p99_ms']):.1f} |")
-    print(f"| shed (not answered) | {1 - m(lambda r: r['priority']['high_alone']['answered_share']):.1%} "
-          f"| {m(lambda r: r['priority']['high_shed_share']):.1%} | {m(lambda r: r['priority']['low_shed_share']):.1%} |")
-    sc = lambda r, c, k: r["priority"]["server_counts"][c][k]  # noqa: E731
-    print("gateway's class counts under overload (shed / admitted): "
-          + ", ".join(f"class {c} {m(lambda r: sc(r, c, 'shed')):.0f} / {m(lambda r: sc(r, c, 'admitted')):.0f}"
-                      for c in ("1", "4")))
-    print(f"high p99 under overload / alone: {m(lambda r: r['priority']['high_p99_ratio']):.2f}x (goal <= 1.5x); "
-          f"per round {[round(r['priority']['high_p99_ratio'], 2) for r in rounds]}")
-    print(f"\n(c) mixed budgets ({args.short_ms} ms / {LONG_MS} ms, 0.75x capacity each): "
-          "share of the requests answered inside their budget (gateway counts)")
-    print("| order | short | short answered | short p99 ms | long | long p99 ms | all |")
-    print("|---|---|---|---|---|---|---|")
-    for order in ("edf", "fifo"):
-        print(f"| {'deadline' if order == 'edf' else 'fifo'} | {m(lambda r: r[order]['short']['inside_budget_share']):.1%} "
-              f"| {m(lambda r: r[order]['short']['answered_share']):.1%} "
-              f"| {m(lambda r: r[order]['short']['p99_ms']):.1f} | {m(lambda r: r[order]['long']['inside_budget_share']):.1%} "
-              f"| {m(lambda r: r[order]['long']['p99_ms']):.1f} | {m(lambda r: r[order]['inside_budget_share']):.1%} |")
-    print(f"all inside, deadline / fifo per round: "
-          f"{[(round(r['edf']['inside_budget_share'], 3), round(r['fifo']['inside_budget_share'], 3)) for r in rounds]}")
+    for key, name in (("priority", "preempt off"), ("priority-preempt", "preempt on")):
+        if not any(key in r for r in rounds):
+            continue
+        print(f"\n{name} (model {'prio' if key == 'priority' else 'prio-preempt'})")
+        print("| | high alone | high (2x overload) | low (2x overload) |")
+        print("|---|---|---|---|")
+        print(f"| p99 ms | {m(lambda r: r[key]['high_alone']['p99_ms']):.1f} "
+              f"| {m(lambda r: r[key]['high']['p99_ms']):.1f} | {m(lambda r: r[key]['low']['p99_ms']):.1f} |")
+        print(f"| shed (not answered) | {1 - m(lambda r: r[key]['high_alone']['answered_share']):.1%} "
+              f"| {m(lambda r: r[key]['high_shed_share']):.1%} | {m(lambda r: r[key]['low_shed_share']):.1%} |")
+        sc = lambda r, c, k: r[key]["server_counts"][c][k]  # noqa: E731
+        print("gateway's class counts under overload (shed / admitted): "
+              + ", ".join(f"class {c} {m(lambda r: sc(r, c, 'shed')):.0f} / {m(lambda r: sc(r, c, 'admitted')):.0f}"
+                          for c in ("1", "4")))
+        print(f"high p99 under overload / alone: {m(lambda r: r[key]['high_p99_ratio']):.2f}x (goal <= 1.5x); "
+              f"per round {[round(r[key]['high_p99_ratio'], 2) for r in rounds if key in r]}")
+        print(f"answered rows/s, both classes: {m(lambda r: r[key]['answered_rows_per_s']):.0f}; pool preemptions "
+              f"{m(lambda r: r[key]['pool']['preemptions']):.0f}, executions {m(lambda r: r[key]['pool']['executions']):.0f}, "
+              f"executed rows {m(lambda r: r[key]['pool']['executed_rows']):.0f} per run")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
+            preempt: BatchingSpec::DEFAULT_PREEMPT,
         },
         idle_unload: None,
         warmup: false,

@@ -27,8 +27,10 @@
 //!    deadline, arrival; entries of another shape are left for a later
 //!    batch), up to `max_batch_size` rows and as many rows as the latency
 //!    table predicts to run within `inline_max`, runs it like a worker
-//!    would (statistics, failure isolation, one reply per entry) and
-//!    counts it in `caller_batches`.
+//!    would (statistics, failure isolation, one reply per entry; in a
+//!    pool that preempts, one class per batch, and a higher class may
+//!    stop it: its entries go back into the queue and a worker is woken,
+//!    see [`crate::preempt`]) and counts it in `caller_batches`.
 //! 4. If its request was not in that batch (no free session, the batch
 //!    was full, or its shape differed), it wakes a worker and waits for
 //!    its answer as any queued request does. A caller that goes away
@@ -99,27 +101,43 @@ fn settled(pending: &mut Pending) -> Option<Result<InferenceResponse, RuntimeErr
 /// does nothing when no session is free, the pool is paused or nothing
 /// fits.
 fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &BatchingSpec) {
-    let Some(session) = runtime.sessions.iter().find_map(|s| s.try_lock()) else { return };
+    let Some((session, run)) =
+        runtime.sessions.iter().zip(&runtime.runs).find_map(|(s, run)| Some((s.try_lock()?, run)))
+    else {
+        return;
+    };
     if shared.gate.is_paused() {
         return;
     }
     let max_rows = runtime.max_rows;
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
-    let mut group: Option<Vec<Vec<usize>>> = None;
+    let mut head: Option<(Vec<Vec<usize>>, u8)> = None;
+    let mut alone = false;
+    let now = Instant::now();
     let taken = runtime.take_batch(|entry| {
         if entry.reply.is_closed() {
             return Take::Yes; // dropped as cancelled below
         }
-        if group.as_ref().is_some_and(|g| *g != entry.group) {
-            return Take::Skip;
+        let class = entry.rank.effective_class(entry.enqueued, now);
+        if let Some((group, head_class)) = &head {
+            if batching.preempt && (class > *head_class || alone) {
+                return Take::Stop; // one class per batch in a pool that preempts; put back: alone
+            }
+            if batching.preempt && entry.preempted > 0 {
+                return Take::Skip; // put back after a preemption: runs alone
+            }
+            if *group != entry.group {
+                return Take::Skip;
+            }
         }
         let total = rows + entry.rows;
         if total > max_rows || !fits(total) {
             return Take::Stop;
         }
-        if group.is_none() {
-            group = Some(entry.group.clone());
+        if head.is_none() {
+            head = Some((entry.group.clone(), class));
+            alone = batching.preempt && entry.preempted > 0;
         }
         rows = total;
         Take::Yes
@@ -135,7 +153,8 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
         return;
     }
     add(&shared.counters.caller_batches, 1);
-    run_batch(session, &runtime.ctx, batch);
+    let preempted = run_batch(session, run, &runtime.ctx, batch);
+    runtime.put_back(preempted);
 }
 
 /// Wakes a worker when dropped armed: a caller leaving (or giving up on

@@ -74,6 +74,7 @@ pub fn enqueue(
         enqueued: Instant::now(),
         rank,
         ahead: 0,
+        preempted: 0,
         reply: tx,
     };
     for &i in &order {

@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ort::session::{Session, SessionInputValue, SessionInputs};
+use ort::session::{RunOptions, Session, SessionInputValue, SessionInputs};
 use parking_lot::MutexGuard;
 
 use crate::batch::{concat, concat_padded};
 use crate::convert::{from_ort_value, to_ort_input, to_ort_value};
 use crate::pool_shared::PoolShared;
+use crate::preempt::RunSlot;
 use crate::queue::QueueEntry;
 use crate::request::InferenceResponse;
 use crate::signature::ModelSignature;
@@ -92,11 +93,56 @@ pub(crate) fn run_and_record<P: BatchPart, T>(
     started: Instant,
     finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
 ) -> (Result<T, String>, Duration) {
+    let result = run_caught(&mut session, ctx, parts, None, finish);
+    drop(session);
+    record(ctx, parts, started, result)
+}
+
+/// [`run_and_record`] for a batch that may be preempted: it runs with
+/// `slot`'s run options, registered in the slot with
+/// `preemptible_class` (see [`crate::preempt`]). `None` when the run
+/// failed after the batch was told to stop: nothing is recorded, the
+/// session is released, and the caller puts the batch back.
+pub(crate) fn run_preemptible<P: BatchPart, T>(
+    mut session: MutexGuard<'_, Session>,
+    ctx: &PoolContext,
+    parts: &[P],
+    started: Instant,
+    run: (&RunSlot, Option<u8>),
+    finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
+) -> Option<(Result<T, String>, Duration)> {
+    let (slot, preemptible_class) = run;
+    slot.begin(preemptible_class);
+    let result = run_caught(&mut session, ctx, parts, Some(slot.options()), finish);
+    let terminated = slot.end();
+    drop(session);
+    if terminated && result.is_err() {
+        return None;
+    }
+    Some(record(ctx, parts, started, result))
+}
+
+/// Runs `parts` and `finish` under `catch_unwind`.
+fn run_caught<P: BatchPart, T>(
+    session: &mut Session,
+    ctx: &PoolContext,
+    parts: &[P],
+    options: Option<&RunOptions>,
+    finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
+) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(|| execute(session, ctx, parts, options).and_then(finish)))
+        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
+}
+
+/// Records a finished run of `parts` (see [`run_and_record`]).
+fn record<P: BatchPart, T>(
+    ctx: &PoolContext,
+    parts: &[P],
+    started: Instant,
+    result: Result<T, String>,
+) -> (Result<T, String>, Duration) {
     let counters = &ctx.shared.counters;
     let rows: usize = parts.iter().map(BatchPart::rows).sum();
-    let result = catch_unwind(AssertUnwindSafe(|| execute(&mut session, ctx, parts).and_then(finish)))
-        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()));
-    drop(session);
     let exec_time = started.elapsed();
     let histograms = &ctx.shared.histograms;
     add(&counters.executions, 1);
@@ -157,6 +203,7 @@ fn execute<P: BatchPart>(
     session: &mut Session,
     ctx: &PoolContext,
     batch: &[P],
+    options: Option<&RunOptions>,
 ) -> Result<BatchOutputs, String> {
     let mut inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> =
         Vec::with_capacity(ctx.signature.inputs.len());
@@ -177,7 +224,12 @@ fn execute<P: BatchPart>(
         .map_err(|e| format!("input '{}': {e}", spec.name))?;
         inputs.push((Cow::Borrowed(spec.name.as_str()), value));
     }
-    let mut results = session.run(SessionInputs::<0>::ValueMap(inputs)).map_err(|e| e.to_string())?;
+    let inputs = SessionInputs::<0>::ValueMap(inputs);
+    let mut results = match options {
+        Some(options) => session.run_with_options(inputs, options),
+        None => session.run(inputs),
+    }
+    .map_err(|e| e.to_string())?;
     let mut outputs: BatchOutputs = Vec::with_capacity(ctx.signature.outputs.len());
     for (i, spec) in ctx.signature.outputs.iter().enumerate() {
         if !batch.iter().any(|e| e.outputs().contains(&i)) {

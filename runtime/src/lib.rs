@@ -22,7 +22,8 @@
 //! (pick a pool) -> `queue` (collect a batch) -> `worker` (`batch` concat,
 //! run and record in `execute`, split; a batch that fails goes to
 //! `isolate`, which reruns its requests alone so that only those that
-//! fail alone get the error);
+//! fail alone get the error; a batch stopped for a higher class goes back
+//! into the queue: `preempt`);
 //! `wait` awaits each answer within the caller's deadline on a paused
 //! pool.
 //!
@@ -53,6 +54,7 @@ pub mod ort_env;
 mod pause;
 mod pool;
 mod pool_shared;
+mod preempt;
 mod queue;
 pub mod rank;
 mod ranked_queue;

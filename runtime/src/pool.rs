@@ -8,8 +8,10 @@ use std::sync::Arc;
 use ort::session::Session;
 use parking_lot::Mutex;
 
+use crate::device::DeviceKind;
 use crate::execute::PoolContext;
-use crate::queue::{Collector, QueueEntry};
+use crate::preempt::{preempt_for, RunSlot};
+use crate::queue::{with_ranks, Collector, QueueEntry};
 use crate::ranked_queue::{ranked_in, OfferError, RankedSender, Take};
 use crate::session::build_session;
 use crate::spec::ModelSpec;
@@ -23,6 +25,8 @@ pub struct PoolRuntime {
     sender: RankedSender<QueueEntry>,
     /// One per worker.
     pub sessions: Vec<Arc<Mutex<Session>>>,
+    /// Each session's run slot, in the same order (see [`crate::preempt`]).
+    pub runs: Vec<Arc<RunSlot>>,
     /// What the workers know about the model and pool.
     pub ctx: Arc<PoolContext>,
     /// The most rows a batch of this pool holds (1 when it does not batch).
@@ -65,19 +69,23 @@ impl PoolRuntime {
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
         let sessions: Vec<Arc<Mutex<Session>>> =
             sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();
-        for (i, session) in sessions.iter().cloned().enumerate() {
+        let preempt = batching.preempt && pool.device == DeviceKind::Cpu;
+        let runs = (0..sessions.len())
+            .map(|_| RunSlot::new(preempt).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, (session, run)) in sessions.iter().cloned().zip(runs.iter().cloned()).enumerate() {
             let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching);
             let worker_ctx = Arc::clone(&ctx);
             let ticket = WorkerTicket::new();
             std::thread::Builder::new()
                 .name(format!("sy-{}-{}-{i}", spec.name, pool.name))
                 .spawn(move || {
-                    run_worker(session, worker_ctx, collector);
+                    run_worker(session, run, worker_ctx, collector);
                     drop(ticket);
                 })
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
-        Ok(PoolRuntime { sender, sessions, ctx, max_rows })
+        Ok(PoolRuntime { sender, sessions, runs, ctx, max_rows })
     }
 
     /// Queues an entry by its rank without blocking. `Ok(Some(other))`:
@@ -86,7 +94,8 @@ impl PoolRuntime {
     /// refuses it as it would have been refused on arrival.
     /// With `wake` false no sleeping worker is woken: the caller runs the
     /// entry's batch itself or calls [`Self::wake_worker`]
-    /// ([`crate::caller_batch`]).
+    /// ([`crate::caller_batch`]). Once queued, the entry may preempt a
+    /// running batch of a lower class ([`crate::preempt`]).
     pub fn try_enqueue(&self, entry: QueueEntry, wake: bool) -> Result<Option<QueueEntry>, EnqueueError> {
         let (rank, enqueued) = (entry.rank, entry.enqueued);
         let offered = if wake {
@@ -94,6 +103,9 @@ impl PoolRuntime {
         } else {
             self.sender.offer_quietly(entry, rank, enqueued)
         };
+        if offered.is_ok() {
+            preempt_for(&self.runs, rank.class);
+        }
         offered.map_err(|e| match e {
             OfferError::Full(entry) => EnqueueError::Full(Box::new(entry)),
             OfferError::Closed(entry) => EnqueueError::Closed(Box::new(entry)),
@@ -104,6 +116,12 @@ impl PoolRuntime {
     /// without waking one that the caller could not run itself.
     pub fn wake_worker(&self) {
         self.sender.wake_one();
+    }
+
+    /// Puts the entries of a preempted batch back into the queue at their
+    /// place and wakes a worker (see [`crate::preempt`]).
+    pub fn put_back(&self, entries: Vec<QueueEntry>) {
+        self.sender.put_back(with_ranks(entries));
     }
 
     /// Takes queued entries by rank, as a worker would (see

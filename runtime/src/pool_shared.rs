@@ -122,6 +122,7 @@ impl PoolShared {
             errors: get(&c.errors),
             inline_runs: get(&c.inline_runs),
             caller_batches: get(&c.caller_batches),
+            preemptions: get(&c.preemptions),
             isolated_batches: get(&c.isolated_batches),
             latency: self.latency.snapshot(batching.max_batch_size),
             histograms: Default::default(),

@@ -13,6 +13,15 @@
 //! clients gather about four, forty gather until the delay as without the
 //! option (a wait that cannot be joined only adds latency; a wait that will
 //! be joined saves an execution).
+//! In a pool that preempts (`batching.preempt`, see [`crate::preempt`])
+//! a batch holds one priority class (after aging): its first entry's,
+//! the highest queued; a lower class is never gathered into it but waits
+//! for a batch of its own, so that a high-class request that preempted a
+//! batch does not carry the preempted rows along. A request put back
+//! after a preemption runs alone: its batch may not be preempted again,
+//! so it is kept as short as it can be (a high-class arrival waits for
+//! it, not for a full batch).
+
 //! A pool whose callers run their own batches ([`crate::caller_batch`])
 //! never waits for company: its callers gather it themselves and queue it
 //! without waking a worker, so a waiting worker would only hold the
@@ -31,7 +40,7 @@ use tokio::sync::oneshot;
 
 use crate::error::RuntimeError;
 use crate::pool_shared::PoolShared;
-use crate::rank::Rank;
+use crate::rank::{Rank, PRIORITY_LEVELS};
 use crate::ranked_queue::RankedReceiver;
 use crate::request::InferenceResponse;
 use crate::spec::BatchingSpec;
@@ -57,6 +66,9 @@ pub struct QueueEntry {
     /// one was queued: the load it arrived into, which tells the collector
     /// how large a batch to expect (`idle_dispatch`).
     pub ahead: usize,
+    /// How many times a batch holding it was preempted (see
+    /// [`crate::preempt`]).
+    pub preempted: u8,
     /// Where the result goes; closed when the caller gave up.
     pub reply: oneshot::Sender<Result<InferenceResponse, RuntimeError>>,
 }
@@ -73,6 +85,18 @@ pub fn drop_if_cancelled(shared: &PoolShared, entry: &QueueEntry) -> bool {
     }
 }
 
+/// `entries` with the rank and queue time each goes back into the queue
+/// with (see [`crate::ranked_queue`]).
+pub fn with_ranks(entries: Vec<QueueEntry>) -> Vec<(QueueEntry, Rank, Instant)> {
+    entries
+        .into_iter()
+        .map(|e| {
+            let (rank, enqueued) = (e.rank, e.enqueued);
+            (e, rank, enqueued)
+        })
+        .collect()
+}
+
 /// A worker's view of the queue: gathers the next batch.
 pub struct Collector {
     rx: RankedReceiver<QueueEntry>,
@@ -81,6 +105,8 @@ pub struct Collector {
     max_rows: usize,
     delay: Duration,
     idle_dispatch: bool,
+    /// One class per batch (the pool preempts).
+    one_class: bool,
     batching: BatchingSpec,
 }
 
@@ -100,6 +126,7 @@ impl Collector {
             max_rows,
             delay: batching.max_queue_delay,
             idle_dispatch: batching.idle_dispatch,
+            one_class: batching.preempt,
             batching: batching.clone(),
         }
     }
@@ -118,13 +145,21 @@ impl Collector {
         gathered as f64 + elsewhere as f64 >= self.shared.company()
     }
 
-    /// The next entry for the batch of `gathered` entries: one already
-    /// queued, else (unless `idle_dispatch` finds everyone is here) the
-    /// first to arrive before `deadline`.
-    fn next_arrival(&mut self, gathered: usize, deadline: Instant) -> Option<QueueEntry> {
+    /// Puts the entries of a preempted batch back into the queue at their
+    /// place (see [`crate::preempt`]).
+    pub fn put_back(&self, entries: Vec<QueueEntry>) {
+        self.rx.put_back(with_ranks(entries));
+    }
+
+    /// The next entry for the batch of `gathered` entries whose first is of
+    /// `class`: one already queued, else (unless `idle_dispatch` finds
+    /// everyone is here) the first to arrive before `deadline`; in a pool
+    /// that preempts, never one of a lower class than `class`.
+    fn next_arrival(&mut self, gathered: usize, deadline: Instant, class: u8) -> Option<QueueEntry> {
+        let class = if self.one_class { class } else { PRIORITY_LEVELS };
         let entry = if !self.idle_dispatch {
-            self.rx.recv_deadline(deadline)
-        } else if let Some(entry) = self.rx.try_recv() {
+            self.rx.recv_deadline_within(deadline, class)
+        } else if let Some(entry) = self.rx.try_recv_within(class) {
             Some(entry)
         } else if self.everyone_is_here(gathered) {
             None // waiting would only add latency: nobody else is coming
@@ -133,7 +168,7 @@ impl Collector {
             // waking anyone: waiting would only hold what this batch has.
             None
         } else {
-            self.rx.recv_deadline(deadline)
+            self.rx.recv_deadline_within(deadline, class)
         };
         entry.map(|e| self.observe(e))
     }
@@ -153,8 +188,9 @@ impl Collector {
             if drop_if_cancelled(&self.shared, &first) {
                 continue;
             }
+            let alone = self.one_class && first.preempted > 0;
             let mut batch = vec![first];
-            if self.max_rows > 1 {
+            if self.max_rows > 1 && !alone {
                 self.fill(&mut batch);
             }
             let shared = &self.shared;
@@ -168,10 +204,16 @@ impl Collector {
     fn fill(&mut self, batch: &mut Vec<QueueEntry>) {
         let group = batch[0].group.clone();
         let deadline = batch[0].enqueued + self.delay;
+        let now = Instant::now();
+        let class = batch[0].rank.effective_class(batch[0].enqueued, now);
         let mut rows = batch[0].rows;
         let mut i = 0;
         while i < self.pending.len() && rows < self.max_rows {
-            let fits = self.pending[i].group == group && rows + self.pending[i].rows <= self.max_rows;
+            let entry = &self.pending[i];
+            let fits = entry.group == group
+                && rows + entry.rows <= self.max_rows
+                && (!self.one_class
+                    || (entry.preempted == 0 && entry.rank.effective_class(entry.enqueued, now) <= class));
             match self.pending.remove(i) {
                 Some(entry) if fits => {
                     if !drop_if_cancelled(&self.shared, &entry) {
@@ -187,7 +229,7 @@ impl Collector {
             }
         }
         while rows < self.max_rows {
-            let Some(entry) = self.next_arrival(batch.len(), deadline) else { break };
+            let Some(entry) = self.next_arrival(batch.len(), deadline, class) else { break };
             if drop_if_cancelled(&self.shared, &entry) {
                 continue;
             }
@@ -243,6 +285,7 @@ mod tests {
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: crate::rank::QueueOrder::Deadline,
+            preempt: false,
         };
         (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
     }
@@ -257,6 +300,7 @@ mod tests {
             enqueued: Instant::now(),
             rank: Rank::default(),
             ahead,
+            preempted: 0,
             reply,
         };
         (entry, rx)

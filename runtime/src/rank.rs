@@ -9,7 +9,9 @@
 //!    lower class is delayed but never starved outright;
 //! 2. then by deadline, earliest first; a request without a deadline goes
 //!    after those with one;
-//! 3. then by arrival (first in, first out).
+//! 3. then by arrival (first in, first out): the time it was queued, then
+//!    the queue's arrival number (so entries of a preempted batch, put
+//!    back with their queue time, take their old place).
 //!
 //! Requests of one class with equal budgets have deadlines in arrival
 //! order, so without priorities or budgets of their own the queue stays
@@ -93,11 +95,11 @@ impl Rank {
         enqueued: Instant,
         seq: u64,
         now: Instant,
-    ) -> (u8, bool, Option<Instant>, u64) {
+    ) -> (u8, bool, Option<Instant>, Instant, u64) {
         let class = self.effective_class(enqueued, now);
         match order {
-            QueueOrder::Deadline => (class, self.deadline.is_none(), self.deadline, seq),
-            QueueOrder::Fifo => (class, false, None, seq),
+            QueueOrder::Deadline => (class, self.deadline.is_none(), self.deadline, enqueued, seq),
+            QueueOrder::Fifo => (class, false, None, enqueued, seq),
         }
     }
 }

@@ -13,6 +13,17 @@
 //!   back as displaced (its caller gets the refusal it would have had on
 //!   arrival), and the arrival takes its place; otherwise the arrival is
 //!   refused (`Full`). Under overload the lowest class is shed first.
+//! - Putting back ([`RankedSender::put_back`], [`RankedReceiver::put_back`]):
+//!   entries of a preempted batch (see [`crate::preempt`]) go back with
+//!   their own rank and queue time, so they take their old place (arrival
+//!   is ordered by queue time, the queue's own arrival number breaking
+//!   ties); they may take the queue over its capacity, and a put-back
+//!   entry is never displaced by an arrival: preemption loses no request.
+//! - Taking company for a batch of one class (`try_recv_within`,
+//!   `recv_deadline_within`): only an entry of the given class or higher
+//!   (after aging) that was not put back, for a pool that preempts,
+//!   whose batches hold one class each and whose put-back entries run
+//!   alone.
 //! - Closing: dropping the sender closes the queue; receivers drain what
 //!   is queued, then get `None`. Offering once every receiver is gone is
 //!   refused (`Closed`).
@@ -22,12 +33,14 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::rank::{ClassCounts, QueueOrder, Rank};
+use crate::rank::{ClassCounts, QueueOrder, Rank, PRIORITY_LEVELS};
 
 struct Slot<T> {
     rank: Rank,
     enqueued: Instant,
     seq: u64,
+    /// Put back after a preemption: never displaced by an arrival.
+    pinned: bool,
     item: T,
 }
 
@@ -160,6 +173,12 @@ impl<T> RankedSender<T> {
         taken.into_iter().map(|(_, item)| item).collect()
     }
 
+    /// Puts entries of a preempted batch back (module docs): each with its
+    /// rank and the time it was first queued; wakes a receiver.
+    pub fn put_back(&self, items: Vec<(T, Rank, Instant)>) {
+        put_back(&self.shared, items);
+    }
+
     fn offer_waking(
         &self,
         item: T,
@@ -173,7 +192,7 @@ impl<T> RankedSender<T> {
         }
         let seq = state.next_seq;
         state.next_seq += 1;
-        let slot = Slot { rank, enqueued, seq, item };
+        let slot = Slot { rank, enqueued, seq, pinned: false, item };
         if state.slots.len() < state.capacity {
             state.counts.add(rank.class);
             state.slots.push(slot);
@@ -187,7 +206,7 @@ impl<T> RankedSender<T> {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.rank.class > rank.class)
+            .filter(|(_, s)| s.rank.class > rank.class && !s.pinned)
             .max_by_key(|(_, s)| (s.rank.class, s.seq))
             .map(|(i, _)| i);
         match victim {
@@ -229,15 +248,47 @@ impl<T> Drop for RankedReceiver<T> {
     }
 }
 
+/// Queues `items` pinned, over capacity if need be, and wakes a receiver.
+fn put_back<T>(shared: &Shared<T>, items: Vec<(T, Rank, Instant)>) {
+    if items.is_empty() {
+        return;
+    }
+    let mut state = shared.state.lock();
+    for (item, rank, enqueued) in items {
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        state.counts.add(rank.class);
+        state.slots.push(Slot { rank, enqueued, seq, pinned: true, item });
+    }
+    drop(state);
+    shared.ready.notify_one();
+}
+
 /// Takes the first entry by rank as of now, if any.
 fn take<T>(state: &mut State<T>) -> Option<T> {
+    take_where(state, PRIORITY_LEVELS, true)
+}
+
+/// Takes the first entry by rank as of now that was not put back, if any
+/// and if its class (after aging) is `max_class` or higher (a number no
+/// larger): company for a batch of a pool that preempts.
+fn take_within<T>(state: &mut State<T>, max_class: u8) -> Option<T> {
+    take_where(state, max_class, false)
+}
+
+/// [`take_within`]; `put_back_too` also considers entries put back.
+fn take_where<T>(state: &mut State<T>, max_class: u8, put_back_too: bool) -> Option<T> {
     let (now, order) = (Instant::now(), state.order);
-    let first = state
+    let (first, key) = state
         .slots
         .iter()
         .enumerate()
-        .min_by_key(|(_, s)| s.rank.key(order, s.enqueued, s.seq, now))
-        .map(|(i, _)| i)?;
+        .filter(|(_, s)| put_back_too || !s.pinned)
+        .map(|(i, s)| (i, s.rank.key(order, s.enqueued, s.seq, now)))
+        .min_by_key(|(_, key)| *key)?;
+    if key.0 > max_class {
+        return None;
+    }
     let slot = state.slots.swap_remove(first);
     state.counts.remove(slot.rank.class);
     Some(slot.item)
@@ -260,6 +311,7 @@ impl<T> RankedReceiver<T> {
     }
 
     /// [`Self::recv`], giving up (`None`) at `deadline`.
+    #[cfg(test)]
     pub fn recv_deadline(&self, deadline: Instant) -> Option<T> {
         let mut state = self.shared.state.lock();
         loop {
@@ -273,8 +325,41 @@ impl<T> RankedReceiver<T> {
     }
 
     /// The first entry by rank, if one is queued now.
+    #[cfg(test)]
     pub fn try_recv(&self) -> Option<T> {
         take(&mut self.shared.state.lock())
+    }
+
+    /// [`Self::try_recv`] for a batch whose first entry is of `max_class`:
+    /// only an entry of that class or higher (after aging) is taken; a
+    /// lower one stays queued for a batch of its own, and so does an
+    /// entry put back (it runs alone).
+    pub fn try_recv_within(&self, max_class: u8) -> Option<T> {
+        take_within(&mut self.shared.state.lock(), max_class)
+    }
+
+    /// [`Self::recv_deadline`] for a batch whose first entry is of
+    /// `max_class`: waits (until `deadline`) only while the queue is
+    /// empty; `None` at once when what is queued is of a lower class or
+    /// was put back.
+    pub fn recv_deadline_within(&self, deadline: Instant, max_class: u8) -> Option<T> {
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(item) = take_within(&mut state, max_class) {
+                return Some(item);
+            }
+            if !state.slots.is_empty() || state.closed {
+                return None;
+            }
+            if self.shared.ready.wait_until(&mut state, deadline).timed_out() {
+                return take_within(&mut state, max_class);
+            }
+        }
+    }
+
+    /// [`RankedSender::put_back`], from a worker.
+    pub fn put_back(&self, items: Vec<(T, Rank, Instant)>) {
+        put_back(&self.shared, items);
     }
 }
 
@@ -394,6 +479,46 @@ mod tests {
         assert_eq!(seen, 6, "stopped at the last one");
         assert_eq!(tx.shared.state.lock().counts.lowest(), Some(4), "class counts follow what left");
         assert_eq!(drain(&rx), ["skip-me", "e"]);
+    }
+
+    #[test]
+    fn a_batch_of_a_class_takes_nothing_of_a_lower_one_and_does_not_wait_behind_it() {
+        let (tx, rx) = ranked(8, Default::default());
+        let now = Instant::now();
+        tx.offer("high", Rank::new(1, None), now).unwrap();
+        tx.offer("low", Rank::new(4, None), now).unwrap();
+        assert_eq!(rx.try_recv_within(1), Some("high"));
+        assert_eq!(rx.try_recv_within(1), None, "the low one stays");
+        let far = Instant::now() + Duration::from_secs(30);
+        assert_eq!(rx.recv_deadline_within(far, 1), None, "no wait while a lower class is queued");
+        assert_eq!(rx.try_recv_within(4), Some("low"));
+        rx.put_back(vec![("back", Rank::new(1, None), now)]);
+        assert_eq!(rx.try_recv_within(4), None, "a put-back entry is no company");
+        assert_eq!(rx.try_recv(), Some("back"), "but is taken first on its own");
+        // A low waiter aged into the first class counts as one.
+        let old = now.checked_sub(AGING_STEP * 3).unwrap_or(now);
+        tx.offer("old-low", Rank::new(4, None), old).unwrap();
+        assert_eq!(rx.try_recv_within(1), Some("old-low"));
+    }
+
+    #[test]
+    fn entries_put_back_take_their_old_place_over_capacity_and_are_never_shed() {
+        let (tx, rx) = ranked(2, Default::default());
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_millis(1);
+        tx.offer("young-low", Rank::new(4, None), later).unwrap();
+        tx.offer("high", Rank::new(1, None), later).unwrap();
+        // Two entries queued before the others, preempted, come back into a full queue.
+        rx.put_back(vec![("old-low-a", Rank::new(4, None), t0), ("old-low-b", Rank::new(4, None), t0)]);
+        assert_eq!(tx.len(), 4, "over capacity");
+        // A high arrival sheds the youngest low waiter that was not put back.
+        let displaced = tx.offer("high-2", Rank::new(1, None), later).unwrap();
+        assert_eq!(displaced, Some("young-low"));
+        let Err(OfferError::Full(back)) = tx.offer("high-3", Rank::new(1, None), later) else {
+            panic!("only put-back low waiters are left: nobody to displace")
+        };
+        assert_eq!(back, "high-3");
+        assert_eq!(drain(&rx), ["high", "high-2", "old-low-a", "old-low-b"]);
     }
 
     #[test]

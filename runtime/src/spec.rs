@@ -73,10 +73,25 @@ pub struct BatchingSpec {
     /// deadline first (default) or by arrival alone (see [`crate::rank`]).
     #[serde(default)]
     pub queue_order: QueueOrder,
+    /// On a CPU pool whose sessions are all busy, a request of a strictly
+    /// higher class than every request of a running batch stops that
+    /// batch and runs next; the stopped batch's requests go back into the
+    /// queue at their place and run again (see [`crate::preempt`]). The
+    /// pool's batches then hold one class each, and a request that was
+    /// stopped runs again alone. Costs the stopped batch's
+    /// work; nothing changes for a pool whose requests are all of one
+    /// class. CUDA pools never preempt. Default
+    /// [`BatchingSpec::DEFAULT_PREEMPT`].
+    #[serde(default = "preempt_default")]
+    pub preempt: bool,
 }
 
 fn idle_dispatch_default() -> bool {
     true
+}
+
+fn preempt_default() -> bool {
+    BatchingSpec::DEFAULT_PREEMPT
 }
 
 fn inline_max_default() -> Duration {
@@ -92,6 +107,7 @@ impl Default for BatchingSpec {
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: QueueOrder::Deadline,
+            preempt: BatchingSpec::DEFAULT_PREEMPT,
         }
     }
 }
@@ -102,6 +118,9 @@ impl BatchingSpec {
     /// and back, short enough that the caller's event loop is held no
     /// longer than a large request's JSON decoding holds it.
     pub const DEFAULT_INLINE_MAX: Duration = Duration::from_micros(50);
+
+    /// The default [`BatchingSpec::preempt`].
+    pub const DEFAULT_PREEMPT: bool = false;
 
     /// True when requests may be merged into one execution.
     pub fn enabled(&self) -> bool {

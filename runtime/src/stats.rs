@@ -47,6 +47,10 @@ pub struct PoolCounters {
     /// taking them from the queue as a worker would (see
     /// `crate::caller_batch`); they count in `executions` too.
     pub caller_batches: AtomicU64,
+    /// Batches stopped while running for a request of a higher class,
+    /// their requests put back into the queue (see `crate::preempt`);
+    /// not counted in `executions`.
+    pub preemptions: AtomicU64,
     /// Requests accepted but not yet executing or cancelled.
     pub queue_depth: AtomicUsize,
     /// Requests in batches executing now.
@@ -167,6 +171,9 @@ pub struct PoolStats {
     pub inline_runs: u64,
     /// Batches run on a caller's thread while the pool was busy.
     pub caller_batches: u64,
+    /// Batches stopped for a request of a higher class, their requests
+    /// put back into the queue (`batching.preempt`).
+    pub preemptions: u64,
     /// Execution time by batch-size bucket.
     pub latency: Vec<LatencyBucket>,
     /// Cumulative distributions: rows per batch, batch execution time,
@@ -306,6 +313,7 @@ mod tests {
             isolated_batches: 0,
             inline_runs: 0,
             caller_batches: 0,
+            preemptions: 0,
             latency: buckets,
             histograms: PoolHistogramSnapshot::default(),
         };

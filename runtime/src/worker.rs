@@ -15,8 +15,9 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::batch::split;
 use crate::convert::to_ort_value;
 use crate::error::RuntimeError;
-use crate::execute::{named_outputs, response, run_and_record, BatchOutputs, PoolContext};
+use crate::execute::{named_outputs, response, run_and_record, run_preemptible, BatchOutputs, PoolContext};
 use crate::isolate::{logged_failure, settle_failed_batch};
+use crate::preempt::RunSlot;
 use crate::queue::{Collector, QueueEntry};
 use crate::request::InferenceResponse;
 use crate::signature::ModelSignature;
@@ -24,10 +25,17 @@ use crate::stats::add;
 use crate::tensor::Tensor;
 use crate::validate::Validated;
 
-/// The worker loop: runs batches until the queue closes and drains.
-pub fn run_worker(session: Arc<Mutex<Session>>, ctx: Arc<PoolContext>, mut collector: Collector) {
+/// The worker loop: runs batches until the queue closes and drains; puts
+/// a preempted batch back into the queue.
+pub fn run_worker(
+    session: Arc<Mutex<Session>>,
+    run: Arc<RunSlot>,
+    ctx: Arc<PoolContext>,
+    mut collector: Collector,
+) {
     while let Some(batch) = collector.next_batch() {
-        run_batch(session.lock(), &ctx, batch);
+        let preempted = run_batch(session.lock(), &run, &ctx, batch);
+        collector.put_back(preempted);
     }
     tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, "worker stopped");
 }
@@ -36,21 +44,24 @@ pub fn run_worker(session: Arc<Mutex<Session>>, ctx: Arc<PoolContext>, mut colle
 type SplitOutputs = Vec<Option<Vec<Tensor>>>;
 
 /// Runs `batch` (its entries counted in the queue depth) on the locked
-/// `session`, releases it, records the batch in the pool's statistics and
-/// replies to every entry (so a caller that has its answer finds the
-/// session free). A batch that fails is handed to
-/// [`settle_failed_batch`], which finds the requests that caused it.
-pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec<QueueEntry>) {
+/// `session` in its `run` slot, releases it, records the batch in the
+/// pool's statistics and replies to every entry (so a caller that has its
+/// answer finds the session free). A batch that fails is handed to
+/// [`settle_failed_batch`], which finds the requests that caused it. A
+/// batch that was preempted (see [`crate::preempt`]) is returned, each
+/// entry counted one preemption more and back in the queue depth, for
+/// the caller to put back into the queue; otherwise nothing is.
+#[must_use = "a preempted batch must go back into the queue"]
+pub fn run_batch(
+    session: MutexGuard<'_, Session>,
+    run: &RunSlot,
+    ctx: &PoolContext,
+    batch: Vec<QueueEntry>,
+) -> Vec<QueueEntry> {
     let counters = &ctx.shared.counters;
     let started = Instant::now();
     counters.in_flight.fetch_add(batch.len(), Ordering::Relaxed);
     counters.queue_depth.fetch_sub(batch.len(), Ordering::Relaxed);
-    for entry in &batch {
-        ctx.shared
-            .histograms
-            .queue_wait_us
-            .record_duration(started.saturating_duration_since(entry.enqueued));
-    }
     let rows: Vec<usize> = batch.iter().map(|e| e.rows).collect();
     let split_per_entry = |outputs: BatchOutputs| -> Result<SplitOutputs, String> {
         let mut split_outputs = Vec::with_capacity(outputs.len());
@@ -66,7 +77,18 @@ pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec
         Ok(split_outputs)
     };
     let mutex = MutexGuard::mutex(&session);
-    let (result, exec_time) = run_and_record(session, ctx, &batch, started, split_per_entry);
+    let preemptible = run.preemptible_class(&batch, started);
+    let Some((result, exec_time)) =
+        run_preemptible(session, ctx, &batch, started, (run, preemptible), split_per_entry)
+    else {
+        return preempted(ctx, batch);
+    };
+    for entry in &batch {
+        ctx.shared
+            .histograms
+            .queue_wait_us
+            .record_duration(started.saturating_duration_since(entry.enqueued));
+    }
     match result {
         Ok(outputs) => {
             counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
@@ -74,6 +96,22 @@ pub fn run_batch(session: MutexGuard<'_, Session>, ctx: &PoolContext, batch: Vec
         }
         Err(reason) => settle_failed_batch(mutex, ctx, batch, reason, started),
     }
+    Vec::new()
+}
+
+/// A preempted `batch`: counted, its entries out of flight and back in
+/// the queue depth, each counted one preemption more.
+fn preempted(ctx: &PoolContext, mut batch: Vec<QueueEntry>) -> Vec<QueueEntry> {
+    let counters = &ctx.shared.counters;
+    add(&counters.preemptions, 1);
+    counters.queue_depth.fetch_add(batch.len(), Ordering::Relaxed);
+    counters.in_flight.fetch_sub(batch.len(), Ordering::Relaxed);
+    for entry in &mut batch {
+        entry.preempted = entry.preempted.saturating_add(1);
+    }
+    tracing::debug!(model = %ctx.model, pool = %ctx.shared.spec.name, requests = batch.len(),
+        "batch preempted by a higher class; its requests go back into the queue");
+    batch
 }
 
 /// Runs `request` alone on the locked `session` on the caller's thread

@@ -85,6 +85,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
         ),
         (
             Family::counter(
+                "switchyard_pool_preemptions_total",
+                "Batches stopped while running for a request of a higher class, their requests put back into the queue (batching.preempt; not in executions).",
+                POOL,
+            ),
+            |p| p.preemptions as f64,
+        ),
+        (
+            Family::counter(
                 "switchyard_pool_cancelled_total",
                 "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,

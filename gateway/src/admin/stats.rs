@@ -81,6 +81,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "errors": pool.errors,
         "inline_runs": pool.inline_runs,
         "caller_batches": pool.caller_batches,
+        "preemptions": pool.preemptions,
         "isolated_batches": pool.isolated_batches,
         "latency": pool.latency.iter().map(|b| json!({
             "max_batch": b.max_batch,

@@ -25,6 +25,7 @@ pub const DEFAULT_BATCHING: BatchingSpec = BatchingSpec {
     idle_dispatch: true,
     inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
     queue_order: QueueOrder::Deadline,
+    preempt: BatchingSpec::DEFAULT_PREEMPT,
 };
 
 /// One `[[models]]` entry.
@@ -93,6 +94,13 @@ pub struct RawBatching {
     /// `"fifo"` (arrival only, deadlines ignored). Classes and aging apply
     /// either way (see the Tenants and limits page).
     pub queue_order: Option<OneOf<QueueOrderWord>>,
+    /// A CPU pool whose sessions are all busy stops a running batch when a
+    /// request of a strictly higher class than all of its requests
+    /// arrives; the stopped requests go back into the queue at their
+    /// place and run again (each at most once stopped), and the pool's
+    /// batches hold one class each. Default false; CUDA pools never
+    /// preempt (see the Tenants and limits page).
+    pub preempt: Option<bool>,
 }
 
 /// The words of `batching.queue_order`.
@@ -182,6 +190,7 @@ fn default_batching() -> serde_json::Value {
         "idle_dispatch": d.idle_dispatch,
         "inline_max_us": d.inline_max.as_micros(),
         "queue_order": d.queue_order.as_str(),
+        "preempt": d.preempt,
     })
 }
 
@@ -282,6 +291,7 @@ fn batching_spec(
             .as_ref()
             .and_then(|w| w.check("queue order", format!("{path}.queue_order"), issues))
             .map_or(defaults.queue_order, QueueOrder::from),
+        preempt: raw.preempt.unwrap_or(defaults.preempt),
     }
 }
 
@@ -292,6 +302,12 @@ fn pool_spec(
     issues: &mut Issues,
 ) -> Option<PoolSpec> {
     let device = raw.device.check("device", format!("{path}.device"), issues)?;
+    if device == PoolDevice::Cuda && raw.batching.as_ref().is_some_and(|b| b.preempt == Some(true)) {
+        issues.push(
+            format!("{path}.batching.preempt"),
+            "only CPU pools preempt; a CUDA pool runs its batches to the end",
+        );
+    }
     Some(PoolSpec {
         name: raw.name.clone().unwrap_or_else(|| raw.device.text().to_string()),
         device: device.into(),

@@ -120,6 +120,7 @@ mod tests {
             errors: 0,
             inline_runs: 0,
             caller_batches: 0,
+            preemptions: 0,
             isolated_batches: 0,
             latency: Vec::new(),
             histograms: Default::default(),

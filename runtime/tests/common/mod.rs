@@ -52,6 +52,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
+            preempt: BatchingSpec::DEFAULT_PREEMPT,
         },
         idle_unload: None,
         warmup: false,

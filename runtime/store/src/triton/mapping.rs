@@ -129,6 +129,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             idle_dispatch: true,
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
+            preempt: BatchingSpec::DEFAULT_PREEMPT,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -152,6 +153,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
         idle_dispatch: true,
         inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         queue_order: switchyard_runtime::QueueOrder::Deadline,
+        preempt: BatchingSpec::DEFAULT_PREEMPT,
     }
 }
 
