@@ -144,14 +144,11 @@ fn join(m: &Model, parts: Vec<InferenceResponse>) -> Result<InferenceResponse, R
         let pieces: Vec<_> = parts.iter().filter_map(|p| p.outputs.get(i).map(|(_, t)| t)).collect();
         outputs.push((name.clone(), concat(&pieces).map_err(|e| internal(format!("output '{name}': {e}")))?));
     }
-    Ok(InferenceResponse {
-        model: first.model.clone(),
-        version: first.version,
-        pool: first.pool.clone(),
-        device: first.device,
+    Ok(InferenceResponse::assembled(
+        first,
         outputs,
-        batch_size: parts.iter().map(|p| p.batch_size).max().unwrap_or(0),
-        queue_time: first.queue_time,
-        exec_time: parts.iter().map(|p| p.exec_time).sum(),
-    })
+        parts.iter().map(|p| p.batch_size).max().unwrap_or(0),
+        first.queue_time,
+        parts.iter().map(|p| p.exec_time).sum(),
+    ))
 }

@@ -45,6 +45,29 @@ pub struct InferenceResponse {
 }
 
 impl InferenceResponse {
+    /// One answer put together from the answers of parts of one request
+    /// run separately (chunks of a large request, length groups of a text
+    /// request): the model, version, pool and device of `first`, with the
+    /// assembled `outputs` and the parts' batch size and times.
+    pub fn assembled(
+        first: &InferenceResponse,
+        outputs: Vec<(String, Tensor)>,
+        batch_size: usize,
+        queue_time: Duration,
+        exec_time: Duration,
+    ) -> InferenceResponse {
+        InferenceResponse {
+            model: first.model.clone(),
+            version: first.version,
+            pool: first.pool.clone(),
+            device: first.device,
+            outputs,
+            batch_size,
+            queue_time,
+            exec_time,
+        }
+    }
+
     /// The output named `name`, if returned.
     pub fn output(&self, name: &str) -> Option<&Tensor> {
         self.outputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)

@@ -67,16 +67,13 @@ pub fn join(
             scatter(&pieces, total).map_err(|e| internal(format!("output '{name}': {e}")))?,
         ));
     }
-    Ok(InferenceResponse {
-        model: first.model.clone(),
-        version: first.version,
-        pool: first.pool.clone(),
-        device: first.device,
+    Ok(InferenceResponse::assembled(
+        first,
         outputs,
-        batch_size: parts.iter().map(|(_, p)| p.batch_size).max().unwrap_or(0),
-        queue_time: parts.iter().map(|(_, p)| p.queue_time).max().unwrap_or_default(),
-        exec_time: parts.iter().map(|(_, p)| p.exec_time).sum(),
-    })
+        parts.iter().map(|(_, p)| p.batch_size).max().unwrap_or(0),
+        parts.iter().map(|(_, p)| p.queue_time).max().unwrap_or_default(),
+        parts.iter().map(|(_, p)| p.exec_time).sum(),
+    ))
 }
 
 #[cfg(test)]
