@@ -228,26 +228,30 @@ pub const DEFAULT_STORE_STEPS: [f64; 3] = [0.05, 0.25, 1.0];
 pub fn check_plan(raw: Option<&RawPlan>, path: &str, issues: &mut Issues) -> CandidateConfig {
     let raw = raw.cloned().unwrap_or_default();
     let at = |field: &str| format!("{path}.{field}");
-    let steps = raw.steps.unwrap_or_else(|| DEFAULT_STORE_STEPS.to_vec());
+    let steps = raw.steps.clone().unwrap_or_else(|| DEFAULT_STORE_STEPS.to_vec());
     check_steps(&steps, &at("steps"), issues);
+    with_plan_fields((String::new(), steps, true, CandidateSource::Store), &raw, &at, issues)
+}
+
+/// The candidate of `(model, steps, plan, source)` with the fields a
+/// route's candidate and a store plan share (`gate`, `min_rows`,
+/// `compare`, `serve`, `cpu_ceiling`) checked from `raw`, each problem at
+/// `at(field)`.
+fn with_plan_fields(
+    (model, steps, plan, source): (String, Vec<f64>, bool, CandidateSource),
+    raw: &RawPlan,
+    at: &dyn Fn(&str) -> String,
+    issues: &mut Issues,
+) -> CandidateConfig {
     let gate = check_gate(raw.gate.as_ref(), &at("gate"), issues);
     let min_rows = raw.min_rows.unwrap_or(DEFAULT_MIN_ROWS);
     if min_rows == 0 {
         issues.push(at("min_rows"), "must be at least 1");
     }
     let compare = check_compare(raw.compare.as_ref(), &at("compare"), issues);
-    CandidateConfig {
-        model: String::new(),
-        steps,
-        plan: true,
-        gate,
-        min_rows,
-        compare,
-        step: 0,
-        source: CandidateSource::Store,
-        serve: raw.serve.unwrap_or(false),
-        cpu_ceiling: check_cpu_ceiling(raw.cpu_ceiling, &at("cpu_ceiling"), issues),
-    }
+    let cpu_ceiling = check_cpu_ceiling(raw.cpu_ceiling, &at("cpu_ceiling"), issues);
+    let serve = raw.serve.unwrap_or(false);
+    CandidateConfig { model, steps, plan, gate, min_rows, compare, step: 0, source, serve, cpu_ceiling }
 }
 
 /// Checks a route's `candidate` (`path`: the route's; `models`: the
@@ -289,24 +293,15 @@ pub fn check(
     if !plan && raw.gate.is_some() {
         issues.push(at("gate"), "a gate needs a plan (steps)");
     }
-    let gate = check_gate(raw.gate.as_ref(), &at("gate"), issues);
-    let min_rows = raw.min_rows.unwrap_or(DEFAULT_MIN_ROWS);
-    if min_rows == 0 {
-        issues.push(at("min_rows"), "must be at least 1");
-    }
-    let compare = check_compare(raw.compare.as_ref(), &at("compare"), issues);
-    Some(CandidateConfig {
-        model: raw.model.clone(),
-        steps,
-        plan,
-        gate,
-        min_rows,
-        compare,
-        step: 0,
-        source: CandidateSource::File,
-        serve: raw.serve.unwrap_or(false),
-        cpu_ceiling: check_cpu_ceiling(raw.cpu_ceiling, &at("cpu_ceiling"), issues),
-    })
+    let fields = RawPlan {
+        steps: None,
+        gate: raw.gate.clone(),
+        min_rows: raw.min_rows,
+        compare: raw.compare.clone(),
+        serve: raw.serve,
+        cpu_ceiling: raw.cpu_ceiling,
+    };
+    Some(with_plan_fields((raw.model.clone(), steps, plan, CandidateSource::File), &fields, &at, issues))
 }
 
 fn check_cpu_ceiling(raw: Option<f64>, path: &str, issues: &mut Issues) -> f64 {
