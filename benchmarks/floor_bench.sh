@@ -41,6 +41,7 @@ WORK=$(mktemp -d)
 
 for tool in nginx wrk perf; do command -v "$tool" >/dev/null || die "$tool missing (apt-get install nginx-light wrk linux-perf)"; done
 [ -x target/release/switchyard ] || die "target/release/switchyard missing: cargo build --release -p switchyard"
+[ -x target/release/pingora-floor ] || die "target/release/pingora-floor missing: cargo build --release -p switchyard-benchmarks"
 [ -f models/digits-cheap.onnx ] || die "models/digits-cheap.onnx missing: scripts/setup.sh"
 
 # One digits row as a V2 JSON body, and the wrk script that posts it.
@@ -125,6 +126,23 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$NGINX_PORT/"
 NGINX_WORKER=$(pgrep -P "$(cat "$WORK/nginx/nginx.pid")" | head -1)
 
+# Pingora's own floor (benchmarks/src/bin/pingora_floor.rs): the same fixed
+# answer from a ProxyHttp app (as Switchyard's) and from a bare HttpServerApp.
+start_probe() { # NAME MODE -> sets PROBE_PID, PROBE_URL
+    local port
+    port=$(free_port)
+    "${SERVER_CPU[@]}" ./target/release/pingora-floor --listen "127.0.0.1:$port" --mode "$2" \
+        > "$WORK/$1.log" 2>&1 &
+    PROBE_PID=$!
+    PIDS+=("$PROBE_PID")
+    PROBE_URL="http://127.0.0.1:$port/v2/models/digits-cheap/infer"
+    wait_http "$PROBE_URL"
+}
+start_probe pingora-proxy proxy
+PP_PID=$PROBE_PID; PP_URL=$PROBE_URL
+start_probe pingora-app app
+PA_PID=$PROBE_PID; PA_URL=$PROBE_URL
+
 start_switchyard() { # NAME RUST_LOG [BINARY] -> sets SY_PID, SY_URL
     local port admin bin="${3:-./target/release/switchyard}"
     port=$(free_port); admin=$(free_port)
@@ -159,6 +177,8 @@ fi
 for round in $(seq 1 "$ROUNDS"); do
     say "round $round"
     measure nginx "$NGINX_WORKER" "http://127.0.0.1:$NGINX_PORT/v2/models/digits-cheap/infer"
+    measure pingora-proxy "$PP_PID" "$PP_URL"
+    measure pingora-app "$PA_PID" "$PA_URL"
     measure switchyard-log "$SY_LOG_PID" "$SY_LOG_URL"
     measure switchyard-nolog "$SY_NOLOG_PID" "$SY_NOLOG_URL"
     [ -z "${SY_BASE:-}" ] || measure switchyard-base "$SY_BASE_PID" "$SY_BASE_URL"
@@ -174,7 +194,7 @@ for name, rps, sys_per, cs_per, cpu, bad in rows:
         best[name] = (rps, sys_per, cs_per, cpu, bad)
 print("| server (one CPU) | req/s | syscalls/req | context switches/req | CPU us/req | non-2xx |")
 print("|---|---|---|---|---|---|")
-for name in ["nginx", "switchyard-log", "switchyard-nolog", "switchyard-base", "fastapi-lean"]:
+for name in ["nginx", "pingora-proxy", "pingora-app", "switchyard-log", "switchyard-nolog", "switchyard-base", "fastapi-lean"]:
     if name in best:
         rps, s, c, cpu, bad = best[name]
         print(f"| {name} | {float(rps):,.0f} | {s} | {c} | {cpu} | {bad} |")

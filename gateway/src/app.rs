@@ -26,6 +26,7 @@ use crate::reply::Reply;
 use crate::snapshot::Snapshot;
 use crate::state::AppState;
 use crate::stream::{respond, Response};
+use crate::telemetry::access_log::AccessLine;
 use crate::telemetry::RequestObs;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -352,18 +353,17 @@ impl ProxyHttp for GatewayApp {
         };
         crate::metrics::record_request(labels, ctx.status, took);
         ctx.obs.finish(ctx.status);
-        // In the request's scope: the log formatter adds `request_id`.
+        // In the request's scope: the line carries its `request_id`.
         ctx.obs.in_scope(|| {
-            tracing::info!(
-                target: "switchyard::access",
-                method = %req.method,
-                path = %req.uri.path(),
-                status = ctx.status,
-                error = ctx.error_label.unwrap_or(""),
-                request_bytes = ctx.body_bytes,
-                duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-                trace_id = ctx.obs.trace_id().map(tracing::field::display),
-            )
+            crate::telemetry::access_log::log(&AccessLine {
+                method: req.method.as_str(),
+                path: req.uri.path(),
+                status: ctx.status,
+                error: ctx.error_label.unwrap_or(""),
+                request_bytes: Some(ctx.body_bytes),
+                duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                trace_id: ctx.obs.trace_id(),
+            })
         });
     }
 }

@@ -161,15 +161,15 @@ impl CallObs {
         );
         self.obs.finish(status);
         self.obs.in_scope(|| {
-            tracing::info!(
-                target: "switchyard::access",
-                method = %"POST",
-                path = %self.rpc.path(),
+            crate::telemetry::access_log::log(&crate::telemetry::access_log::AccessLine {
+                method: "POST",
+                path: self.rpc.path(),
                 status,
                 error,
-                duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-                trace_id = self.obs.trace_id().map(tracing::field::display),
-            )
+                request_bytes: None,
+                duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                trace_id: self.obs.trace_id(),
+            })
         });
     }
 }

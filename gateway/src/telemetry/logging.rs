@@ -1,5 +1,5 @@
 //! The process's `tracing` subscriber: logs to stderr (text or JSON lines)
-//! through a non-blocking writer, filtered by `RUST_LOG`; plus, when
+//! through the log buffer ([`super::log_sink`]), filtered by `RUST_LOG`; plus, when
 //! `[telemetry] otlp_endpoint` is set, the OpenTelemetry layer that turns
 //! Switchyard's spans into exported traces.
 //!
@@ -14,10 +14,10 @@
 //! disabled at their call sites, so tracing costs nothing.
 
 use super::log_format::RequestIdFormat;
+use super::log_sink::{LogGuard, LogSink};
 use crate::config::redact::redact_url;
 use crate::config::telemetry_section::TelemetryConfig;
 use tracing::Level;
-use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::filter::{filter_fn, FilterExt, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -28,38 +28,37 @@ pub const DEFAULT_FILTER: &str = "info,pingora=warn,ort=warn";
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
-/// The log writer thread's buffer in front of stderr. The thread writes
-/// every line waiting in its channel into it and flushes once the channel
-/// is empty: a burst of access-log lines under load leaves in one
-/// `write(2)` instead of one per line, and a lone line still leaves at
-/// once.
-const LOG_BUFFER_BYTES: usize = 64 * 1024;
-
 /// The stderr log layer: JSON lines or text; colours only on a terminal.
-/// The returned guard flushes pending lines when dropped.
-fn log_layer(json: bool) -> (BoxedLayer, WorkerGuard) {
+/// Lines go through the log buffer ([`LogSink`]); the returned sink is
+/// that buffer, the guard writes what is pending when dropped.
+fn log_layer(json: bool) -> anyhow::Result<(BoxedLayer, LogSink, LogGuard, bool)> {
     use std::io::IsTerminal;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = std::io::stderr().is_terminal();
-    let stderr = std::io::BufWriter::with_capacity(LOG_BUFFER_BYTES, std::io::stderr());
-    let (writer, guard) = tracing_appender::non_blocking(stderr);
-    let layer = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
+    let (sink, guard) = LogSink::start(Box::new(std::io::stderr()))?;
+    let layer = tracing_subscriber::fmt::layer().with_writer(sink.clone()).with_ansi(ansi);
     let layer: BoxedLayer = if json {
         layer.json().map_event_format(RequestIdFormat::json).with_filter(filter).boxed()
     } else {
         layer.map_event_format(RequestIdFormat::text).with_filter(filter).boxed()
     };
-    (layer, guard)
+    Ok((layer, sink, guard, ansi))
 }
 
 /// Installs the global subscriber: logs, and traces when `telemetry` is
 /// given (the exporter is built here, so call it outside any async
 /// runtime). `log` records (Pingora's) are forwarded too.
-pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<WorkerGuard> {
-    let (logs, guard) = log_layer(json);
+pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<LogGuard> {
+    let (logs, sink, guard, ansi) = log_layer(json)?;
     let registry = tracing_subscriber::registry().with(logs);
     match telemetry {
-        None => registry.try_init()?,
+        None => {
+            registry.try_init()?;
+            // Plain, untraced lines: the access log may write its own.
+            if !ansi {
+                super::access_log::write_by_hand_into(sink, json);
+            }
+        }
         Some(config) => {
             let tracer = super::otlp::install(super::otlp::provider(config)?);
             let switchyard = Targets::new()

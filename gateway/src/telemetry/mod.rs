@@ -3,6 +3,8 @@
 //! - [`logging`]: the `tracing` subscriber: stderr logs (text or JSON,
 //!   `RUST_LOG`) and, with `[telemetry] otlp_endpoint`, OpenTelemetry
 //!   trace export over OTLP/HTTP protobuf ([`otlp`]).
+//! - [`access_log`]: one line per request, written by hand into
+//!   [`log_sink`] (the buffer a background thread writes in bursts).
 //! - [`request`]: each request's id (on its log lines, through
 //!   [`log_format`]) and, when tracing, its span.
 //! - [`spans`]: the request's child spans (parse, cache lookup, decide,
@@ -15,7 +17,9 @@
 //! last spans. With tracing off, [`enabled`] is false and no span is
 //! created for requests.
 
+pub mod access_log;
 pub mod log_format;
+pub mod log_sink;
 pub mod logging;
 pub mod otlp;
 pub mod propagation;
@@ -41,10 +45,7 @@ fn set_enabled() {
 /// Installs logging (JSON lines with `json`) and, when `telemetry` is
 /// given, trace export. Keep the returned guard alive until the process
 /// ends: dropping it flushes pending log lines.
-pub fn init(
-    json: bool,
-    telemetry: Option<&TelemetryConfig>,
-) -> anyhow::Result<tracing_appender::non_blocking::WorkerGuard> {
+pub fn init(json: bool, telemetry: Option<&TelemetryConfig>) -> anyhow::Result<log_sink::LogGuard> {
     logging::init(json, telemetry)
 }
 

@@ -24,6 +24,7 @@ use switchyard_runtime::tensor::{DataType, TensorData};
 
 use super::error::V2Error;
 use super::float16::{f64_to_bf16_bits, f64_to_f16_bits};
+use super::json_floats::flat_floats;
 
 /// One JSON scalar as the visitor saw it.
 enum Leaf<'a> {
@@ -294,7 +295,29 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
     type Value = Result<TensorData, V2Error>;
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        let DataSeed { input, dtype, shape, count, text_len } = self;
+        let DataSeed { input, dtype, shape, count, .. } = self;
+        if matches!(dtype, DataType::F32 | DataType::F64) {
+            // Floats: the value's text, scanned by the fast path when it
+            // is a flat array of numbers, else walked as below.
+            let raw = <&'de RawValue as serde::Deserialize<'de>>::deserialize(deserializer)?;
+            if let Some(fixed) = flat_floats(raw.get(), dtype, count) {
+                return Ok(Ok(TensorData::Fixed(Bytes::from(fixed))));
+            }
+            return Ok(parse_walked(input, dtype, shape, count, raw));
+        }
+        Walk(self).deserialize(deserializer)
+    }
+}
+
+/// The general walk of a `data` value (every layout and datatype; the one
+/// that words the errors), element by element through serde's visitor.
+struct Walk<'s>(DataSeed<'s>);
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = Result<TensorData, V2Error>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let DataSeed { input, dtype, shape, count, text_len } = self.0;
         let reserve = count.min(text_len / 2 + 1);
         let mut ctx = Ctx {
             input,
@@ -308,16 +331,24 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
             error: None,
         };
         Node { ctx: &mut ctx, depth: 0 }.deserialize(deserializer)?;
-        if let Some(err) = ctx.error.take() {
-            return Ok(Err(err));
+        Ok(ctx.finish(count, dtype))
+    }
+}
+
+impl Ctx<'_> {
+    /// The walk's result: its first error, a count short of the shape's,
+    /// or the tensor.
+    fn finish(mut self, count: usize, dtype: DataType) -> Result<TensorData, V2Error> {
+        if let Some(err) = self.error.take() {
+            return Err(err);
         }
-        if ctx.count != count {
-            return Ok(Err(ctx.mismatch(format!("expected {count} elements, got {}", ctx.count))));
+        if self.count != count {
+            return Err(self.mismatch(format!("expected {count} elements, got {}", self.count)));
         }
-        Ok(Ok(match dtype {
-            DataType::Bytes => TensorData::Strings(ctx.strings),
-            _ => TensorData::Fixed(Bytes::from(ctx.fixed)),
-        }))
+        Ok(match dtype {
+            DataType::Bytes => TensorData::Strings(self.strings),
+            _ => TensorData::Fixed(Bytes::from(self.fixed)),
+        })
     }
 }
 
@@ -332,8 +363,22 @@ pub fn parse_json_data(
     count: usize,
     raw: &RawValue,
 ) -> Result<TensorData, V2Error> {
+    match flat_floats(raw.get(), dtype, count) {
+        Some(fixed) => Ok(TensorData::Fixed(Bytes::from(fixed))),
+        None => parse_walked(input, dtype, shape, count, raw),
+    }
+}
+
+/// [`parse_json_data`] by the general walk ([`Walk`]).
+pub(crate) fn parse_walked(
+    input: &str,
+    dtype: DataType,
+    shape: &[usize],
+    count: usize,
+    raw: &RawValue,
+) -> Result<TensorData, V2Error> {
     let text = raw.get();
-    let seed = DataSeed { input, dtype, shape, count, text_len: text.len() };
+    let seed = Walk(DataSeed { input, dtype, shape, count, text_len: text.len() });
     let mut de = serde_json::Deserializer::from_str(text);
     match seed.deserialize(&mut de).and_then(|decoded| de.end().map(|()| decoded)) {
         Ok(decoded) => decoded,

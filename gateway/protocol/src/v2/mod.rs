@@ -39,6 +39,7 @@ mod fields;
 mod float16;
 mod input_check;
 pub mod json_data;
+mod json_floats;
 mod json_seeds;
 pub mod limits;
 pub mod metadata;
