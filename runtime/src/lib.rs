@@ -59,6 +59,7 @@ mod queue;
 pub mod rank;
 mod ranked_queue;
 mod reaper;
+mod reserve;
 mod rebuild;
 mod repository;
 pub mod request;
