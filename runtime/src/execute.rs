@@ -134,8 +134,12 @@ fn run_caught<P: BatchPart, T>(
 ) -> Result<T, String> {
     let (options, lowered) = run;
     catch_unwind(AssertUnwindSafe(|| {
-        if lowered { execute_lowered(session, ctx, parts, options) } else { execute(session, ctx, parts, options) }
-            .and_then(finish)
+        if lowered {
+            execute_lowered(session, ctx, parts, options)
+        } else {
+            execute(session, ctx, parts, options)
+        }
+        .and_then(finish)
     }))
     .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
 }
@@ -159,7 +163,9 @@ fn execute_lowered<P: BatchPart>(
             execute(session, ctx, batch, options)
         });
         match runner {
-            Ok(runner) => runner.join().unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into())),
+            Ok(runner) => {
+                runner.join().unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
+            }
             Err(e) => Err(format!("cannot start a thread to run the batch: {e}")),
         }
     })

@@ -682,7 +682,11 @@ mod tests {
             s.join().unwrap();
         }
         let state = tx.shared.state.lock();
-        assert_eq!((state.receivers, state.first_class_receivers), (0, 0), "dropped receivers are not counted");
+        assert_eq!(
+            (state.receivers, state.first_class_receivers),
+            (0, 0),
+            "dropped receivers are not counted"
+        );
     }
 
     #[test]

@@ -17,20 +17,28 @@
 //! 1. The pool builds one session more than its `workers`, the reserved
 //!    one, with a worker of its own that takes only requests whose own
 //!    class is 1 (the class a request asked for; a lower class promoted
-//!    by aging is not taken there), in the queue's order, and is woken by
-//!    their arrivals only ([`crate::ranked_queue`]). It runs at normal
-//!    OS priority and never runs a caller's batch ([`crate::inline`],
-//!    [`crate::caller_batch`] use the other sessions).
-//! 2. The other workers, and the ONNX Runtime threads of their sessions
-//!    (built on a thread already lowered, so the threads inherit it),
-//!    run at the lowest OS scheduling priority ([`lower_this_thread`],
-//!    nice 19 on Linux). They take every class as before, so the first
-//!    class is served by them too when they look first.
+//!    by aging is not taken there), in the queue's order; the other
+//!    workers take every other class. Each side sleeps on a wake-up of
+//!    its own, which only its arrivals give, displacing arrivals into a
+//!    full queue included ([`crate::ranked_queue`]). The reserved session
+//!    never runs a caller's batch ([`crate::inline`],
+//!    [`crate::caller_batch`] use the other sessions), and a first-class
+//!    arrival never preempts ([`crate::preempt`]): it has a session.
+//! 2. The other sessions' runs go on a thread of their own that first
+//!    lowers its OS scheduling priority ([`lower_this_thread`], nice 19
+//!    on Linux); their sessions are built on a lowered thread too, so
+//!    ONNX Runtime's threads of theirs (`intra_op_threads` above 1)
+//!    inherit it. Only the model's run is lowered: the workers, which
+//!    take the queue's and the statistics' locks, keep normal priority.
+//!    (Lowering the whole worker was tried: a lowered thread holding the
+//!    queue's lock, then preempted by the HTTP front, held the reserved
+//!    worker back with it; `benchmarks/NOTES.md`.)
 //! 3. When both run, the OS gives the CPU to the reserved worker: the
 //!    lower batch is paused, not stopped, and goes on afterwards, so no
 //!    work is lost.
 //!
-//! Cost: one session's memory, and the pool's other workers yield to
+//! Cost: one session's memory, a thread started per batch of the other
+//! sessions (tens of microseconds), and the other sessions' runs yield to
 //! every thread of normal priority, the HTTP front and other models'
 //! workers included: on a busy machine the lower classes of that pool get
 //! what is left. Batches run on the reserved session are counted in
@@ -42,8 +50,8 @@
 /// a pool that reserves runs its other sessions at normal priority.
 pub const LOWERS: bool = cfg!(target_os = "linux");
 
-/// The nice value the other workers of a pool that reserves run at: the
-/// lowest priority a thread may give itself.
+/// The nice value the other sessions' runs of a pool that reserves run
+/// at: the lowest priority a thread may give itself.
 pub const LOWERED_NICE: i32 = 19;
 
 /// Lowers the calling thread's OS scheduling priority to

@@ -320,7 +320,8 @@ fn pool_spec(
             "only CPU pools preempt; a CUDA pool runs its batches to the end",
         );
     }
-    if device == PoolDevice::Cuda && raw.batching.as_ref().is_some_and(|b| b.reserve_top_class == Some(true)) {
+    if device == PoolDevice::Cuda && raw.batching.as_ref().is_some_and(|b| b.reserve_top_class == Some(true))
+    {
         issues.push(
             format!("{path}.batching.reserve_top_class"),
             "only CPU pools reserve a session for the first class",
