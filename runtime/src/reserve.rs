@@ -29,10 +29,10 @@
 //!    on Linux); their sessions are built on a lowered thread too, so
 //!    ONNX Runtime's threads of theirs (`intra_op_threads` above 1)
 //!    inherit it. Only the model's run is lowered: the workers, which
-//!    take the queue's and the statistics' locks, keep normal priority.
-//!    (Lowering the whole worker was tried: a lowered thread holding the
-//!    queue's lock, then preempted by the HTTP front, held the reserved
-//!    worker back with it; `benchmarks/NOTES.md`.)
+//!    take the queue's and the statistics' locks, keep normal priority,
+//!    since a lowered thread preempted while holding a lock the reserved
+//!    worker or the HTTP front waits for would hold them back behind
+//!    every thread of normal priority (the locks do not lend priority).
 //! 3. When both run, the OS gives the CPU to the reserved worker: the
 //!    lower batch is paused, not stopped, and goes on afterwards, so no
 //!    work is lost.
