@@ -16,12 +16,14 @@ alternates between rounds, so drift hits them alike):
             unloaded p99), then with the low class (`x-priority: 4`) at
             1.5 x cap beside it (2 x overload in all): each class's p99 and
             the share of it shed (429), from the loads and from
-            `/admin/stats` "priority". Twice per round: on the model
-            `prio` (batching.preempt = false) and on its twin
-            `prio-preempt` (preempt = true), the order alternating
-            between rounds; also the answered rows/s of both classes
-            together (what preemption's lost work costs) and the pool's
-            preemption count. `--preempt off|on` runs one of them only.
+            `/admin/stats` "priority". Once per round on each variant
+            (`--variants`, the order alternating between rounds): the
+            model `prio` (`off`: neither setting), its twin
+            `prio-preempt` (`preempt`: batching.preempt = true) and its
+            twin `prio-reserve` (`reserve`: batching.reserve_top_class =
+            true); also the answered rows/s of both classes together
+            (what a setting costs) and the pool's preemption and
+            reserved-batch counts.
   mixed     half the requests with a `--short-ms` budget, half with
             500 ms, 1.5 x cap in all, on a model whose queue is in deadline
             order and on its twin with `queue_order = "fifo"`: the share
@@ -38,7 +40,7 @@ over the rounds; the per-round figures are in the JSON (`--json-out`).
         [--loadgen target/release/loadgen] [--seconds 6] [--rounds 2]
         [--rows 4] [--queue 16] [--max-batch 8] [--b-budget-ms 250] [--short-ms 25]
         [--server-cpus 1] [--client-cpus 0] [--json-out FILE]
-        [--scenarios noisy,priority,mixed] [--preempt both|off|on]
+        [--scenarios noisy,priority,mixed] [--variants off,preempt,reserve]
 
 Needs models/synth-heavy.onnx and release builds of switchyard and the
 loadgen (`cargo build --release -p switchyard -p switchyard-benchmarks`).
@@ -62,21 +64,28 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY_A = "key-of-tenant-a-0123456789"
 KEY_B = "key-of-tenant-b-0123456789"
 LONG_MS = 500
+# The priority scenario's variants: result key, route (= model), name.
+VARIANTS = {
+    "off": ("priority", "prio", "preempt off, no reserved session"),
+    "preempt": ("priority-preempt", "prio-preempt", "preempt on"),
+    "reserve": ("priority-reserve", "prio-reserve", "reserve_top_class on"),
+}
 
 
 def config(rows: int, queue: int, max_batch: int) -> str:
     batching = f"{{ max_batch_size = {max_batch}, max_queue_delay_us = 500, queue_capacity = {queue} }}"
     fifo = batching[:-2] + ', queue_order = "fifo" }'
     preempt = batching[:-2] + ", preempt = true }"
+    reserve = batching[:-2] + ", reserve_top_class = true }"
     model = ROOT / "models" / "synth-heavy.onnx"
     text = "[server]\nmax_concurrent_requests = 4096\n"
     for name, b in [("noisy", batching), ("noisy-unfair", batching), ("prio", batching),
-                    ("prio-preempt", preempt), ("edf", batching), ("fifo", fifo)]:
+                    ("prio-preempt", preempt), ("prio-reserve", reserve), ("edf", batching), ("fifo", fifo)]:
         text += f'\n[[models]]\nname = "{name}"\npath = "{model}"\nbatching = {b}\nwarmup = true\n'
     keys = f'keys = [{{ key = "{KEY_A}", tenant = "a" }}, {{ key = "{KEY_B}", tenant = "b" }}]'
     routes = [("fair", "noisy", f"auth = {{ {keys} }}"),
               ("unfair", "noisy-unfair", f"auth = {{ {keys}, fair_share = false }}"),
-              ("prio", "prio", ""), ("prio-preempt", "prio-preempt", ""), ("edf-short", "edf", ""), ("edf-long", "edf", ""),
+              ("prio", "prio", ""), ("prio-preempt", "prio-preempt", ""), ("prio-reserve", "prio-reserve", ""), ("edf-short", "edf", ""), ("edf-long", "edf", ""),
               ("fifo-short", "fifo", ""), ("fifo-long", "fifo", "")]
     for name, model_name, extra in routes:
         text += f'\n[[routes]]\nname = "{name}"\nmodels = ["{model_name}"]\ncache = {{ enabled = false }}\n{extra}\n'
@@ -190,7 +199,8 @@ def priority(args, base, admin, cap, folder, route="prio"):
     rh, rl = run_together([high, low])
     after, pool_after = class_stats(admin), pool_counters(admin, route)
     delta = {c: {k: after[c][k] - before[c][k] for k in after[c]} for c in ("1", "4")}
-    pool = {k: pool_after[k] - pool_before[k] for k in ("preemptions", "executions", "executed_rows")}
+    pool = {k: pool_after[k] - pool_before[k]
+            for k in ("preemptions", "reserved_batches", "executions", "executed_rows")}
     shed = lambda r: (r["requests"] - r["ok"]) / max(r["requests"], 1)  # noqa: E731
     # Answered rows per second of both classes together over the load
     # (loadgen counts the requests started in its window).
@@ -249,10 +259,13 @@ def main():
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--scenarios", default="noisy,priority,mixed",
                     help="comma-separated scenarios to run each round")
-    ap.add_argument("--preempt", choices=("both", "off", "on"), default="both",
-                    help="priority scenario on the model without preemption, with it, or both (alternating)")
+    ap.add_argument("--variants", default="off,preempt,reserve",
+                    help="priority scenario's models, comma-separated: " + ", ".join(VARIANTS))
     args = ap.parse_args()
     args.scenarios = [x for x in args.scenarios.split(",") if x]
+    args.variants = [x for x in args.variants.split(",") if x]
+    if any(v not in VARIANTS for v in args.variants):
+        ap.error(f"--variants: one of {', '.join(VARIANTS)}")
     rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -272,9 +285,8 @@ def main():
                         one["fair"] = noisy(args, base, cap, folder, "fair")
                         one["unfair"] = noisy(args, base, cap, folder, "unfair")
                     elif step == "priority":
-                        variants = {"both": ["off", "on"], "off": ["off"], "on": ["on"]}[args.preempt]
-                        for v in variants if i % 2 == 0 else variants[::-1]:
-                            key, route = ("priority", "prio") if v == "off" else ("priority-preempt", "prio-preempt")
+                        for v in args.variants if i % 2 == 0 else args.variants[::-1]:
+                            key, route, _ = VARIANTS[v]
                             one[key] = priority(args, base, admin, cap, folder, route)
                     else:
                         one["edf"] = mixed(args, base, admin, cap, folder, "edf")
@@ -325,10 +337,10 @@ def summarize(args, cap, rounds):
 def summarize_priority(rounds):
     m = lambda f: median([f(r) for r in rounds if key in r])  # noqa: E731
     print("\n(b) priority: high 0.5x capacity alone, then with low 1.5x beside it")
-    for key, name in (("priority", "preempt off"), ("priority-preempt", "preempt on")):
+    for key, route, name in VARIANTS.values():
         if not any(key in r for r in rounds):
             continue
-        print(f"\n{name} (model {'prio' if key == 'priority' else 'prio-preempt'})")
+        print(f"\n{name} (model {route})")
         print("| | high alone | high (2x overload) | low (2x overload) |")
         print("|---|---|---|---|")
         print(f"| p99 ms | {m(lambda r: r[key]['high_alone']['p99_ms']):.1f} "
@@ -342,7 +354,8 @@ def summarize_priority(rounds):
         print(f"high p99 under overload / alone: {m(lambda r: r[key]['high_p99_ratio']):.2f}x (goal <= 1.5x); "
               f"per round {[round(r[key]['high_p99_ratio'], 2) for r in rounds if key in r]}")
         print(f"answered rows/s, both classes: {m(lambda r: r[key]['answered_rows_per_s']):.0f}; pool preemptions "
-              f"{m(lambda r: r[key]['pool']['preemptions']):.0f}, executions {m(lambda r: r[key]['pool']['executions']):.0f}, "
+              f"{m(lambda r: r[key]['pool']['preemptions']):.0f}, reserved batches "
+              f"{m(lambda r: r[key]['pool']['reserved_batches']):.0f}, executions {m(lambda r: r[key]['pool']['executions']):.0f}, "
               f"executed rows {m(lambda r: r[key]['pool']['executed_rows']):.0f} per run")
 
 

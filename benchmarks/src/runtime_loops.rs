@@ -37,6 +37,7 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
+            reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
         },
         idle_unload: None,
         warmup: false,

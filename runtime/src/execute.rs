@@ -18,6 +18,7 @@ use crate::pool_shared::PoolShared;
 use crate::preempt::RunSlot;
 use crate::queue::QueueEntry;
 use crate::request::InferenceResponse;
+use crate::reserve::lower_this_thread;
 use crate::signature::ModelSignature;
 use crate::stats::add;
 use crate::tensor::Tensor;
@@ -51,7 +52,7 @@ pub(crate) type BatchOutputs = Vec<Option<Tensor>>;
 
 /// What [`execute`] needs of each request of a batch: a queued entry, or
 /// a validated request that runs alone on the caller's thread.
-pub trait BatchPart {
+pub trait BatchPart: Sync {
     /// Inputs in graph order.
     fn inputs(&self) -> &[Tensor];
     /// Rows along the batch dimension.
@@ -93,7 +94,7 @@ pub(crate) fn run_and_record<P: BatchPart, T>(
     started: Instant,
     finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
 ) -> (Result<T, String>, Duration) {
-    let result = run_caught(&mut session, ctx, parts, None, finish);
+    let result = run_caught(&mut session, ctx, parts, (None, false), finish);
     drop(session);
     record(ctx, parts, started, result)
 }
@@ -113,7 +114,7 @@ pub(crate) fn run_preemptible<P: BatchPart, T>(
 ) -> Option<(Result<T, String>, Duration)> {
     let (slot, preemptible_class) = run;
     slot.begin(preemptible_class);
-    let result = run_caught(&mut session, ctx, parts, Some(slot.options()), finish);
+    let result = run_caught(&mut session, ctx, parts, (Some(slot.options()), slot.lowered()), finish);
     let terminated = slot.end();
     drop(session);
     if terminated && result.is_err() {
@@ -122,16 +123,52 @@ pub(crate) fn run_preemptible<P: BatchPart, T>(
     Some(record(ctx, parts, started, result))
 }
 
-/// Runs `parts` and `finish` under `catch_unwind`.
+/// Runs `parts` (with `run`'s options, on a thread of lowered priority
+/// when `run` says so) and `finish` under `catch_unwind`.
 fn run_caught<P: BatchPart, T>(
     session: &mut Session,
     ctx: &PoolContext,
     parts: &[P],
-    options: Option<&RunOptions>,
+    run: (Option<&RunOptions>, bool),
     finish: impl FnOnce(BatchOutputs) -> Result<T, String>,
 ) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(|| execute(session, ctx, parts, options).and_then(finish)))
-        .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
+    let (options, lowered) = run;
+    catch_unwind(AssertUnwindSafe(|| {
+        if lowered {
+            execute_lowered(session, ctx, parts, options)
+        } else {
+            execute(session, ctx, parts, options)
+        }
+        .and_then(finish)
+    }))
+    .unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
+}
+
+/// [`execute`] on a thread of its own that lowers its OS priority first
+/// ([`crate::reserve`]): only the model's run is lowered, never the
+/// worker that takes the queue's and the statistics' locks (a lowered
+/// thread holding a lock the reserved worker or the HTTP front waits for
+/// would hold them all back behind every thread of normal priority).
+fn execute_lowered<P: BatchPart>(
+    session: &mut Session,
+    ctx: &PoolContext,
+    batch: &[P],
+    options: Option<&RunOptions>,
+) -> Result<BatchOutputs, String> {
+    std::thread::scope(|s| {
+        let runner = std::thread::Builder::new().name("sy-lowered-run".into()).spawn_scoped(s, || {
+            if let Err(e) = lower_this_thread() {
+                tracing::debug!(error = %e, "cannot lower a run's priority");
+            }
+            execute(session, ctx, batch, options)
+        });
+        match runner {
+            Ok(runner) => {
+                runner.join().unwrap_or_else(|_| Err("ONNX Runtime panicked while running the batch".into()))
+            }
+            Err(e) => Err(format!("cannot start a thread to run the batch: {e}")),
+        }
+    })
 }
 
 /// Records a finished run of `parts` (see [`run_and_record`]).

@@ -62,6 +62,7 @@ mod reaper;
 mod rebuild;
 mod repository;
 pub mod request;
+mod reserve;
 pub mod session;
 pub mod signature;
 pub mod source;

@@ -123,6 +123,7 @@ impl PoolShared {
             inline_runs: get(&c.inline_runs),
             caller_batches: get(&c.caller_batches),
             preemptions: get(&c.preemptions),
+            reserved_batches: get(&c.reserved_batches),
             isolated_batches: get(&c.isolated_batches),
             latency: self.latency.snapshot(batching.max_batch_size),
             histograms: Default::default(),

@@ -58,6 +58,10 @@ pub struct RunSlot {
     options: RunOptions,
     /// The pool preempts: its batches may register as preemptible.
     enabled: bool,
+    /// Runs go on a thread of lowered OS priority: the session is one of
+    /// the other workers' of a pool that reserves one for the first class
+    /// ([`crate::reserve`]).
+    lowered: bool,
     state: Mutex<SlotState>,
 }
 
@@ -80,10 +84,16 @@ struct SlotState {
 
 impl RunSlot {
     /// A slot with fresh run options, for a pool that preempts when
-    /// `enabled`.
-    pub fn new(enabled: bool) -> Result<RunSlot, String> {
+    /// `enabled`; its runs go on a thread of lowered priority when
+    /// `lowered`.
+    pub fn new(enabled: bool, lowered: bool) -> Result<RunSlot, String> {
         let options = RunOptions::new().map_err(|e| format!("cannot create run options: {e}"))?;
-        Ok(RunSlot { options, enabled, state: Mutex::new(SlotState::default()) })
+        Ok(RunSlot { options, enabled, lowered, state: Mutex::new(SlotState::default()) })
+    }
+
+    /// Whether this session's runs go on a thread of lowered priority.
+    pub fn lowered(&self) -> bool {
+        self.lowered
     }
 
     /// Step 2: the class `batch` registers with when it may be

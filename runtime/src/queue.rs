@@ -286,6 +286,7 @@ mod tests {
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: crate::rank::QueueOrder::Deadline,
             preempt: false,
+            reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
         };
         (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
     }

@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 /// The number of priority classes: 1 (highest) to `PRIORITY_LEVELS`.
 pub const PRIORITY_LEVELS: u8 = 4;
 
+/// The highest class: the one a pool may reserve a session for
+/// (`batching.reserve_top_class`).
+pub const FIRST_CLASS: u8 = 1;
+
 /// The class of a request that asks for none (V2 `priority` 0 or absent).
 pub const DEFAULT_CLASS: u8 = 2;
 

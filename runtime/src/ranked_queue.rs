@@ -24,6 +24,13 @@
 //!   (after aging) that was not put back, for a pool that preempts,
 //!   whose batches hold one class each and whose put-back entries run
 //!   alone.
+//! - Splitting by class, for a pool that reserves a session for the
+//!   first class ([`RankedReceiver::split_first_class`], see
+//!   [`crate::reserve`]): one receiver takes only entries whose own class
+//!   is 1 (aging does not count: a low-class request that waited long is
+//!   not first class here), the others only the other entries; each side
+//!   sleeps on a wake-up of its own, which only the arrivals it takes
+//!   give.
 //! - Closing: dropping the sender closes the queue; receivers drain what
 //!   is queued, then get `None`. Offering once every receiver is gone is
 //!   refused (`Closed`).
@@ -33,7 +40,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::rank::{ClassCounts, QueueOrder, Rank, PRIORITY_LEVELS};
+use crate::rank::{ClassCounts, QueueOrder, Rank, FIRST_CLASS, PRIORITY_LEVELS};
 
 struct Slot<T> {
     rank: Rank,
@@ -51,12 +58,17 @@ struct State<T> {
     next_seq: u64,
     closed: bool,
     receivers: usize,
+    /// Receivers that take only the first class.
+    first_class_receivers: usize,
     counts: Arc<ClassCounts>,
 }
 
 struct Shared<T> {
     state: Mutex<State<T>>,
+    /// Wakes a receiver of every class.
     ready: Condvar,
+    /// Wakes a receiver of the first class only.
+    ready_first: Condvar,
 }
 
 /// The sending side; dropping it closes the queue.
@@ -67,6 +79,30 @@ pub struct RankedSender<T> {
 /// A receiving side; clone one per worker.
 pub struct RankedReceiver<T> {
     shared: Arc<Shared<T>>,
+    takes: Takes,
+}
+
+/// Which entries a receiver takes, by the class each asked for (module
+/// docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    /// Every entry.
+    Every,
+    /// Only entries of the first class.
+    FirstClass,
+    /// Every entry but those of the first class.
+    OtherClasses,
+}
+
+impl Takes {
+    /// Whether a receiver that takes these takes an entry of `class`.
+    fn class(self, class: u8) -> bool {
+        match self {
+            Takes::Every => true,
+            Takes::FirstClass => class == FIRST_CLASS,
+            Takes::OtherClasses => class != FIRST_CLASS,
+        }
+    }
 }
 
 /// What [`RankedSender::take_batch`] does with one queued entry.
@@ -110,11 +146,13 @@ pub fn ranked_in<T>(
             next_seq: 0,
             closed: false,
             receivers: 1,
+            first_class_receivers: 0,
             counts,
         }),
         ready: Condvar::new(),
+        ready_first: Condvar::new(),
     });
-    (RankedSender { shared: Arc::clone(&shared) }, RankedReceiver { shared })
+    (RankedSender { shared: Arc::clone(&shared) }, RankedReceiver { shared, takes: Takes::Every })
 }
 
 impl<T> RankedSender<T> {
@@ -133,9 +171,11 @@ impl<T> RankedSender<T> {
         self.offer_waking(item, rank, enqueued, false)
     }
 
-    /// Wakes one receiver blocked on an empty queue, if one is.
+    /// Wakes one receiver blocked on an empty queue, if one is (and a
+    /// first-class one too: the entry may be of the first class).
     pub fn wake_one(&self) {
         self.shared.ready.notify_one();
+        self.shared.ready_first.notify_one();
     }
 
     /// Takes entries out by rank, as a receiver would, under one lock:
@@ -196,9 +236,10 @@ impl<T> RankedSender<T> {
         if state.slots.len() < state.capacity {
             state.counts.add(rank.class);
             state.slots.push(slot);
+            let first = state.first_class_receivers > 0 && rank.class == FIRST_CLASS;
             drop(state);
             if wake {
-                self.shared.ready.notify_one();
+                self.shared.ready_for(first).notify_one();
             }
             return Ok(None);
         }
@@ -214,6 +255,13 @@ impl<T> RankedSender<T> {
                 let shed = std::mem::replace(&mut state.slots[i], slot);
                 state.counts.remove(shed.rank.class);
                 state.counts.add(rank.class);
+                let first = state.first_class_receivers > 0 && rank.class == FIRST_CLASS;
+                drop(state);
+                // A full queue keeps the receivers of every class busy, but
+                // the first-class side may sleep beside it: wake it.
+                if wake && first {
+                    self.shared.ready_first.notify_one();
+                }
                 Ok(Some(shed.item))
             }
             None => Err(OfferError::Full(slot.item)),
@@ -231,13 +279,25 @@ impl<T> Drop for RankedSender<T> {
     fn drop(&mut self) {
         self.shared.state.lock().closed = true;
         self.shared.ready.notify_all();
+        self.shared.ready_first.notify_all();
+    }
+}
+
+impl<T> Shared<T> {
+    /// The wake-up a receiver of the first class (`first`) or of every
+    /// class sleeps on.
+    fn ready_for(&self, first: bool) -> &Condvar {
+        if first {
+            &self.ready_first
+        } else {
+            &self.ready
+        }
     }
 }
 
 impl<T> Clone for RankedReceiver<T> {
     fn clone(&self) -> Self {
-        self.shared.state.lock().receivers += 1;
-        RankedReceiver { shared: Arc::clone(&self.shared) }
+        RankedReceiver::taking(&self.shared, self.takes)
     }
 }
 
@@ -245,6 +305,9 @@ impl<T> Drop for RankedReceiver<T> {
     fn drop(&mut self) {
         let mut state = self.shared.state.lock();
         state.receivers = state.receivers.saturating_sub(1);
+        if self.takes == Takes::FirstClass {
+            state.first_class_receivers = state.first_class_receivers.saturating_sub(1);
+        }
     }
 }
 
@@ -254,36 +317,45 @@ fn put_back<T>(shared: &Shared<T>, items: Vec<(T, Rank, Instant)>) {
         return;
     }
     let mut state = shared.state.lock();
+    let mut first = false;
     for (item, rank, enqueued) in items {
         let seq = state.next_seq;
         state.next_seq += 1;
         state.counts.add(rank.class);
+        first |= rank.class == FIRST_CLASS;
         state.slots.push(Slot { rank, enqueued, seq, pinned: true, item });
     }
+    let first = first && state.first_class_receivers > 0;
     drop(state);
     shared.ready.notify_one();
+    if first {
+        shared.ready_first.notify_one();
+    }
 }
 
-/// Takes the first entry by rank as of now, if any.
-fn take<T>(state: &mut State<T>) -> Option<T> {
-    take_where(state, PRIORITY_LEVELS, true)
+/// Takes the first entry by rank as of now that a receiver of `takes`
+/// takes, if any.
+fn take<T>(state: &mut State<T>, takes: Takes) -> Option<T> {
+    take_where(state, PRIORITY_LEVELS, true, takes)
 }
 
-/// Takes the first entry by rank as of now that was not put back, if any
-/// and if its class (after aging) is `max_class` or higher (a number no
-/// larger): company for a batch of a pool that preempts.
-fn take_within<T>(state: &mut State<T>, max_class: u8) -> Option<T> {
-    take_where(state, max_class, false)
+/// Takes the first entry by rank as of now that a receiver of `takes`
+/// takes and that was not put back, if any and if its class (after
+/// aging) is `max_class` or higher (a number no larger): company for a
+/// batch of a pool that preempts.
+fn take_within<T>(state: &mut State<T>, max_class: u8, takes: Takes) -> Option<T> {
+    take_where(state, max_class, false, takes)
 }
 
 /// [`take_within`]; `put_back_too` also considers entries put back.
-fn take_where<T>(state: &mut State<T>, max_class: u8, put_back_too: bool) -> Option<T> {
+fn take_where<T>(state: &mut State<T>, max_class: u8, put_back_too: bool, takes: Takes) -> Option<T> {
     let (now, order) = (Instant::now(), state.order);
     let (first, key) = state
         .slots
         .iter()
         .enumerate()
         .filter(|(_, s)| put_back_too || !s.pinned)
+        .filter(|(_, s)| takes.class(s.rank.class))
         .map(|(i, s)| (i, s.rank.key(order, s.enqueued, s.seq, now)))
         .min_by_key(|(_, key)| *key)?;
     if key.0 > max_class {
@@ -300,14 +372,39 @@ impl<T> RankedReceiver<T> {
     pub fn recv(&self) -> Option<T> {
         let mut state = self.shared.state.lock();
         loop {
-            if let Some(item) = take(&mut state) {
+            if let Some(item) = take(&mut state, self.takes) {
                 return Some(item);
             }
             if state.closed {
                 return None;
             }
-            self.shared.ready.wait(&mut state);
+            self.ready().wait(&mut state);
         }
+    }
+
+    /// Two receivers of the same queue (module docs): one that takes
+    /// only entries whose own class is the first (a pool's reserved
+    /// session), and one (clone it per worker) that takes the others.
+    pub fn split_first_class(&self) -> (RankedReceiver<T>, RankedReceiver<T>) {
+        (
+            RankedReceiver::taking(&self.shared, Takes::FirstClass),
+            RankedReceiver::taking(&self.shared, Takes::OtherClasses),
+        )
+    }
+
+    /// A new receiver of `shared` that takes `takes`.
+    fn taking(shared: &Arc<Shared<T>>, takes: Takes) -> RankedReceiver<T> {
+        let mut state = shared.state.lock();
+        state.receivers += 1;
+        if takes == Takes::FirstClass {
+            state.first_class_receivers += 1;
+        }
+        RankedReceiver { shared: Arc::clone(shared), takes }
+    }
+
+    /// The wake-up this receiver sleeps on.
+    fn ready(&self) -> &Condvar {
+        self.shared.ready_for(self.takes == Takes::FirstClass)
     }
 
     /// [`Self::recv`], giving up (`None`) at `deadline`.
@@ -315,11 +412,11 @@ impl<T> RankedReceiver<T> {
     pub fn recv_deadline(&self, deadline: Instant) -> Option<T> {
         let mut state = self.shared.state.lock();
         loop {
-            if let Some(item) = take(&mut state) {
+            if let Some(item) = take(&mut state, self.takes) {
                 return Some(item);
             }
-            if state.closed || self.shared.ready.wait_until(&mut state, deadline).timed_out() {
-                return take(&mut state);
+            if state.closed || self.ready().wait_until(&mut state, deadline).timed_out() {
+                return take(&mut state, self.takes);
             }
         }
     }
@@ -327,7 +424,7 @@ impl<T> RankedReceiver<T> {
     /// The first entry by rank, if one is queued now.
     #[cfg(test)]
     pub fn try_recv(&self) -> Option<T> {
-        take(&mut self.shared.state.lock())
+        take(&mut self.shared.state.lock(), self.takes)
     }
 
     /// [`Self::try_recv`] for a batch whose first entry is of `max_class`:
@@ -335,7 +432,7 @@ impl<T> RankedReceiver<T> {
     /// lower one stays queued for a batch of its own, and so does an
     /// entry put back (it runs alone).
     pub fn try_recv_within(&self, max_class: u8) -> Option<T> {
-        take_within(&mut self.shared.state.lock(), max_class)
+        take_within(&mut self.shared.state.lock(), max_class, self.takes)
     }
 
     /// [`Self::recv_deadline`] for a batch whose first entry is of
@@ -345,14 +442,14 @@ impl<T> RankedReceiver<T> {
     pub fn recv_deadline_within(&self, deadline: Instant, max_class: u8) -> Option<T> {
         let mut state = self.shared.state.lock();
         loop {
-            if let Some(item) = take_within(&mut state, max_class) {
+            if let Some(item) = take_within(&mut state, max_class, self.takes) {
                 return Some(item);
             }
             if !state.slots.is_empty() || state.closed {
                 return None;
             }
-            if self.shared.ready.wait_until(&mut state, deadline).timed_out() {
-                return take_within(&mut state, max_class);
+            if self.ready().wait_until(&mut state, deadline).timed_out() {
+                return take_within(&mut state, max_class, self.takes);
             }
         }
     }
@@ -527,6 +624,69 @@ mod tests {
         tx.offer_quietly("a", Rank::default(), Instant::now()).unwrap();
         tx.wake_one();
         assert_eq!(rx.recv_deadline(Instant::now() + Duration::from_secs(30)), Some("a"));
+    }
+
+    #[test]
+    fn split_by_class_the_first_class_as_asked_goes_one_way_the_rest_the_other() {
+        let (tx, rx) = ranked(8, Default::default());
+        let (first, others) = rx.split_first_class();
+        let now = Instant::now();
+        let old = now.checked_sub(AGING_STEP * 5).unwrap_or(now);
+        tx.offer("old-low", Rank::new(4, None), old).unwrap();
+        tx.offer("default", Rank::new(2, None), now).unwrap();
+        tx.offer("high", Rank::new(1, None), now).unwrap();
+        tx.offer("high-2", Rank::new(1, None), now).unwrap();
+        assert_eq!(others.try_recv(), Some("old-low"), "aged into the first class, but not asked for it");
+        assert_eq!(first.try_recv(), Some("high"), "the first class, in the queue's order");
+        assert_eq!(first.try_recv_within(1), Some("high-2"));
+        assert_eq!(first.try_recv(), None, "nothing else for the first-class side");
+        let far = Instant::now() + Duration::from_secs(30);
+        assert_eq!(first.recv_deadline_within(far, 1), None, "no wait while other classes are queued");
+        tx.offer("high-3", Rank::new(1, None), now).unwrap();
+        assert_eq!(others.try_recv(), Some("default"));
+        assert_eq!(others.try_recv(), None, "the other side leaves the first class alone");
+        assert_eq!(drain(&rx), ["high-3"], "an unsplit receiver takes every class");
+    }
+
+    #[test]
+    fn an_arrival_wakes_a_receiver_that_takes_it() {
+        let (tx, rx) = ranked::<&'static str>(8, Default::default());
+        let (first, others) = rx.split_first_class();
+        drop(rx);
+        let (done, results) = std::sync::mpsc::channel();
+        let sleepers: Vec<_> = [("others", others), ("first", first)]
+            .into_iter()
+            .map(|(name, r)| {
+                let done = done.clone();
+                std::thread::spawn(move || {
+                    let got = r.recv();
+                    done.send((name, got)).unwrap();
+                })
+            })
+            .collect();
+        // Both are asleep (or about to be): each arrival must wake the
+        // side that takes it, else that side would sleep on (the guard
+        // only ends a hung test).
+        let hang_guard = Duration::from_secs(60);
+        tx.offer("low", Rank::new(4, None), Instant::now()).unwrap();
+        assert_eq!(results.recv_timeout(hang_guard).unwrap(), ("others", Some("low")));
+        // A full queue of lower classes: the first-class arrival displaces
+        // one of them and must still wake its side.
+        for _ in 0..8 {
+            tx.offer("low", Rank::new(4, None), Instant::now()).unwrap();
+        }
+        let displaced = tx.offer("high", Rank::new(1, None), Instant::now()).unwrap();
+        assert_eq!(displaced, Some("low"));
+        assert_eq!(results.recv_timeout(hang_guard).unwrap(), ("first", Some("high")));
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        let state = tx.shared.state.lock();
+        assert_eq!(
+            (state.receivers, state.first_class_receivers),
+            (0, 0),
+            "dropped receivers are not counted"
+        );
     }
 
     #[test]

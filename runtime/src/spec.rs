@@ -84,6 +84,17 @@ pub struct BatchingSpec {
     /// [`BatchingSpec::DEFAULT_PREEMPT`].
     #[serde(default = "preempt_default")]
     pub preempt: bool,
+    /// A CPU pool keeps one more session, beside its `workers`, that runs
+    /// only requests of the first class (`x-priority: 1`, by the class
+    /// they asked for, not by aging), and runs its other workers at the
+    /// lowest OS scheduling priority: a first-class request never waits
+    /// for a lower class's batch, and while both run, the OS gives the
+    /// reserved session the CPU (see [`crate::reserve`]). Costs one
+    /// session's memory; the other workers yield to every thread of
+    /// normal priority (the HTTP front, other models' workers). CUDA
+    /// pools never reserve. Default [`BatchingSpec::DEFAULT_RESERVE_TOP_CLASS`].
+    #[serde(default = "reserve_top_class_default")]
+    pub reserve_top_class: bool,
 }
 
 fn idle_dispatch_default() -> bool {
@@ -92,6 +103,10 @@ fn idle_dispatch_default() -> bool {
 
 fn preempt_default() -> bool {
     BatchingSpec::DEFAULT_PREEMPT
+}
+
+fn reserve_top_class_default() -> bool {
+    BatchingSpec::DEFAULT_RESERVE_TOP_CLASS
 }
 
 fn inline_max_default() -> Duration {
@@ -108,6 +123,7 @@ impl Default for BatchingSpec {
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
+            reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
         }
     }
 }
@@ -121,6 +137,9 @@ impl BatchingSpec {
 
     /// The default [`BatchingSpec::preempt`].
     pub const DEFAULT_PREEMPT: bool = false;
+
+    /// The default [`BatchingSpec::reserve_top_class`].
+    pub const DEFAULT_RESERVE_TOP_CLASS: bool = false;
 
     /// True when requests may be merged into one execution.
     pub fn enabled(&self) -> bool {

@@ -51,6 +51,10 @@ pub struct PoolCounters {
     /// their requests put back into the queue (see `crate::preempt`);
     /// not counted in `executions`.
     pub preemptions: AtomicU64,
+    /// Batches run on the session a pool keeps for the first class
+    /// (`batching.reserve_top_class`, see `crate::reserve`); they count
+    /// in `executions` too.
+    pub reserved_batches: AtomicU64,
     /// Requests accepted but not yet executing or cancelled.
     pub queue_depth: AtomicUsize,
     /// Requests in batches executing now.
@@ -174,6 +178,9 @@ pub struct PoolStats {
     /// Batches stopped for a request of a higher class, their requests
     /// put back into the queue (`batching.preempt`).
     pub preemptions: u64,
+    /// Batches run on the session kept for the first class
+    /// (`batching.reserve_top_class`; also in `executions`).
+    pub reserved_batches: u64,
     /// Execution time by batch-size bucket.
     pub latency: Vec<LatencyBucket>,
     /// Cumulative distributions: rows per batch, batch execution time,
@@ -314,6 +321,7 @@ mod tests {
             inline_runs: 0,
             caller_batches: 0,
             preemptions: 0,
+            reserved_batches: 0,
             latency: buckets,
             histograms: PoolHistogramSnapshot::default(),
         };

@@ -26,14 +26,20 @@ use crate::tensor::Tensor;
 use crate::validate::Validated;
 
 /// The worker loop: runs batches until the queue closes and drains; puts
-/// a preempted batch back into the queue.
+/// a preempted batch back into the queue. The worker of a session
+/// `reserved` for the first class counts its batches
+/// ([`crate::reserve`]).
 pub fn run_worker(
     session: Arc<Mutex<Session>>,
     run: Arc<RunSlot>,
     ctx: Arc<PoolContext>,
     mut collector: Collector,
+    reserved: bool,
 ) {
     while let Some(batch) = collector.next_batch() {
+        if reserved {
+            add(&ctx.shared.counters.reserved_batches, 1);
+        }
         let preempted = run_batch(session.lock(), &run, &ctx, batch);
         collector.put_back(preempted);
     }

@@ -163,6 +163,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
             "inline_max_us": u64::try_from(b.inline_max.as_micros()).unwrap_or(u64::MAX),
             "queue_order": b.queue_order.as_str(),
             "preempt": b.preempt,
+            "reserve_top_class": b.reserve_top_class,
         })
     };
     json!({

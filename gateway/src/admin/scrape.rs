@@ -93,6 +93,14 @@ fn pool_scalars() -> Vec<PoolScalar> {
         ),
         (
             Family::counter(
+                "switchyard_pool_reserved_batches_total",
+                "Batches run on the session a pool keeps for the first class (batching.reserve_top_class; also in executions).",
+                POOL,
+            ),
+            |p| p.reserved_batches as f64,
+        ),
+        (
+            Family::counter(
                 "switchyard_pool_cancelled_total",
                 "Requests dropped before execution: the client went away, or its deadline passed on a paused pool.",
                 POOL,

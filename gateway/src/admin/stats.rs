@@ -82,6 +82,7 @@ fn pool_json(pool: &PoolStats) -> Value {
         "inline_runs": pool.inline_runs,
         "caller_batches": pool.caller_batches,
         "preemptions": pool.preemptions,
+        "reserved_batches": pool.reserved_batches,
         "isolated_batches": pool.isolated_batches,
         "latency": pool.latency.iter().map(|b| json!({
             "max_batch": b.max_batch,

@@ -26,6 +26,7 @@ pub const DEFAULT_BATCHING: BatchingSpec = BatchingSpec {
     inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
     queue_order: QueueOrder::Deadline,
     preempt: BatchingSpec::DEFAULT_PREEMPT,
+    reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
 };
 
 /// One `[[models]]` entry.
@@ -101,6 +102,15 @@ pub struct RawBatching {
     /// batches hold one class each. Default false; CUDA pools never
     /// preempt (see the Tenants and limits page).
     pub preempt: Option<bool>,
+    /// A CPU pool keeps one more session, beside its workers, for
+    /// requests of the first class (`x-priority: 1`, as asked, not by
+    /// aging) and runs its other workers at the lowest OS scheduling
+    /// priority, so a first-class request neither waits for a lower
+    /// class's batch nor shares the CPU with one. Costs one session's
+    /// memory; the other workers yield to every thread of normal
+    /// priority. Default false; CUDA pools never reserve (see the Tenants
+    /// and limits page).
+    pub reserve_top_class: Option<bool>,
 }
 
 /// The words of `batching.queue_order`.
@@ -191,6 +201,7 @@ fn default_batching() -> serde_json::Value {
         "inline_max_us": d.inline_max.as_micros(),
         "queue_order": d.queue_order.as_str(),
         "preempt": d.preempt,
+        "reserve_top_class": d.reserve_top_class,
     })
 }
 
@@ -292,6 +303,7 @@ fn batching_spec(
             .and_then(|w| w.check("queue order", format!("{path}.queue_order"), issues))
             .map_or(defaults.queue_order, QueueOrder::from),
         preempt: raw.preempt.unwrap_or(defaults.preempt),
+        reserve_top_class: raw.reserve_top_class.unwrap_or(defaults.reserve_top_class),
     }
 }
 
@@ -306,6 +318,13 @@ fn pool_spec(
         issues.push(
             format!("{path}.batching.preempt"),
             "only CPU pools preempt; a CUDA pool runs its batches to the end",
+        );
+    }
+    if device == PoolDevice::Cuda && raw.batching.as_ref().is_some_and(|b| b.reserve_top_class == Some(true))
+    {
+        issues.push(
+            format!("{path}.batching.reserve_top_class"),
+            "only CPU pools reserve a session for the first class",
         );
     }
     Some(PoolSpec {

@@ -170,6 +170,7 @@ otlp_endpoint = "http://127.0.0.1:4318/v1/traces"
                     "inline_max_us": b.inline_max.as_micros(),
                     "queue_order": b.queue_order.as_str(),
                     "preempt": b.preempt,
+                    "reserve_top_class": b.reserve_top_class,
                 }),
             ),
             ("models[].pools[].workers", json!(model.pools[0].workers)),

@@ -269,6 +269,33 @@ path = "n.onnx"
 }
 
 #[test]
+fn reserve_top_class_is_off_by_default_can_be_set_per_model_or_pool_and_a_cuda_pool_cannot() {
+    let text = r#"
+[[models]]
+name = "m"
+path = "m.onnx"
+batching = { reserve_top_class = true }
+pools = [{ device = "cpu" }, { name = "plain", device = "cpu", batching = { reserve_top_class = false } }]
+
+[[models]]
+name = "n"
+path = "n.onnx"
+"#;
+    let config = parse(text, Path::new("/base")).expect("valid");
+    let m = &config.models[0];
+    assert!(m.pool_batching(&m.pools[0]).reserve_top_class, "a pool inherits the model's setting");
+    assert!(!m.pool_batching(&m.pools[1]).reserve_top_class, "and can override it");
+    assert!(!config.models[1].batching.reserve_top_class, "off by default");
+    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { reserve_top_class = 1 }\n");
+    assert_eq!(found[0].path, "models[0].batching.reserve_top_class", "{found:?}");
+    let found = issues(
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\npools = [{ device = \"cpu\" }, { device = \"cuda\", batching = { reserve_top_class = true } }]\n",
+    );
+    assert_eq!(found[0].path, "models[0].pools[1].batching.reserve_top_class", "{found:?}");
+    assert!(found[0].message.contains("only CPU pools reserve"), "{found:?}");
+}
+
+#[test]
 fn inline_max_defaults_to_50_us_and_can_be_set_or_turned_off_per_model_or_pool() {
     let text = r#"
 [[models]]

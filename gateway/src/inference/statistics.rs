@@ -121,6 +121,7 @@ mod tests {
             inline_runs: 0,
             caller_batches: 0,
             preemptions: 0,
+            reserved_batches: 0,
             isolated_batches: 0,
             latency: Vec::new(),
             histograms: Default::default(),

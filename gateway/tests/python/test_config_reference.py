@@ -169,7 +169,7 @@ def test_the_field_reference_has_every_field_with_its_type_default_and_range():
     assert rows["models[].version"][0][1] == "`1`"
     assert rows["models[].batching"][0][1] == (
         "`{ idle_dispatch = true, inline_max_us = 50, max_batch_size = 32, max_queue_delay_us = 500,"
-        " preempt = false, queue_capacity = 1024, queue_order = \"deadline\" }`")
+        " preempt = false, queue_capacity = 1024, queue_order = \"deadline\", reserve_top_class = false }`")
     assert rows["models[].pools[].workers"][0][1:3] == ["`1`", ">= 1"]
     assert rows["models[].pools[].cost"][0][2] == "> 0"
     assert rows["models[].tokenizer.max_length"][0][1:3] == ["`128`", ">= 2"]

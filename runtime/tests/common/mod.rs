@@ -53,6 +53,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
+            reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
         },
         idle_unload: None,
         warmup: false,

@@ -45,6 +45,7 @@ fn pool(name: &str, device: DeviceKind, available: bool, max_batch_size: usize) 
         inline_runs: 0,
         caller_batches: 0,
         preemptions: 0,
+        reserved_batches: 0,
         isolated_batches: 0,
         latency: vec![
             RuntimeBucket { max_batch: 1, ewma: Duration::from_millis(4), samples: 10 },

@@ -130,6 +130,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
+            reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -154,6 +155,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
         inline_max: BatchingSpec::DEFAULT_INLINE_MAX,
         queue_order: switchyard_runtime::QueueOrder::Deadline,
         preempt: BatchingSpec::DEFAULT_PREEMPT,
+        reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
     }
 }
 
