@@ -11,26 +11,16 @@ mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
+use common::ranked::*;
 use common::*;
-use switchyard_runtime::{InferenceResponse, ModelRepository, Rank, RuntimeError};
+use switchyard_runtime::ModelRepository;
 
 const LOW: u8 = 4;
 const HIGH: u8 = 1;
 /// Rows of each of the two low requests: one batch of 256 rows runs for
 /// a good fraction of a second, long enough to be caught running.
 const LOW_ROWS: usize = 128;
-
-fn synth_heavy() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/synth-heavy.onnx");
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("skipping: {} not generated (run models/generate.py)", path.display());
-        None
-    }
-}
 
 fn models(path: PathBuf) -> Arc<ModelRepository> {
     let mut on = spec("on", "unused", 2 * LOW_ROWS, 0, 64);
@@ -40,45 +30,6 @@ fn models(path: PathBuf) -> Arc<ModelRepository> {
     off.path = path;
     off.batching.preempt = false;
     repo(vec![on, off])
-}
-
-type Answer = (Result<InferenceResponse, RuntimeError>, Instant);
-
-/// Sends `seed`'s request of `rows` rows in `class` to `model`; the
-/// answer comes with the moment it arrived.
-fn send(
-    repo: &Arc<ModelRepository>,
-    model: &str,
-    class: u8,
-    rows: usize,
-    seed: usize,
-) -> tokio::task::JoinHandle<Answer> {
-    let (repo, model) = (Arc::clone(repo), model.to_string());
-    tokio::spawn(async move {
-        let answer = repo.infer_ranked(&model, None, classify(rows, seed), Rank::new(class, None)).await;
-        (answer, Instant::now())
-    })
-}
-
-/// Queues the two low requests on the paused pool, resumes it and waits
-/// until their batch runs.
-async fn low_batch_running(repo: &Arc<ModelRepository>, model: &str) -> Vec<tokio::task::JoinHandle<Answer>> {
-    repo.load(model).await.unwrap();
-    repo.set_paused(model, "cpu", true).unwrap();
-    let lows = vec![send(repo, model, LOW, LOW_ROWS, 1), send(repo, model, LOW, LOW_ROWS, 2)];
-    wait_until("both low requests queued", || pool_stats(repo, model, "cpu").queue_depth == 2).await;
-    repo.set_paused(model, "cpu", false).unwrap();
-    wait_until("the low batch running", || pool_stats(repo, model, "cpu").in_flight == 2).await;
-    lows
-}
-
-async fn answers(handles: Vec<tokio::task::JoinHandle<Answer>>) -> Vec<(InferenceResponse, Instant)> {
-    let mut out = Vec::new();
-    for h in handles {
-        let (answer, at) = within(h).await.unwrap();
-        out.push((answer.unwrap(), at));
-    }
-    out
 }
 
 /// With `preempt` on, a class-1 request that arrives while a class-4
@@ -93,7 +44,7 @@ async fn a_high_class_request_preempts_a_running_low_batch_once_and_the_low_answ
     let repo = models(path);
 
     // Without preemption: the high request waits for the low batch.
-    let lows = low_batch_running(&repo, "off").await;
+    let lows = low_batch_running(&repo, "off", LOW, LOW_ROWS).await;
     let high = send(&repo, "off", HIGH, 4, 9);
     let high = answers(vec![high]).await.remove(0);
     let reference = answers(lows).await;
@@ -105,7 +56,7 @@ async fn a_high_class_request_preempts_a_running_low_batch_once_and_the_low_answ
     assert_eq!((off.preemptions, off.errors), (0, 0), "{off:?}");
 
     // With preemption.
-    let lows = low_batch_running(&repo, "on").await;
+    let lows = low_batch_running(&repo, "on", LOW, LOW_ROWS).await;
     let high = send(&repo, "on", HIGH, 4, 9);
     let high = answers(vec![high]).await.remove(0);
     assert_eq!(high.0.batch_size, 4, "the high request ran in a batch of its own");

@@ -14,26 +14,16 @@ mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
+use common::ranked::*;
 use common::*;
-use switchyard_runtime::{InferenceResponse, ModelRepository, Rank, RuntimeError};
+use switchyard_runtime::ModelRepository;
 
 const LOW: u8 = 4;
 const HIGH: u8 = 1;
 /// Rows of each of the two low requests: one batch of 256 rows runs for
 /// a good fraction of a second, long enough to be caught running.
 const LOW_ROWS: usize = 128;
-
-fn synth_heavy() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/synth-heavy.onnx");
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("skipping: {} not generated (run models/generate.py)", path.display());
-        None
-    }
-}
 
 fn models(path: PathBuf) -> Arc<ModelRepository> {
     let mut on = spec("rsv", "unused", 2 * LOW_ROWS, 0, 64);
@@ -42,53 +32,6 @@ fn models(path: PathBuf) -> Arc<ModelRepository> {
     let mut off = spec("plain", "unused", 2 * LOW_ROWS, 0, 64);
     off.path = path;
     repo(vec![on, off])
-}
-
-type Answer = (Result<InferenceResponse, RuntimeError>, Instant);
-
-fn send(
-    repo: &Arc<ModelRepository>,
-    model: &str,
-    class: u8,
-    rows: usize,
-    seed: usize,
-) -> tokio::task::JoinHandle<Answer> {
-    let (repo, model) = (Arc::clone(repo), model.to_string());
-    tokio::spawn(async move {
-        let answer = repo.infer_ranked(&model, None, classify(rows, seed), Rank::new(class, None)).await;
-        (answer, Instant::now())
-    })
-}
-
-/// Queues the two low requests on the paused pool, resumes it and waits
-/// until their batch runs.
-async fn low_batch_running(repo: &Arc<ModelRepository>, model: &str) -> Vec<tokio::task::JoinHandle<Answer>> {
-    repo.load(model).await.unwrap();
-    repo.set_paused(model, "cpu", true).unwrap();
-    let before = pool_stats(repo, model, "cpu").requests;
-    let lows = vec![send(repo, model, LOW, LOW_ROWS, 1), send(repo, model, LOW, LOW_ROWS, 2)];
-    // Counted in `requests` once queued (the depth counts a request a
-    // moment before): both are in the queue, so they share a batch.
-    wait_until("both low requests queued", || {
-        let stats = pool_stats(repo, model, "cpu");
-        stats.queue_depth == 2 && stats.requests == before + 2
-    })
-    .await;
-    repo.set_paused(model, "cpu", false).unwrap();
-    wait_until(&format!("the low batch running on {model}"), || {
-        pool_stats(repo, model, "cpu").in_flight == 2
-    })
-    .await;
-    lows
-}
-
-async fn answers(handles: Vec<tokio::task::JoinHandle<Answer>>) -> Vec<(InferenceResponse, Instant)> {
-    let mut out = Vec::new();
-    for h in handles {
-        let (answer, at) = within(h).await.unwrap();
-        out.push((answer.unwrap(), at));
-    }
-    out
 }
 
 /// The nice value of each of this process's threads whose name starts
@@ -114,7 +57,7 @@ async fn a_first_class_request_runs_beside_a_low_batch_on_its_session_and_nothin
     let repo = models(path);
 
     // The reference: the same requests on a pool without the setting.
-    let lows = low_batch_running(&repo, "plain").await;
+    let lows = low_batch_running(&repo, "plain", LOW, LOW_ROWS).await;
     let high = send(&repo, "plain", HIGH, 4, 9);
     let high_plain = answers(vec![high]).await.remove(0);
     let reference = answers(lows).await;
@@ -122,7 +65,7 @@ async fn a_first_class_request_runs_beside_a_low_batch_on_its_session_and_nothin
         assert!(*done <= high_plain.1, "without the setting the high request waits for the low batch");
     }
 
-    let lows = low_batch_running(&repo, "rsv").await;
+    let lows = low_batch_running(&repo, "rsv", LOW, LOW_ROWS).await;
     if cfg!(target_os = "linux") {
         let mut lowered = Vec::new();
         wait_until("the low batch's run on its lowered thread", || {

@@ -4,6 +4,8 @@
 //! library.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod ranked;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
