@@ -241,58 +241,39 @@ path = "n.onnx"
     assert!(found[0].message.contains("\"deadline\" or \"fifo\""), "{found:?}");
 }
 
+/// A CPU-only batching switch `field` (read by `get`): off by default, set
+/// per model, overridden per pool, a wrong type refused at its path, and
+/// refused on a CUDA pool with `cuda_message`.
+fn cpu_only_switch(field: &str, get: fn(&switchyard_runtime::BatchingSpec) -> bool, cuda_message: &str) {
+    let text = format!(
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = {{ {field} = true }}\n\
+         pools = [{{ device = \"cpu\" }}, {{ name = \"other\", device = \"cpu\", batching = {{ {field} = false }} }}]\n\n\
+         [[models]]\nname = \"n\"\npath = \"n.onnx\"\n"
+    );
+    let config = parse(&text, Path::new("/base")).expect("valid");
+    let m = &config.models[0];
+    assert!(get(m.pool_batching(&m.pools[0])), "{field}: a pool inherits the model's setting");
+    assert!(!get(m.pool_batching(&m.pools[1])), "{field}: and can override it");
+    assert!(!get(&config.models[1].batching), "{field}: off by default");
+    let found =
+        issues(&format!("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = {{ {field} = 1 }}\n"));
+    assert_eq!(found[0].path, format!("models[0].batching.{field}"), "{found:?}");
+    let found = issues(&format!(
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\n\
+         pools = [{{ device = \"cpu\" }}, {{ device = \"cuda\", batching = {{ {field} = true }} }}]\n"
+    ));
+    assert_eq!(found[0].path, format!("models[0].pools[1].batching.{field}"), "{found:?}");
+    assert!(found[0].message.contains(cuda_message), "{found:?}");
+}
+
 #[test]
 fn preempt_is_off_by_default_can_be_set_per_model_or_pool_and_a_cuda_pool_cannot() {
-    let text = r#"
-[[models]]
-name = "m"
-path = "m.onnx"
-batching = { preempt = true }
-pools = [{ device = "cpu" }, { name = "calm", device = "cpu", batching = { preempt = false } }]
-
-[[models]]
-name = "n"
-path = "n.onnx"
-"#;
-    let config = parse(text, Path::new("/base")).expect("valid");
-    let m = &config.models[0];
-    assert!(m.pool_batching(&m.pools[0]).preempt, "a pool inherits the model's setting");
-    assert!(!m.pool_batching(&m.pools[1]).preempt, "and can override it");
-    assert!(!config.models[1].batching.preempt, "off by default");
-    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { preempt = \"yes\" }\n");
-    assert_eq!(found[0].path, "models[0].batching.preempt", "{found:?}");
-    let found = issues(
-        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\npools = [{ device = \"cpu\" }, { device = \"cuda\", batching = { preempt = true } }]\n",
-    );
-    assert_eq!(found[0].path, "models[0].pools[1].batching.preempt", "{found:?}");
-    assert!(found[0].message.contains("only CPU pools preempt"), "{found:?}");
+    cpu_only_switch("preempt", |b| b.preempt, "only CPU pools preempt");
 }
 
 #[test]
 fn reserve_top_class_is_off_by_default_can_be_set_per_model_or_pool_and_a_cuda_pool_cannot() {
-    let text = r#"
-[[models]]
-name = "m"
-path = "m.onnx"
-batching = { reserve_top_class = true }
-pools = [{ device = "cpu" }, { name = "plain", device = "cpu", batching = { reserve_top_class = false } }]
-
-[[models]]
-name = "n"
-path = "n.onnx"
-"#;
-    let config = parse(text, Path::new("/base")).expect("valid");
-    let m = &config.models[0];
-    assert!(m.pool_batching(&m.pools[0]).reserve_top_class, "a pool inherits the model's setting");
-    assert!(!m.pool_batching(&m.pools[1]).reserve_top_class, "and can override it");
-    assert!(!config.models[1].batching.reserve_top_class, "off by default");
-    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { reserve_top_class = 1 }\n");
-    assert_eq!(found[0].path, "models[0].batching.reserve_top_class", "{found:?}");
-    let found = issues(
-        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\npools = [{ device = \"cpu\" }, { device = \"cuda\", batching = { reserve_top_class = true } }]\n",
-    );
-    assert_eq!(found[0].path, "models[0].pools[1].batching.reserve_top_class", "{found:?}");
-    assert!(found[0].message.contains("only CPU pools reserve"), "{found:?}");
+    cpu_only_switch("reserve_top_class", |b| b.reserve_top_class, "only CPU pools reserve");
 }
 
 #[test]
