@@ -114,9 +114,11 @@ REASONS = {
         "full (a quarter of it reserved); a loss here usually means the gateway starved for CPU on a busy machine "
         "and routing shed the light tenant by its budget. See benchmarks/NOTES.md (tenants under overload)."),
     "tenants.priority": (
-        "the pool queue is not preemptive: a high-class request that arrives while a batch of low-class requests "
-        "executes waits for that batch (~4.5 ms for 8 rows of synth-heavy), which alone it rarely does; the "
-        "ratio's floor is about (unloaded p99 + one batch) / unloaded p99. See benchmarks/NOTES.md."),
+        "without `reserve_top_class` a high-class request that arrives while a batch of low-class requests "
+        "executes waits for it (~4.5 ms for 8 rows of synth-heavy; `preempt` stops it at the next node, ~1.7-1.9x); "
+        "with it the high class has a session of its own and the low batch's thread runs at nice 19, 1.07x on a "
+        "quiet machine. A loss with it means outside load took the CPU the lowered thread yields. See "
+        "benchmarks/NOTES.md (a session reserved for the first class)."),
     "tenants.deadline": (
         "no known reason: in deadline order the short-budget requests leave first; a loss means the run was not "
         "overloaded (the capacity measured too high) or the machine was busy."),
