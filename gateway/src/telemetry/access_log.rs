@@ -60,20 +60,14 @@ pub fn log(line: &AccessLine<'_>) {
         return;
     }
     match HAND.get() {
-        Some(hand) if line.trace_id.is_none() && !super::enabled() => {
-            LINE.with(|buf| match buf.try_borrow_mut() {
-                Ok(mut out) => {
-                    out.clear();
-                    format_line(&mut out, line, SystemTime::now(), hand.json);
-                    hand.sink.append(out.as_bytes());
-                }
-                Err(_) => {
-                    let mut out = String::new();
-                    format_line(&mut out, line, SystemTime::now(), hand.json);
-                    hand.sink.append(out.as_bytes());
-                }
-            });
-        }
+        Some(hand) if line.trace_id.is_none() && !super::enabled() => LINE.with(|buf| {
+            // Nothing logs while a line is formatted, so the buffer is free.
+            let mut out = buf.take();
+            out.clear();
+            format_line(&mut out, line, SystemTime::now(), hand.json);
+            hand.sink.append(out.as_bytes());
+            buf.replace(out);
+        }),
         _ => through_tracing(line),
     }
 }

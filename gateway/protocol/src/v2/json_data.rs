@@ -300,10 +300,7 @@ impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
             // Floats: the value's text, scanned by the fast path when it
             // is a flat array of numbers, else walked as below.
             let raw = <&'de RawValue as serde::Deserialize<'de>>::deserialize(deserializer)?;
-            if let Some(fixed) = flat_floats(raw.get(), dtype, count) {
-                return Ok(Ok(TensorData::Fixed(Bytes::from(fixed))));
-            }
-            return Ok(parse_walked(input, dtype, shape, count, raw));
+            return Ok(parse_json_data(input, dtype, shape, count, raw));
         }
         Walk(self).deserialize(deserializer)
     }

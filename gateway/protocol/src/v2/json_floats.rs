@@ -139,9 +139,7 @@ fn number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
     } else if !has_exponent && int_digits.len() + frac_digits.len() <= 19 {
         // m / 10^k with m < 2^53 and k <= 22: both exact, one correctly
         // rounded division.
-        let m = digits_value(int_digits).and_then(|i| {
-            frac_digits.iter().try_fold(i, |acc, d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
-        })?;
+        let m = digits_value(int_digits).and_then(|i| append_digits(i, frac_digits))?;
         if m < (1 << 53) && frac_digits.len() < POW10.len() {
             let value = m as f64 / POW10[frac_digits.len()];
             return Some((if negative { -value } else { value }, at));
@@ -154,7 +152,12 @@ fn number(bytes: &[u8], start: usize) -> Option<(f64, usize)> {
 
 /// Decimal digits as a `u64`; `None` on overflow.
 fn digits_value(digits: &[u8]) -> Option<u64> {
-    digits.iter().try_fold(0u64, |acc, d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
+    append_digits(0, digits)
+}
+
+/// `value` followed by the decimal `digits`; `None` on overflow.
+fn append_digits(value: u64, digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(value, |acc, d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))
 }
 
 /// An integer token as serde reads it: a `u64`, or an `i64` when
