@@ -3,7 +3,8 @@
 # the peers a user would pick instead, side by side in one run (issue 46):
 #
 #   switchyard  target/release/switchyard, minilm-l6 (int8), one pool worker
-#               with one ONNX Runtime thread, no response cache
+#               with one ONNX Runtime thread, batches of at most 256 padded
+#               tokens per length bucket (SY_MAX_TOKENS), no response cache
 #   tei         Hugging Face text-embeddings-inference, ONNX Runtime backend,
 #               built beside the project (not by this script: see
 #               benchmarks/NOTES.md "text-embeddings-inference"), serving
@@ -44,7 +45,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 PY=.venv/bin/python
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$PWD/.cache/onnxruntime/libonnxruntime.so.1.31.1}"
-if [ "$MODE" = full ]; then DUR=20s; WARM=4s; else DUR=8s; WARM=3s; fi
+if [ "$MODE" = full ]; then DUR=20; WARM=4; else DUR=8; WARM=3; fi
 TAG=embed-peers
 # shellcheck source=benchmarks/common.sh
 . benchmarks/common.sh
@@ -64,7 +65,7 @@ CONFIG="$OUT/switchyard.toml"
 name = "minilm-l6"
 path = "$PWD/models/minilm-l6.onnx"
 tokenizer = { path = "$PWD/models/minilm-tokenizer.json", max_length = 128 }
-batching = { max_batch_size = ${SY_MAX_BATCH:-32}, max_queue_delay_us = 1000, queue_capacity = 2048 }
+batching = { max_batch_size = ${SY_MAX_BATCH:-32}, max_batch_tokens = ${SY_MAX_TOKENS:-256}, max_queue_delay_us = 1000, queue_capacity = 2048 }
 limits = { max_rows = 64 }
 pools = [{ device = "cpu", workers = 1, intra_op_threads = 1 }]
 warmup = true
@@ -113,16 +114,21 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 load() { # server port path texts clients
     local label="$1/t$4/c$5" before after t0 t1 lg
-    say "$label"
+    # The window grows with the texts in flight: at 32 texts and 40
+    # clients a request takes seconds and TEI answers in bursts of
+    # hundreds of texts, so an 8 s window would count 3-6 bursts (+-20%,
+    # benchmarks/NOTES.md); the warm-up must outlast one request.
+    local dur=$(( DUR + $4 * $5 / 40 )) warm=$(( WARM + $4 * $5 / 160 ))
+    say "$label (${warm} s warm-up, ${dur} s measured)"
     "${CLIENT_CPU[@]}" ./target/release/loadgen --url "http://127.0.0.1:$2$3" \
-        --mode closed --concurrency "$5" --duration "$DUR" --warmup "$WARM" \
+        --mode closed --concurrency "$5" --duration "${dur}s" --warmup "${warm}s" \
         --text-file benchmarks/data/sentences.txt --texts-per-request "$4" --openai-model minilm-l6 \
         --label "$label" --json-out "$OUT/${1}_t$4_c$5.json" --quiet > /dev/null &
     lg=$!
     # The server's CPU over the measured window only (after the warm-up).
-    sleep "${WARM%s}"
+    sleep "$warm"
     before=$(cpu_ticks "${PID_OF[$1]}"); t0=$(date +%s.%N)
-    sleep "${DUR%s}"
+    sleep "$dur"
     after=$(cpu_ticks "${PID_OF[$1]}"); t1=$(date +%s.%N)
     wait "$lg"
     echo $(( after - before )) "$(getconf CLK_TCK)" "$t0" "$t1" > "$OUT/${1}_t$4_c$5.cpu"

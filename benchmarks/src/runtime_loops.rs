@@ -38,6 +38,7 @@ pub fn model_spec(dir: &Path, model: &str, pool: PoolSpec, max_batch: usize, del
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
             reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+            max_batch_tokens: None,
         },
         idle_unload: None,
         warmup: false,

@@ -109,7 +109,7 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
     if shared.gate.is_paused() {
         return;
     }
-    let max_rows = runtime.max_rows;
+    let limit = runtime.limit;
     let fits = |rows: usize| shared.latency.predict_exec(rows).is_some_and(|t| t <= batching.inline_max);
     let mut rows = 0;
     let mut head: Option<(Vec<Vec<usize>>, u8)> = None;
@@ -132,6 +132,7 @@ fn run_queued_batch(runtime: &PoolRuntime, shared: &PoolShared, batching: &Batch
             }
         }
         let total = rows + entry.rows;
+        let max_rows = limit.for_group(head.as_ref().map_or(&entry.group, |(group, _)| group));
         if total > max_rows || !fits(total) {
             return Take::Stop;
         }

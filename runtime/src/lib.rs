@@ -63,6 +63,7 @@ mod rebuild;
 mod repository;
 pub mod request;
 mod reserve;
+mod row_limit;
 pub mod session;
 pub mod signature;
 pub mod source;

@@ -15,6 +15,7 @@ use crate::queue::{with_ranks, Collector, QueueEntry};
 use crate::rank::FIRST_CLASS;
 use crate::ranked_queue::{ranked_in, OfferError, RankedSender, Take};
 use crate::reserve::{lower_this_thread_or_warn, LOWERS};
+use crate::row_limit::RowLimit;
 use crate::session::build_session;
 use crate::spec::ModelSpec;
 use crate::worker::{run_worker, warm_up};
@@ -33,8 +34,9 @@ pub struct PoolRuntime {
     pub runs: Vec<Arc<RunSlot>>,
     /// What the workers know about the model and pool.
     pub ctx: Arc<PoolContext>,
-    /// The most rows a batch of this pool holds (1 when it does not batch).
-    pub max_rows: usize,
+    /// The most rows a batch of this pool holds, by the batch's group (1
+    /// when it does not batch).
+    pub limit: RowLimit,
     /// A session is reserved for the first class ([`crate::reserve`]):
     /// a first-class arrival goes there and never preempts.
     reserves: bool,
@@ -103,6 +105,7 @@ impl PoolRuntime {
         let (sender, receiver) =
             ranked_in(batching.queue_order, batching.queue_capacity, Arc::clone(&ctx.shared.queued_classes));
         let max_rows = if batch && batching.enabled() { batching.max_batch_size } else { 1 };
+        let limit = RowLimit::new(max_rows, batching.max_batch_tokens.filter(|_| spec.text.is_some()));
         let sessions: Vec<Arc<Mutex<Session>>> =
             sessions.into_iter().map(|s| Arc::new(Mutex::new(s))).collect();
         let preempt = batching.preempt && pool.device == DeviceKind::Cpu;
@@ -119,7 +122,7 @@ impl PoolRuntime {
             None => (None, receiver),
         };
         for (i, (session, run)) in sessions.iter().cloned().zip(runs.iter().cloned()).enumerate() {
-            let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), max_rows, batching);
+            let collector = Collector::new(receiver.clone(), Arc::clone(&ctx.shared), limit, batching);
             let worker_ctx = Arc::clone(&ctx);
             let ticket = WorkerTicket::new();
             std::thread::Builder::new()
@@ -131,7 +134,7 @@ impl PoolRuntime {
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
         if let (Some(session), Some(first_class)) = (reserved, first_class) {
-            let collector = Collector::new(first_class, Arc::clone(&ctx.shared), max_rows, batching);
+            let collector = Collector::new(first_class, Arc::clone(&ctx.shared), limit, batching);
             let (worker_ctx, ticket) = (Arc::clone(&ctx), WorkerTicket::new());
             let run = Arc::new(RunSlot::new(false, false)?);
             let session = Arc::new(Mutex::new(session));
@@ -143,7 +146,7 @@ impl PoolRuntime {
                 })
                 .map_err(|e| format!("cannot start worker thread: {e}"))?;
         }
-        Ok(PoolRuntime { sender, sessions, runs, ctx, max_rows, reserves: reserve })
+        Ok(PoolRuntime { sender, sessions, runs, ctx, limit, reserves: reserve })
     }
 
     /// Queues an entry by its rank without blocking. `Ok(Some(other))`:

@@ -43,6 +43,7 @@ use crate::pool_shared::PoolShared;
 use crate::rank::{Rank, PRIORITY_LEVELS};
 use crate::ranked_queue::RankedReceiver;
 use crate::request::InferenceResponse;
+use crate::row_limit::RowLimit;
 use crate::spec::BatchingSpec;
 use crate::stats::add;
 use crate::tensor::Tensor;
@@ -102,7 +103,7 @@ pub struct Collector {
     rx: RankedReceiver<QueueEntry>,
     pending: VecDeque<QueueEntry>,
     shared: Arc<PoolShared>,
-    max_rows: usize,
+    limit: RowLimit,
     delay: Duration,
     idle_dispatch: bool,
     /// One class per batch (the pool preempts).
@@ -111,19 +112,19 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// A collector for one worker; `max_rows <= 1` means every entry runs
-    /// alone. Takes the delay and `idle_dispatch` from `batching`.
+    /// A collector for one worker; a `limit` of one row means every entry
+    /// runs alone. Takes the delay and `idle_dispatch` from `batching`.
     pub fn new(
         rx: RankedReceiver<QueueEntry>,
         shared: Arc<PoolShared>,
-        max_rows: usize,
+        limit: RowLimit,
         batching: &BatchingSpec,
     ) -> Self {
         Collector {
             rx,
             pending: VecDeque::new(),
             shared,
-            max_rows,
+            limit,
             delay: batching.max_queue_delay,
             idle_dispatch: batching.idle_dispatch,
             one_class: batching.preempt,
@@ -190,7 +191,7 @@ impl Collector {
             }
             let alone = self.one_class && first.preempted > 0;
             let mut batch = vec![first];
-            if self.max_rows > 1 && !alone {
+            if self.limit.batches() && !alone {
                 self.fill(&mut batch);
             }
             let shared = &self.shared;
@@ -203,15 +204,16 @@ impl Collector {
 
     fn fill(&mut self, batch: &mut Vec<QueueEntry>) {
         let group = batch[0].group.clone();
+        let max_rows = self.limit.for_group(&group);
         let deadline = batch[0].enqueued + self.delay;
         let now = Instant::now();
         let class = batch[0].rank.effective_class(batch[0].enqueued, now);
         let mut rows = batch[0].rows;
         let mut i = 0;
-        while i < self.pending.len() && rows < self.max_rows {
+        while i < self.pending.len() && rows < max_rows {
             let entry = &self.pending[i];
             let fits = entry.group == group
-                && rows + entry.rows <= self.max_rows
+                && rows + entry.rows <= max_rows
                 && (!self.one_class
                     || (entry.preempted == 0 && entry.rank.effective_class(entry.enqueued, now) <= class));
             match self.pending.remove(i) {
@@ -228,13 +230,13 @@ impl Collector {
                 None => break,
             }
         }
-        while rows < self.max_rows {
+        while rows < max_rows {
             let Some(entry) = self.next_arrival(batch.len(), deadline, class) else { break };
             if drop_if_cancelled(&self.shared, &entry) {
                 continue;
             }
             let same_group = entry.group == group;
-            if same_group && rows + entry.rows <= self.max_rows {
+            if same_group && rows + entry.rows <= max_rows {
                 rows += entry.rows;
                 batch.push(entry);
             } else {
@@ -287,8 +289,9 @@ mod tests {
             queue_order: crate::rank::QueueOrder::Deadline,
             preempt: false,
             reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+            max_batch_tokens: None,
         };
-        (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), 64, &batching))
+        (Sender(tx), Collector::new(rx, Arc::new(PoolShared::new(spec)), RowLimit::new(64, None), &batching))
     }
 
     fn entry(ahead: usize) -> (QueueEntry, Reply) {
@@ -360,5 +363,30 @@ mod tests {
         tx.send(first).unwrap();
         assert_eq!(collector.next_batch().unwrap().len(), 1);
         assert!(started.elapsed() >= delay, "the deadline counts from when the request was queued");
+    }
+
+    #[test]
+    fn a_token_budget_caps_each_buckets_batches_by_its_length() {
+        let (tx, mut collector) = collector(Duration::from_millis(5));
+        collector.limit = RowLimit::new(64, Some(256));
+        let mut replies = Vec::new();
+        for bucket in [16, 16, 32].iter().flat_map(|&b| std::iter::repeat_n(b, 20)) {
+            let (mut e, reply) = entry(60);
+            e.group = vec![vec![bucket]];
+            tx.send(e).unwrap();
+            replies.push(reply);
+        }
+        let sizes: Vec<(usize, Vec<Vec<usize>>)> = (0..6)
+            .map(|_| {
+                let batch = collector.next_batch().unwrap();
+                (batch.len(), batch[0].group.clone())
+            })
+            .collect();
+        let rows_of = |bucket: usize| -> Vec<usize> {
+            sizes.iter().filter(|(_, g)| g[0][0] == bucket).map(|(n, _)| *n).collect()
+        };
+        assert_eq!(rows_of(16), vec![16, 16, 8], "256 tokens / 16 = 16 rows per batch");
+        assert_eq!(rows_of(32), vec![8, 8, 4], "256 tokens / 32 = 8 rows per batch");
+        drop(replies);
     }
 }

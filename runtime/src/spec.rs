@@ -95,6 +95,16 @@ pub struct BatchingSpec {
     /// pools never reserve. Default [`BatchingSpec::DEFAULT_RESERVE_TOP_CLASS`].
     #[serde(default = "reserve_top_class_default")]
     pub reserve_top_class: bool,
+    /// For a text model: most padded tokens per batch. A batch of one
+    /// length bucket holds at most `max_batch_tokens / bucket` rows (at
+    /// least one request, never more than `max_batch_size` rows), so short
+    /// texts batch wider than long ones: a CPU runs a transformer fastest
+    /// per token while a batch's activations stay in its caches, and a
+    /// fixed row count is either too few rows for short texts or too many
+    /// for long ones (see [`crate::row_limit`]). `None`: rows alone limit
+    /// a batch. Models without a tokenizer have no tokens and ignore it.
+    #[serde(default)]
+    pub max_batch_tokens: Option<usize>,
 }
 
 fn idle_dispatch_default() -> bool {
@@ -124,6 +134,7 @@ impl Default for BatchingSpec {
             queue_order: QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
             reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+            max_batch_tokens: None,
         }
     }
 }

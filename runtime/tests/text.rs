@@ -96,6 +96,27 @@ async fn requests_batch_within_their_length_bucket() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_budget_narrows_each_buckets_batches_by_its_length() {
+    let mut spec = stats_model(64);
+    spec.batching.max_batch_tokens = Some(32); // bucket 16: 2 texts per batch; bucket 32: 1
+    let repo = repo(vec![spec]);
+    let long = "the cat sat on the mat ".repeat(4); // 26 tokens: bucket 32
+    let mut reqs: Vec<InferenceRequest> =
+        ["a", "b", "the cat", "dogs", "c"].iter().map(|s| texts(&[s])).collect();
+    reqs.push(texts(&[&long]));
+    reqs.push(texts(&[&long]));
+    let results = run_paused_results(&repo, "stats", reqs).await;
+    let batch_sizes: Vec<usize> = results.iter().map(|r| r.as_ref().unwrap().batch_size).collect();
+    let (short, long) = batch_sizes.split_at(5);
+    assert!(short.iter().all(|&n| n <= 2), "32 tokens / bucket 16 = 2 texts per batch: {batch_sizes:?}");
+    assert!(short.iter().filter(|&&n| n == 2).count() >= 3, "and they do share: {batch_sizes:?}");
+    assert_eq!(long, [1, 1], "32 tokens / bucket 32 = 1 text per batch");
+    // Each answer is still its own row's.
+    let tokens: Vec<f32> = results.iter().map(|r| stats(r.as_ref().unwrap())[0][1]).collect();
+    assert_eq!(tokens, vec![3.0, 3.0, 4.0, 4.0, 3.0, 26.0, 26.0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_mixing_lengths_runs_one_group_per_bucket_in_its_row_order() {
     let repo = repo(vec![stats_model(64)]);
     let long = "the cat sat on the mat ".repeat(4); // 26 tokens: bucket 32; the others bucket 16

@@ -164,6 +164,7 @@ fn model_json(config: &Config, spec: &ModelSpec) -> Value {
             "queue_order": b.queue_order.as_str(),
             "preempt": b.preempt,
             "reserve_top_class": b.reserve_top_class,
+            "max_batch_tokens": b.max_batch_tokens,
         })
     };
     json!({

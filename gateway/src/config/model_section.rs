@@ -27,6 +27,7 @@ pub const DEFAULT_BATCHING: BatchingSpec = BatchingSpec {
     queue_order: QueueOrder::Deadline,
     preempt: BatchingSpec::DEFAULT_PREEMPT,
     reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+    max_batch_tokens: None,
 };
 
 /// One `[[models]]` entry.
@@ -111,6 +112,13 @@ pub struct RawBatching {
     /// priority. Default false; CUDA pools never reserve (see the Tenants
     /// and limits page).
     pub reserve_top_class: Option<bool>,
+    /// Text models only: most padded tokens per batch. A batch of one
+    /// length bucket holds at most this many tokens divided by the
+    /// bucket's length in rows (at least one request, at most
+    /// `max_batch_size`), so short texts batch wider than long ones.
+    /// Absent = rows alone limit a batch (see `BatchingSpec::max_batch_tokens`).
+    #[schemars(range(min = 1))]
+    pub max_batch_tokens: Option<usize>,
 }
 
 /// The words of `batching.queue_order`.
@@ -231,6 +239,7 @@ fn model_spec(raw: &RawModel, repo_dir: &Path, path: &str, issues: &mut Issues) 
         issues.push(format!("{path}.name"), "must be non-empty and contain no '/'");
     }
     let batching = batching_spec(&raw.batching, &DEFAULT_BATCHING, &format!("{path}.batching"), issues);
+    token_budget_needs_text(raw, path, issues);
     let mut pools: Vec<PoolSpec> = Vec::new();
     for (j, pool) in raw.pools.iter().enumerate() {
         if let Some(spec) = pool_spec(pool, &batching, &format!("{path}.pools[{j}]"), issues) {
@@ -274,9 +283,28 @@ fn request_limits(raw: &RawModel, path: &str, issues: &mut Issues) -> RequestLim
         }
     }
     if limits.max_tokens.is_some() && raw.tokenizer.is_none() {
-        issues.push(format!("{path}.limits.max_tokens"), "only a text model (with a tokenizer) has tokens");
+        issues.push(format!("{path}.limits.max_tokens"), NOT_TEXT);
     }
     limits
+}
+
+/// Why a token setting is refused on a model without a tokenizer.
+const NOT_TEXT: &str = "only a text model (with a tokenizer) has tokens";
+
+/// A `batching.max_batch_tokens` on a model without a tokenizer (its own
+/// or a pool's) is refused at its path.
+fn token_budget_needs_text(raw: &RawModel, path: &str, issues: &mut Issues) {
+    if raw.tokenizer.is_some() {
+        return;
+    }
+    if raw.batching.max_batch_tokens.is_some() {
+        issues.push(format!("{path}.batching.max_batch_tokens"), NOT_TEXT);
+    }
+    for (j, pool) in raw.pools.iter().enumerate() {
+        if pool.batching.as_ref().is_some_and(|b| b.max_batch_tokens.is_some()) {
+            issues.push(format!("{path}.pools[{j}].batching.max_batch_tokens"), NOT_TEXT);
+        }
+    }
 }
 
 /// Batching settings; fields left out take `defaults` (the built-in ones
@@ -304,6 +332,14 @@ fn batching_spec(
             .map_or(defaults.queue_order, QueueOrder::from),
         preempt: raw.preempt.unwrap_or(defaults.preempt),
         reserve_top_class: raw.reserve_top_class.unwrap_or(defaults.reserve_top_class),
+        max_batch_tokens: match raw.max_batch_tokens {
+            Some(0) => {
+                issues.push(format!("{path}.max_batch_tokens"), "must be at least 1");
+                defaults.max_batch_tokens
+            }
+            Some(tokens) => Some(tokens),
+            None => defaults.max_batch_tokens,
+        },
     }
 }
 

@@ -305,3 +305,44 @@ path = "n.onnx"
     let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { inline_max_us = -1 }\n");
     assert_eq!(found[0].path, "models[0].batching.inline_max_us", "{found:?}");
 }
+
+#[test]
+fn max_batch_tokens_is_for_text_models_at_least_one_and_a_pool_may_override_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("tok.json"), "{}").expect("tokenizer file");
+    let text = r#"
+[[models]]
+name = "t"
+path = "t.onnx"
+tokenizer = { path = "tok.json" }
+batching = { max_batch_size = 64, max_batch_tokens = 1024 }
+pools = [{ device = "cpu" }, { name = "wide", device = "cpu", batching = { max_batch_tokens = 4096 } }]
+
+[[models]]
+name = "n"
+path = "n.onnx"
+"#;
+    let config = parse(text, dir.path()).expect("valid");
+    let t = &config.models[0];
+    assert_eq!(t.pool_batching(&t.pools[0]).max_batch_tokens, Some(1024), "a pool inherits the model's");
+    assert_eq!(t.pool_batching(&t.pools[1]).max_batch_tokens, Some(4096), "and can override it");
+    assert_eq!(config.models[1].batching.max_batch_tokens, None, "absent by default");
+    let found = issues(
+        "[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { max_batch_tokens = 512 }\n\
+         pools = [{ device = \"cpu\", batching = { max_batch_tokens = 256 } }]\n",
+    );
+    let paths: Vec<&str> = found.iter().map(|i| i.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["models[0].batching.max_batch_tokens", "models[0].pools[0].batching.max_batch_tokens",],
+        "{found:?}"
+    );
+    assert!(found[0].message.contains("only a text model"), "{found:?}");
+    let found = issues("[[models]]\nname = \"m\"\npath = \"m.onnx\"\nbatching = { max_batch_tokens = 0 }\n");
+    assert!(
+        found
+            .iter()
+            .any(|i| i.path == "models[0].batching.max_batch_tokens" && i.message.contains("at least 1")),
+        "{found:?}"
+    );
+}

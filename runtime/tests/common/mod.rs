@@ -56,6 +56,7 @@ pub fn spec(name: &str, file: &str, max_batch: usize, delay_ms: u64, capacity: u
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
             reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+            max_batch_tokens: None,
         },
         idle_unload: None,
         warmup: false,

@@ -131,6 +131,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
             queue_order: switchyard_runtime::QueueOrder::Deadline,
             preempt: BatchingSpec::DEFAULT_PREEMPT,
             reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+            max_batch_tokens: None,
         };
     };
     let mut max_batch_size = config.max_batch_size as usize;
@@ -156,6 +157,7 @@ fn batching(config: &TritonConfig, defaults: &SpecDefaults, warnings: &mut Vec<S
         queue_order: switchyard_runtime::QueueOrder::Deadline,
         preempt: BatchingSpec::DEFAULT_PREEMPT,
         reserve_top_class: BatchingSpec::DEFAULT_RESERVE_TOP_CLASS,
+        max_batch_tokens: None,
     }
 }
 
