@@ -6,6 +6,8 @@
 use router_policies::{Device, Reason};
 use switchyard_runtime::Tensor;
 
+use crate::v2::Explanation;
+
 /// The final answer to an inference request, and how it was reached.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -46,17 +48,18 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The V2 response `parameters` saying which model and device answered
-    /// (`switchyard_model`, `_device`, `_pool`, `_reason`, ...).
-    pub fn explain(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut map = serde_json::Map::new();
-        map.insert("switchyard_model".into(), self.model.clone().into());
-        map.insert("switchyard_model_version".into(), self.version.into());
-        map.insert("switchyard_device".into(), self.device.as_str().into());
-        map.insert("switchyard_pool".into(), self.pool.clone().into());
-        map.insert("switchyard_reason".into(), self.reason.as_str().into());
-        map.insert("switchyard_batch_size".into(), self.batch_size.into());
-        map.insert("switchyard_budget_ms".into(), self.budget_ms.into());
-        map
+    /// How this answer was reached, for the V2 response's `parameters`
+    /// (`switchyard_model`, `_device`, `_pool`, `_reason`, ...; written in
+    /// place by the encoder, see [`crate::v2::ResponseParameters`]).
+    pub fn explain(&self) -> Explanation {
+        Explanation {
+            model: self.model.clone(),
+            version: self.version,
+            device: self.device.as_str(),
+            pool: self.pool.clone(),
+            reason: self.reason.as_str(),
+            batch_size: self.batch_size,
+            budget_ms: self.budget_ms,
+        }
     }
 }

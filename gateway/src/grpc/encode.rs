@@ -39,7 +39,7 @@ pub fn encode_model_infer(parts: InferResponseParts) -> ModelInferResponse {
         model_name,
         model_version: model_version.unwrap_or_default(),
         id: id.unwrap_or_default(),
-        parameters: from_json(&parameters),
+        parameters: from_json(&parameters.to_map()),
         outputs: tensors,
         raw_output_contents: raw,
     }

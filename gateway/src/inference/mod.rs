@@ -35,7 +35,7 @@ use http::HeaderMap;
 use std::sync::Arc;
 use std::time::Instant;
 use switchyard_protocol::answer::Answer;
-use switchyard_protocol::v2::{self, DecodeLimits, DecodedRequest, InferResponseParts};
+use switchyard_protocol::v2::{self, DecodeLimits, DecodedRequest, InferResponseParts, ResponseParameters};
 use switchyard_runtime::{InferenceRequest, ModelSignature};
 
 /// The bounds a request to `target` is decoded under, and the signature
@@ -235,7 +235,7 @@ pub async fn run<'a>(
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
-        parameters: answer.explain(),
+        parameters: ResponseParameters::explaining(answer.explain()),
         outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;

@@ -30,7 +30,7 @@ use parking_lot::Mutex;
 use router_policies::Budget;
 use serde_json::Value;
 use std::time::Instant;
-use switchyard_protocol::v2::{DecodedRequest, InferResponseParts};
+use switchyard_protocol::v2::{DecodedRequest, InferResponseParts, ResponseParameters};
 use switchyard_runtime::InferenceRequest;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -198,7 +198,7 @@ fn encode_event(
     answer: &Answer,
     info: EventInfo,
 ) -> Result<Box<InferResponseParts>, GatewayError> {
-    let mut parameters = answer.explain();
+    let mut parameters = ResponseParameters::explaining(answer.explain());
     parameters.insert("stage".into(), info.stage.as_str().into());
     parameters.insert("model".into(), answer.model.clone().into());
     parameters.insert("device".into(), answer.device.as_str().into());

@@ -48,6 +48,7 @@ mod raw_output;
 pub mod raw_request;
 pub mod request;
 pub mod response;
+pub mod response_parameters;
 pub mod size;
 pub mod validate;
 
@@ -65,4 +66,5 @@ pub use response::{
     encode_infer_response, EncodedBody, InferResponseParts, JsonData, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
     INFERENCE_HEADER_CONTENT_LENGTH,
 };
+pub use response_parameters::{Explanation, ResponseParameters};
 pub use validate::{check_signature, reshape_columns};

@@ -14,7 +14,7 @@ use switchyard_runtime::tensor::{DataType, Tensor, TensorData};
 use super::binary::{binary_size, encode_bytes_elements};
 use super::error::error_body;
 use super::float16::{bf16_bits_to_f32, f16_bits_to_f32};
-use super::request::Parameters;
+use super::response_parameters::ResponseParameters;
 
 /// The HTTP header that gives the length of the JSON part of a body with
 /// binary tensor data.
@@ -33,8 +33,9 @@ pub struct InferResponseParts {
     pub model_version: Option<String>,
     /// The request's `id`, echoed; omitted when `None`.
     pub id: Option<String>,
-    /// Response `parameters`; omitted when empty.
-    pub parameters: Parameters,
+    /// Response `parameters` (the answer's explanation and what a front
+    /// end adds); omitted when empty.
+    pub parameters: ResponseParameters,
     /// Outputs in order: name, tensor, and whether to send it as binary.
     pub outputs: Vec<(String, Tensor, bool)>,
 }
@@ -59,8 +60,8 @@ struct Header<'a> {
     model_version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Parameters::is_empty")]
-    parameters: &'a Parameters,
+    #[serde(skip_serializing_if = "ResponseParameters::is_empty")]
+    parameters: &'a ResponseParameters,
     outputs: Vec<OutputHeader<'a>>,
 }
 

@@ -8,7 +8,6 @@ use switchyard_runtime::tensor::{element_count, DataType, Tensor, TensorData, AL
 
 use crate::v2::binary::decode_binary;
 use crate::v2::json_data::parse_json_data;
-use crate::v2::request::Parameters;
 use crate::v2::response::{
     encode_infer_response, InferResponseParts, CONTENT_TYPE_BINARY, CONTENT_TYPE_JSON,
 };
@@ -92,7 +91,7 @@ fn parts(outputs: Vec<(String, Tensor, bool)>) -> InferResponseParts {
         model_name: "m".to_owned(),
         model_version: Some("1".to_owned()),
         id: Some("42".to_owned()),
-        parameters: Parameters::new(),
+        parameters: Default::default(),
         outputs,
     }
 }
