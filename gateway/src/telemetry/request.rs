@@ -195,7 +195,14 @@ fn generated_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let prefix = *PREFIX.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u64));
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:08x}{:08x}", (prefix >> 32) as u32, n as u32)
+    // Written by hand: `format!` took 0.6% of a busy server's time here.
+    let value = (prefix & 0xffff_ffff_0000_0000) | (n & 0xffff_ffff);
+    let mut hex = [0u8; 16];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        let nibble = (value >> (60 - 4 * i)) & 0xf;
+        *digit = b"0123456789abcdef"[nibble as usize];
+    }
+    hex.iter().map(|&b| char::from(b)).collect()
 }
 
 #[cfg(test)]
@@ -215,6 +222,11 @@ mod tests {
         let (a, b) = (generated_id(), generated_id());
         assert_eq!(a.len(), 16);
         assert_ne!(a, b);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{a}");
+        let (high, low) = (u64::from_str_radix(&a, 16).unwrap(), u64::from_str_radix(&b, 16).unwrap());
+        assert_eq!(high >> 32, low >> 32, "one prefix per process");
+        let step = (low & 0xffff_ffff).wrapping_sub(high & 0xffff_ffff) & 0xffff_ffff;
+        assert!((1..1_000_000).contains(&step), "then a counter (other tests draw ids too): {step}");
     }
 
     #[tokio::test]

@@ -83,9 +83,10 @@ impl ResponseParameters {
 
     /// The entry under `key`, as JSON (an explanation entry is built).
     pub fn get(&self, key: &str) -> Option<Value> {
-        let explained = self.explanation.as_ref().and_then(|e| {
-            e.entries().into_iter().find_map(|(name, value)| (name == key).then_some(value))
-        });
+        let explained = self
+            .explanation
+            .as_ref()
+            .and_then(|e| e.entries().into_iter().find_map(|(name, value)| (name == key).then_some(value)));
         explained.or_else(|| self.extra.get(key).cloned())
     }
 
