@@ -140,9 +140,12 @@ impl Collector {
 
     /// True when a batch of `gathered` entries already holds everyone who
     /// is likely to come: as many as usually share the pool, less those
-    /// executing on other workers (they cannot join this batch).
+    /// executing on other workers and those set aside for other batches
+    /// (another length bucket or class): they are here too, they just
+    /// cannot join this one, and waiting for them would hold the batch
+    /// and everything set aside behind it until the deadline.
     fn everyone_is_here(&self, gathered: usize) -> bool {
-        let elsewhere = self.shared.counters.in_flight.load(Ordering::Relaxed);
+        let elsewhere = self.shared.counters.in_flight.load(Ordering::Relaxed) + self.pending.len();
         gathered as f64 + elsewhere as f64 >= self.shared.company()
     }
 
@@ -351,6 +354,38 @@ mod tests {
         let batch = collector.next_batch().unwrap();
         assert_eq!(batch.len(), 2, "the worker waited for the second request");
         drop((replies, late.join().unwrap()));
+    }
+
+    #[test]
+    fn requests_set_aside_for_another_bucket_count_as_company_that_came() {
+        let (tx, mut collector) = collector(Duration::from_secs(30));
+        // The pool learns that a request usually finds two others.
+        let replies: Vec<Reply> = (0..16)
+            .map(|_| {
+                let (e, reply) = entry(2);
+                tx.send(e).unwrap();
+                reply
+            })
+            .collect();
+        assert_eq!(collector.next_batch().unwrap().len(), 16);
+        let company = collector.shared.company();
+        assert!(company > 1.0 && company < 3.0, "{company}");
+        // A short text, then two long ones: the long ones cannot join the
+        // short one's batch, but they are the company it waited for.
+        let mut texts = Vec::new();
+        for bucket in [16, 32, 32] {
+            let (mut e, reply) = entry(2);
+            e.group = vec![vec![bucket]];
+            tx.send(e).unwrap();
+            texts.push(reply);
+        }
+        let started = Instant::now();
+        let short = collector.next_batch().unwrap();
+        assert_eq!(short.iter().map(|e| e.group[0][0]).collect::<Vec<_>>(), [16]);
+        assert!(started.elapsed() < Duration::from_secs(30), "it did not wait the delay for nobody");
+        let long = collector.next_batch().unwrap();
+        assert_eq!(long.iter().map(|e| e.group[0][0]).collect::<Vec<_>>(), [32, 32]);
+        drop((replies, texts));
     }
 
     #[test]
