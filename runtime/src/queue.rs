@@ -313,6 +313,18 @@ mod tests {
         (entry, rx)
     }
 
+    /// Queues sixteen requests that each found `ahead` others in the pool
+    /// (what teaches the pool its usual company).
+    fn send_sixteen(tx: &Sender, ahead: usize) -> Vec<Reply> {
+        (0..16)
+            .map(|_| {
+                let (e, reply) = entry(ahead);
+                tx.send(e).unwrap();
+                reply
+            })
+            .collect()
+    }
+
     #[test]
     fn a_lone_request_into_an_empty_pool_is_dispatched_without_waiting() {
         let delay = Duration::from_secs(30);
@@ -329,13 +341,7 @@ mod tests {
     fn requests_that_arrive_into_a_busy_pool_make_the_worker_wait_for_company() {
         let (tx, mut collector) = collector(Duration::from_secs(30));
         // Sixteen requests that each found ten others in the pool.
-        let replies: Vec<Reply> = (0..16)
-            .map(|_| {
-                let (e, reply) = entry(10);
-                tx.send(e).unwrap();
-                reply
-            })
-            .collect();
+        let replies = send_sixteen(&tx, 10);
         assert_eq!(collector.next_batch().unwrap().len(), 16, "queued requests form one batch at once");
         assert!(
             collector.shared.company() > 5.0,
@@ -360,13 +366,7 @@ mod tests {
     fn requests_set_aside_for_another_bucket_count_as_company_that_came() {
         let (tx, mut collector) = collector(Duration::from_secs(30));
         // The pool learns that a request usually finds two others.
-        let replies: Vec<Reply> = (0..16)
-            .map(|_| {
-                let (e, reply) = entry(2);
-                tx.send(e).unwrap();
-                reply
-            })
-            .collect();
+        let replies = send_sixteen(&tx, 2);
         assert_eq!(collector.next_batch().unwrap().len(), 16);
         let company = collector.shared.company();
         assert!(company > 1.0 && company < 3.0, "{company}");

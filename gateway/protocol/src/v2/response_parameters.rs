@@ -8,59 +8,53 @@
 //! keys, the values, the map's nodes) only for the encoder to walk the map
 //! again. The typed form costs the two strings it owns.
 
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::request::Parameters;
 
 /// How an answer was reached, as the response's `switchyard_*` parameters.
 /// Built by `Answer::explain`; the labels are the policies' own
-/// (`Device::as_str`, `Reason::as_str`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// (`Device::as_str`, `Reason::as_str`). The fields stand in the order of
+/// their keys, so the object is written as a JSON map sorted by key would
+/// be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Explanation {
-    /// `switchyard_model`: the model that produced the outputs.
-    pub model: String,
-    /// `switchyard_model_version`.
-    pub version: u64,
-    /// `switchyard_device`: the pool's device label.
-    pub device: &'static str,
-    /// `switchyard_pool`: the pool's name from the config.
-    pub pool: String,
-    /// `switchyard_reason`: why this model and pool were chosen.
-    pub reason: &'static str,
     /// `switchyard_batch_size`: rows in the batch that ran it.
+    #[serde(rename = "switchyard_batch_size")]
     pub batch_size: usize,
     /// `switchyard_budget_ms`: the request's latency budget.
+    #[serde(rename = "switchyard_budget_ms")]
     pub budget_ms: u64,
-}
-
-impl Explanation {
-    /// The entries in the order they are written (by key, as a JSON map
-    /// sorted by key would hold them).
-    fn entries(&self) -> [(&'static str, Value); 7] {
-        [
-            ("switchyard_batch_size", self.batch_size.into()),
-            ("switchyard_budget_ms", self.budget_ms.into()),
-            ("switchyard_device", self.device.into()),
-            ("switchyard_model", self.model.as_str().into()),
-            ("switchyard_model_version", self.version.into()),
-            ("switchyard_pool", self.pool.as_str().into()),
-            ("switchyard_reason", self.reason.into()),
-        ]
-    }
+    /// `switchyard_device`: the pool's device label.
+    #[serde(rename = "switchyard_device")]
+    pub device: &'static str,
+    /// `switchyard_model`: the model that produced the outputs.
+    #[serde(rename = "switchyard_model")]
+    pub model: String,
+    /// `switchyard_model_version`.
+    #[serde(rename = "switchyard_model_version")]
+    pub version: u64,
+    /// `switchyard_pool`: the pool's name from the config.
+    #[serde(rename = "switchyard_pool")]
+    pub pool: String,
+    /// `switchyard_reason`: why this model and pool were chosen.
+    #[serde(rename = "switchyard_reason")]
+    pub reason: &'static str,
 }
 
 /// A response's `parameters`: the explanation, when the answer has one,
 /// then the other entries. Written as one JSON object; an entry of
 /// `extra` under an explanation key would be written twice, so front ends
 /// add only their own keys.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ResponseParameters {
     /// How the answer was reached; `None` for responses that are not a
     /// routed answer (an upstream's, a test's).
+    #[serde(flatten)]
     pub explanation: Option<Explanation>,
     /// Everything else, in key order.
+    #[serde(flatten)]
     pub extra: Parameters,
 }
 
@@ -81,45 +75,15 @@ impl ResponseParameters {
         self.explanation.is_none() && self.extra.is_empty()
     }
 
-    /// The entry under `key`, as JSON (an explanation entry is built).
-    pub fn get(&self, key: &str) -> Option<Value> {
-        let explained = self
-            .explanation
-            .as_ref()
-            .and_then(|e| e.entries().into_iter().find_map(|(name, value)| (name == key).then_some(value)));
-        explained.or_else(|| self.extra.get(key).cloned())
-    }
-
     /// Every entry as a JSON map: for front ends that convert them one by
     /// one (gRPC's `InferParameter`s).
     pub fn to_map(&self) -> Parameters {
-        let mut map = self.extra.clone();
-        if let Some(explanation) = &self.explanation {
-            for (key, value) in explanation.entries() {
-                map.insert(key.to_owned(), value);
-            }
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            // Unreachable: the fields are strings and integers, written
+            // as one object.
+            _ => self.extra.clone(),
         }
-        map
-    }
-}
-
-impl Serialize for ResponseParameters {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let explained = self.explanation.as_ref().map_or(0, |_| 7);
-        let mut map = serializer.serialize_map(Some(explained + self.extra.len()))?;
-        if let Some(e) = &self.explanation {
-            map.serialize_entry("switchyard_batch_size", &e.batch_size)?;
-            map.serialize_entry("switchyard_budget_ms", &e.budget_ms)?;
-            map.serialize_entry("switchyard_device", e.device)?;
-            map.serialize_entry("switchyard_model", &e.model)?;
-            map.serialize_entry("switchyard_model_version", &e.version)?;
-            map.serialize_entry("switchyard_pool", &e.pool)?;
-            map.serialize_entry("switchyard_reason", e.reason)?;
-        }
-        for (key, value) in &self.extra {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
     }
 }
 
@@ -164,15 +128,15 @@ mod tests {
     }
 
     #[test]
-    fn get_reads_both_parts_and_empty_means_nothing_at_all() {
+    fn the_map_holds_both_parts_and_empty_means_nothing_at_all() {
         let mut params = ResponseParameters::default();
         assert!(params.is_empty());
         params.insert("cache".into(), "miss".into());
         assert!(!params.is_empty());
-        assert_eq!(params.get("cache"), Some(Value::from("miss")));
-        assert_eq!(params.get("switchyard_pool"), None);
+        assert_eq!(params.to_map().get("cache"), Some(&Value::from("miss")));
+        assert_eq!(params.to_map().get("switchyard_pool"), None);
         params.explanation = Some(explanation());
-        assert_eq!(params.get("switchyard_pool"), Some(Value::from("cpu-a")));
-        assert_eq!(params.get("nothing"), None);
+        assert_eq!(params.to_map().get("switchyard_pool"), Some(&Value::from("cpu-a")));
+        assert_eq!(params.to_map().get("nothing"), None);
     }
 }
