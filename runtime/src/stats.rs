@@ -189,10 +189,13 @@ pub struct PoolStats {
 }
 
 impl PoolStats {
-    /// Predicted execution time of a batch of `rows` rows: the bucket's
-    /// average when it has samples; else the nearest smaller sampled bucket
-    /// scaled linearly (an upper bound); else the nearest larger one (fewer
-    /// rows rarely run slower). `None` when no batch has run yet.
+    /// Predicted execution time of a batch of `rows` rows: the lowest of
+    /// the averages of the buckets that hold `rows` rows or more (a batch
+    /// of fewer rows does not run slower; a smaller bucket that measured
+    /// slower than a larger one was slowed by something other than its
+    /// rows, such as its thread being preempted) and of the smaller
+    /// sampled buckets' averages scaled linearly to `rows` (each an upper
+    /// bound). `None` when no batch has run yet.
     pub fn predict_exec(&self, rows: usize) -> Option<Duration> {
         predict_from(self.latency.iter().filter(|b| b.samples > 0).map(|b| (b.max_batch, b.ewma)), rows)
     }
@@ -208,20 +211,30 @@ impl PoolStats {
 
 /// [`PoolStats::predict_exec`] over the sampled buckets, `(max_batch,
 /// ewma)` in increasing order.
+///
+/// Why the lowest and not the row count's own bucket: on a CPU shared by
+/// the HTTP thread and a pool's worker, a batch run by the worker is
+/// often preempted mid-run, and its wall time counts the other thread's
+/// turn. Those inflated times land in the small buckets the worker runs;
+/// if the prediction believed them, callers would stop taking batches
+/// that size (`inline_max`), hand them to the worker instead, and the
+/// worker's inflated times would keep it so (issue 42: a two-row batch
+/// measured 51 us beside 27 us for 32 rows on a slower VM).
 fn predict_from(sampled: impl Iterator<Item = (usize, Duration)>, rows: usize) -> Option<Duration> {
     let rows = rows.max(1);
-    let (mut below, mut above) = (None, None);
+    let (mut scaled_below, mut at_or_above): (Option<Duration>, Option<Duration>) = (None, None);
     for (max_batch, ewma) in sampled {
-        if max_batch >= rows && max_batch / 2 < rows {
-            return Some(ewma);
-        }
-        if max_batch < rows {
-            below = Some((max_batch, ewma));
-        } else if above.is_none() {
-            above = Some(ewma);
+        if max_batch >= rows {
+            at_or_above = Some(at_or_above.map_or(ewma, |best| best.min(ewma)));
+        } else {
+            let scaled = ewma.mul_f64(rows as f64 / max_batch as f64);
+            scaled_below = Some(scaled_below.map_or(scaled, |best| best.min(scaled)));
         }
     }
-    below.map(|(max_batch, ewma)| ewma.mul_f64(rows as f64 / max_batch as f64)).or(above)
+    match (scaled_below, at_or_above) {
+        (Some(below), Some(above)) => Some(below.min(above)),
+        (below, above) => below.or(above),
+    }
 }
 
 /// One model's statistics.
@@ -328,5 +341,18 @@ mod tests {
         assert_eq!(stats.predict_exec(4), Some(b4.ewma));
         assert_eq!(stats.predict_exec(1), Some(b4.ewma));
         assert_eq!(stats.predict_exec(8), Some(b4.ewma.mul_f64(2.0)));
+    }
+
+    #[test]
+    fn a_small_bucket_slower_than_a_larger_one_is_predicted_at_the_larger_ones_time() {
+        let table = LatencyTable::default();
+        table.record(1, Duration::from_micros(10));
+        table.record(2, Duration::from_micros(51)); // preempted mid-run
+        table.record(32, Duration::from_micros(27));
+        assert_eq!(table.predict_exec(1), Some(Duration::from_micros(10)));
+        assert_eq!(table.predict_exec(2), Some(Duration::from_micros(20)), "one row's time, scaled");
+        assert_eq!(table.predict_exec(3), Some(Duration::from_micros(27)), "no smaller-row bound below 32's");
+        assert_eq!(table.predict_exec(32), Some(Duration::from_micros(27)));
+        assert_eq!(table.predict_exec(64), Some(Duration::from_micros(54)), "32 rows' time, scaled");
     }
 }
