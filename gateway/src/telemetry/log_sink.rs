@@ -25,8 +25,8 @@ use std::time::Duration;
 /// How long the writer naps after each write, gathering the next burst.
 ///
 /// Each nap costs the process about two context switches (the writer's
-/// timer and its wake-up), so the log's switches per request are this
-/// rate divided by the request rate: at 2 ms they were 0.05-0.06 per
+/// timer and its wake-up), so the log's switches per request are the
+/// nap rate divided by the request rate: at 2 ms they were 0.05-0.06 per
 /// request at 20k req/s on a slow VM, half of issue 42's bar. A line
 /// waits at most this long under load (a lone line leaves at once).
 pub const NAP: Duration = Duration::from_millis(10);
