@@ -69,8 +69,15 @@ pub fn parse_path(path: &str) -> Option<Endpoint<'_>> {
         "/models/stats" => return Some(Endpoint::ModelStatistics(None, None)),
         _ => {}
     }
-    let parts: Vec<&str> = rest.strip_prefix("/models/")?.split('/').collect();
-    let (name, version, action) = match parts.as_slice() {
+    // At most four segments, gathered without allocating (every request's
+    // path is parsed here).
+    let mut parts = [""; 4];
+    let mut count = 0;
+    for segment in rest.strip_prefix("/models/")?.split('/') {
+        *parts.get_mut(count)? = segment;
+        count += 1;
+    }
+    let (name, version, action) = match &parts[..count] {
         [name] => (*name, None, None),
         [name, action] => (*name, None, Some(*action)),
         [name, "versions", v] => (*name, Some(*v), None),

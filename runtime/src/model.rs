@@ -235,6 +235,13 @@ impl Model {
         self.inner.lock().last_report.clone()
     }
 
+    /// How long the last successful load took: the part of
+    /// [`Self::last_report`] every routing decision reads, without copying
+    /// the report.
+    pub fn last_cold_start(&self) -> Option<std::time::Duration> {
+        self.inner.lock().last_report.as_ref().map(|r| r.cold_start)
+    }
+
     /// Successful loads so far (reloads after idle unloading included).
     pub fn loads(&self) -> u64 {
         self.inner.lock().loads

@@ -367,7 +367,7 @@ fn model_stats(m: &Model, detail: Detail) -> ModelStats {
         name: m.spec.name.clone(),
         version: m.spec.version,
         state: m.state(),
-        last_cold_start: m.last_report().map(|r| r.cold_start),
+        last_cold_start: m.last_cold_start(),
         loads: m.loads(),
         unloads: m.unloads(),
         cold_starts: if full { m.cold_starts.snapshot() } else { Default::default() },

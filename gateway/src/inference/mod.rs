@@ -95,7 +95,8 @@ pub struct Call<'h> {
 pub struct Answered {
     /// The response: names, `id`, the explain `parameters`, shaped outputs.
     pub parts: InferResponseParts,
-    /// How it was reached.
+    /// How it was reached. Its outputs are in `parts`: an answer that no
+    /// cache entry shares gave them up (its `outputs` are then empty).
     pub answer: Arc<Answer>,
     /// Where it came from (`x-cache`).
     pub cache: CacheStatus,
@@ -229,14 +230,20 @@ pub async fn run<'a>(
         );
         state.recorders.submit(record, line);
     }
-    let (answer, cache) = result?;
+    let (mut answer, cache) = result?;
     state.budget_misses.record(&target.public_name, received.elapsed(), budget.total);
+    // An answer nothing else holds (no cache entry, no coalesced caller)
+    // gives its outputs to the response; a shared one is copied.
+    let outputs = match Arc::get_mut(&mut answer) {
+        Some(only) => std::mem::take(&mut only.outputs),
+        None => answer.outputs.clone(),
+    };
     let parts = InferResponseParts {
         model_name: target.public_name.clone(),
         model_version: Some(target.version.to_string()),
         id: decoded.id.clone(),
         parameters: ResponseParameters::explaining(answer.explain()),
-        outputs: v2::shape_outputs(&decoded, answer.outputs.clone(), batched)?,
+        outputs: v2::shape_outputs(&decoded, outputs, batched)?,
     };
     limits::check_response(config.server.limits.max_response_bytes, &parts.outputs)?;
     let ratelimit = admitted.headers();

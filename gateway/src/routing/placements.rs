@@ -50,11 +50,16 @@ pub async fn run_placements<B: Backend>(
     request: InferenceRequest,
 ) -> Result<Answer, GatewayError> {
     let mut last = None;
+    // Copied for every attempt but the last, which takes the request: a
+    // plan without fallbacks (the common case) never copies it.
+    let mut request = Some(request);
     for (i, t) in std::iter::once(placement).chain(fallbacks).enumerate() {
         if i > 0 && routing.budget_now().is_exhausted() {
             break;
         }
-        match backend.run(&t.model, Some(&t.pool), request.clone()).await {
+        let attempt = if i == fallbacks.len() { request.take() } else { request.clone() };
+        let Some(attempt) = attempt else { break };
+        match backend.run(&t.model, Some(&t.pool), attempt).await {
             Ok(response) => {
                 let why = if i == 0 { reason } else { Reason::Fallback };
                 return Ok(answer(response, why, routing));
