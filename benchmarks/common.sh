@@ -16,6 +16,8 @@
 #   sy_server_toml PORT ADMIN the `[server]` section of a benchmarked
 #                            Switchyard: one HTTP thread, a 1 s shutdown grace
 #   NO_ACCESS_LOG            RUST_LOG with the access log off (as nginx runs)
+#   digits_wrk_script DIR    writes DIR/body.json (one digits row as a V2
+#                            JSON body) and DIR/post.lua (wrk posting it)
 
 say() { printf '\033[1m[%s]\033[0m %s\n' "$TAG" "$*" >&2; }
 die() { printf '\033[1;31m[%s] FAILED:\033[0m %s\n' "$TAG" "$*" >&2; exit 1; }
@@ -62,3 +64,18 @@ EOF
 }
 
 NO_ACCESS_LOG="info,pingora=warn,ort=warn,switchyard::access=off"
+
+digits_wrk_script() { # DIR
+    "$PY" - "$1" <<'PYEOF'
+import json, sys
+folder = sys.argv[1]
+d = json.load(open("models/digits-test.json"))
+body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": d["X"][0]}]}
+text = json.dumps(body, separators=(",", ":"))
+open(f"{folder}/body.json", "w").write(text)
+open(f"{folder}/post.lua", "w").write(
+    'wrk.method = "POST"\n'
+    f"wrk.body = {json.dumps(text)}\n"
+    'wrk.headers["Content-Type"] = "application/json"\n')
+PYEOF
+}

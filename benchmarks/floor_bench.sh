@@ -45,21 +45,7 @@ for tool in nginx wrk perf; do command -v "$tool" >/dev/null || die "$tool missi
 [ -f models/digits-cheap.onnx ] || die "models/digits-cheap.onnx missing: scripts/setup.sh"
 
 # One digits row as a V2 JSON body, and the wrk script that posts it.
-"$PY" - "$WORK/body.json" <<'PYEOF'
-import json, sys
-d = json.load(open("models/digits-test.json"))
-row = d["X"][0]
-body = {"inputs": [{"name": "X", "shape": [1, 64], "datatype": "FP32", "data": row}]}
-open(sys.argv[1], "w").write(json.dumps(body, separators=(",", ":")))
-PYEOF
-"$PY" - "$WORK/body.json" "$WORK/post.lua" <<'PYEOF'
-import json, sys
-body = open(sys.argv[1]).read()
-open(sys.argv[2], "w").write(
-    'wrk.method = "POST"\n'
-    f"wrk.body = {json.dumps(body)}\n"
-    'wrk.headers["Content-Type"] = "application/json"\n')
-PYEOF
+digits_wrk_script "$WORK"
 
 ANSWER='{"model_name":"digits-cheap","outputs":[{"name":"label","datatype":"INT64","shape":[1],"data":[7]}]}'
 NGINX_PORT=$(free_port)
