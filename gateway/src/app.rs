@@ -53,6 +53,8 @@ impl GatewayApp {
 
 /// Per-request context shared by the phases.
 pub struct RequestCtx {
+    /// When the request's head had been read: Pingora makes the context
+    /// ([`ProxyHttp::new_ctx`]) right after it parses the head.
     started: Instant,
     permit: Option<OwnedSemaphorePermit>,
     status: u16,
@@ -134,7 +136,6 @@ impl ProxyHttp for GatewayApp {
     /// that leaves while its request is computed cancels the computation
     /// (logged as 499, `client_gone`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> pingora::Result<bool> {
-        ctx.started = Instant::now();
         let header = session.req_header();
         ctx.obs = RequestObs::start(&header.method, header.uri.path(), &header.headers);
         let snap = self.state.snapshot.load_full();

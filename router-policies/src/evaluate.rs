@@ -57,7 +57,7 @@ pub(crate) fn place_every<'a>(
 
 /// The placed model named `name`, if usable.
 pub(crate) fn find<'p, 'a>(placed: &'p [Placed<'a>], name: &str) -> Option<&'p Placed<'a>> {
-    placed.iter().find(|p| p.model.name == name)
+    placed.iter().find(|p| &*p.model.name == name)
 }
 
 /// The reason a single-placement plan reports, by precedence: `fallback` over

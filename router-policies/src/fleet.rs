@@ -7,6 +7,7 @@
 //! [`Estimator`](crate::Estimator).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -61,15 +62,17 @@ pub struct FleetView {
 impl FleetView {
     /// The candidate named `name`, with its position, if present.
     pub fn find(&self, name: &str) -> Option<(usize, &CandidateModel)> {
-        self.candidates.iter().enumerate().find(|(_, c)| c.name == name)
+        self.candidates.iter().enumerate().find(|(_, c)| &*c.name == name)
     }
 }
 
 /// One model and the pools that can run it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CandidateModel {
-    /// The model's name as configured (`[[models]] name`).
-    pub name: String,
+    /// The model's name as configured (`[[models]] name`); shared, so that
+    /// a view built for every request and the placements chosen from it
+    /// copy a pointer, not the text.
+    pub name: Arc<str>,
     /// Accuracy rank: higher means more accurate. Only the order matters.
     pub quality_rank: u32,
     /// Cost of one inference relative to the route's other models (any unit,
@@ -87,8 +90,9 @@ pub struct CandidateModel {
 /// One device pool of a model: its capacity, current load and latency.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolView {
-    /// The pool's name, unique within its model (e.g. `cuda0`, `cpu`).
-    pub name: String,
+    /// The pool's name, unique within its model (e.g. `cuda0`, `cpu`);
+    /// shared like [`CandidateModel::name`].
+    pub name: Arc<str>,
     /// Where it runs.
     pub device: Device,
     /// False when the pool is down (e.g. CUDA configured but missing) or

@@ -1,6 +1,7 @@
 //! What a policy decides: a [`Plan`] for the gateway to execute, and, for a
 //! cascade, the [`CascadeStep`] taken once the cheap answer is in.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::fleet::Device;
@@ -17,10 +18,11 @@ pub const MAX_FALLBACKS: usize = 8;
 /// One model on one pool, with the prediction that got it chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
-    /// The model's name (`x-switchyard-model`).
-    pub model: String,
+    /// The model's name (`x-switchyard-model`), shared with the view it
+    /// was chosen from.
+    pub model: Arc<str>,
     /// The pool's name within the model.
-    pub pool: String,
+    pub pool: Arc<str>,
     /// The pool's device (`x-switchyard-device`).
     pub device: Device,
     /// Predicted completion time from the moment of the decision.

@@ -20,7 +20,7 @@ pub fn estimator() -> Estimator {
 /// `max_batch`.
 pub fn pool(name: &str, device: Device, cost: f64, batch_ms: u64) -> PoolView {
     PoolView {
-        name: name.to_string(),
+        name: name.into(),
         device,
         available: true,
         paused: false,
@@ -46,13 +46,7 @@ pub fn cpu(batch_ms: u64) -> PoolView {
 }
 
 pub fn model(name: &str, quality: u32, cost: f64, pools: Vec<PoolView>) -> CandidateModel {
-    CandidateModel {
-        name: name.to_string(),
-        quality_rank: quality,
-        relative_cost: cost,
-        available: true,
-        pools,
-    }
+    CandidateModel { name: name.into(), quality_rank: quality, relative_cost: cost, available: true, pools }
 }
 
 pub fn fleet(candidates: Vec<CandidateModel>) -> FleetView {
@@ -66,12 +60,12 @@ pub fn two_models() -> FleetView {
 
 /// The named pool of the named model, for tweaking.
 pub fn pool_mut<'a>(fleet: &'a mut FleetView, model: &str, pool: &str) -> &'a mut PoolView {
-    let candidate = fleet.candidates.iter_mut().find(|c| c.name == model).expect("model");
-    candidate.pools.iter_mut().find(|p| p.name == pool).expect("pool")
+    let candidate = fleet.candidates.iter_mut().find(|c| &*c.name == model).expect("model");
+    candidate.pools.iter_mut().find(|p| &*p.name == pool).expect("pool")
 }
 
 pub fn model_mut<'a>(fleet: &'a mut FleetView, model: &str) -> &'a mut CandidateModel {
-    fleet.candidates.iter_mut().find(|c| c.name == model).expect("model")
+    fleet.candidates.iter_mut().find(|c| &*c.name == model).expect("model")
 }
 
 /// Names of a plan's fallbacks as `model/pool`.

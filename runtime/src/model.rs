@@ -51,6 +51,9 @@ struct Inner {
 pub struct Model {
     /// Its spec.
     pub spec: ModelSpec,
+    /// `spec.name`, shared: statistics read on every routing decision
+    /// ([`crate::ModelRepository::load_of`]) copy a pointer, not the text.
+    pub name: Arc<str>,
     /// Per-pool state that survives reloads, in spec order.
     pub pools: Vec<Arc<PoolShared>>,
     /// Serialises loads; waiters see the result of the load they waited on.
@@ -153,6 +156,7 @@ impl Model {
             }
         };
         Model {
+            name: spec.name.as_str().into(),
             spec,
             pools,
             load_lock: tokio::sync::Mutex::new(()),

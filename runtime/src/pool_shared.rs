@@ -20,6 +20,9 @@ use crate::stats::{get, LatencyTable, PoolCounters, PoolStats};
 pub struct PoolShared {
     /// The pool's spec.
     pub spec: PoolSpec,
+    /// `spec.name`, shared with every statistics snapshot (see
+    /// [`crate::Model::name`]).
+    pub name: Arc<str>,
     /// Counters.
     pub counters: PoolCounters,
     /// Latency by batch size.
@@ -47,6 +50,7 @@ impl PoolShared {
     /// Fresh state for a pool.
     pub fn new(spec: PoolSpec) -> Self {
         PoolShared {
+            name: spec.name.as_str().into(),
             spec,
             counters: PoolCounters::default(),
             latency: LatencyTable::default(),
@@ -103,7 +107,7 @@ impl PoolShared {
         let c = &self.counters;
         let unavailable = self.unavailable.lock().clone();
         PoolStats {
-            name: self.spec.name.clone(),
+            name: Arc::clone(&self.name),
             device: self.spec.device,
             available: unavailable.is_none(),
             unavailable_reason: unavailable,

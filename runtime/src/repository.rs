@@ -364,7 +364,7 @@ enum Detail {
 fn model_stats(m: &Model, detail: Detail) -> ModelStats {
     let full = detail == Detail::Full;
     ModelStats {
-        name: m.spec.name.clone(),
+        name: Arc::clone(&m.name),
         version: m.spec.version,
         state: m.state(),
         last_cold_start: m.last_cold_start(),

@@ -6,6 +6,7 @@
 //! falls in bucket 4) as an exponentially weighted moving average.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -129,7 +130,7 @@ pub struct LatencyBucket {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolStats {
     /// Pool name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Its device.
     pub device: DeviceKind,
     /// False when the pool cannot serve (its sessions failed to build, e.g.
@@ -241,7 +242,7 @@ fn predict_from(sampled: impl Iterator<Item = (usize, Duration)>, rows: usize) -
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelStats {
     /// Model name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Model version.
     pub version: u64,
     /// Load state.
@@ -268,14 +269,14 @@ pub struct RuntimeSnapshot {
 impl RuntimeSnapshot {
     /// The model named `name`.
     pub fn model(&self, name: &str) -> Option<&ModelStats> {
-        self.models.iter().find(|m| m.name == name)
+        self.models.iter().find(|m| &*m.name == name)
     }
 }
 
 impl ModelStats {
     /// The pool named `name`.
     pub fn pool(&self, name: &str) -> Option<&PoolStats> {
-        self.pools.iter().find(|p| p.name == name)
+        self.pools.iter().find(|p| &*p.name == name)
     }
 }
 

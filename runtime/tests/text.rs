@@ -129,7 +129,7 @@ async fn a_request_mixing_lengths_runs_one_group_per_bucket_in_its_row_order() {
     assert_eq!(rows[0], [15.0, 3.0, 4.0, 0.0], "the row of \"a\" is its own");
     let alone = within(repo.infer("stats", None, texts(&[&long]))).await.unwrap();
     assert_eq!(rows[1], stats(&alone)[0], "the long row as if sent alone");
-    let pool = &repo.stats().models.into_iter().find(|m| m.name == "stats").unwrap().pools[0];
+    let pool = &repo.stats().models.into_iter().find(|m| &*m.name == "stats").unwrap().pools[0];
     assert_eq!(pool.requests, 3, "two groups for the mixed request, one for the long text alone");
 }
 

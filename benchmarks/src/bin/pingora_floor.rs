@@ -116,7 +116,14 @@ impl HttpServerApp for FloorApp {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let conf = ServerConf { threads: args.threads, work_stealing: !args.no_steal, ..ServerConf::default() };
+    // No grace on SIGTERM: the suite stops the probe as soon as its row is measured.
+    let conf = ServerConf {
+        threads: args.threads,
+        work_stealing: !args.no_steal,
+        grace_period_seconds: Some(0),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..ServerConf::default()
+    };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     let conf = server.configuration.clone();

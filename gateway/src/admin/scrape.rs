@@ -152,7 +152,7 @@ pub fn runtime_families(snapshot: &RuntimeSnapshot) -> Vec<MetricFamily> {
     for model in &snapshot.models {
         for pool in &model.pools {
             let device = pool.device.to_string();
-            let labels = [model.name.as_str(), pool.name.as_str(), device.as_str()];
+            let labels = [model.name.as_ref(), pool.name.as_ref(), device.as_str()];
             for (family, read) in &mut scalars {
                 family.sample(&labels, read(pool));
             }
@@ -194,13 +194,13 @@ fn model_families(models: &[ModelStats]) -> Vec<Family> {
     for m in models {
         let current = state_label(&m.state);
         for s in ["unloaded", "loading", "ready", "failed"] {
-            state.sample(&[m.name.as_str(), s], f64::from(u8::from(s == current)));
+            state.sample(&[&*m.name, s], f64::from(u8::from(s == current)));
         }
-        loads.sample(&[m.name.as_str()], m.loads as f64);
-        unloads.sample(&[m.name.as_str()], m.unloads as f64);
-        cold.histogram_sample(&[m.name.as_str()], &m.cold_starts, MICROS);
+        loads.sample(&[&*m.name], m.loads as f64);
+        unloads.sample(&[&*m.name], m.unloads as f64);
+        cold.histogram_sample(&[&*m.name], &m.cold_starts, MICROS);
         if let Some(d) = m.last_cold_start {
-            last_cold.sample(&[m.name.as_str()], d.as_secs_f64());
+            last_cold.sample(&[&*m.name], d.as_secs_f64());
         }
     }
     vec![state, loads, unloads, cold, last_cold]

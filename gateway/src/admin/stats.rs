@@ -52,7 +52,7 @@ pub fn model_json(model: &ModelStats) -> Value {
         ModelState::Failed(why) => ("failed", Some(why.clone())),
     };
     json!({
-        "name": model.name,
+        "name": &*model.name,
         "version": model.version,
         "state": state,
         "failure": reason,
@@ -64,7 +64,7 @@ pub fn model_json(model: &ModelStats) -> Value {
 
 fn pool_json(pool: &PoolStats) -> Value {
     json!({
-        "name": pool.name,
+        "name": &*pool.name,
         "device": pool.device.to_string(),
         "available": pool.available,
         "unavailable_reason": pool.unavailable_reason,

@@ -22,6 +22,7 @@
 //! losing a connection they accepted (see [`listener`]).
 
 pub mod client_gone;
+pub mod coarse_clock;
 pub mod guarded_app;
 pub mod h2_calls;
 pub mod listen_socket;

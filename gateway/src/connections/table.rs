@@ -19,6 +19,7 @@
 //! client that connected just before the listener closed, or that reuses a
 //! connection whose response told it to keep it, gets its answer.
 
+use super::coarse_clock::CoarseClock;
 use super::state::{ConnState, Phase};
 use crate::config::connections_section::ConnectionLimits;
 use parking_lot::Mutex;
@@ -93,7 +94,7 @@ pub struct ConnTable {
     limits: ConnectionLimits,
     /// `limits.max_connections`, or less to fit the open-file limit.
     max: AtomicUsize,
-    epoch: Instant,
+    clock: CoarseClock,
     live: Mutex<HashMap<u64, Arc<ConnState>>>,
     /// Live connections already asked to close (they leave shortly).
     closing: AtomicUsize,
@@ -128,7 +129,7 @@ impl ConnTable {
         Arc::new(ConnTable {
             max: AtomicUsize::new(limits.max_connections),
             limits,
-            epoch: Instant::now(),
+            clock: CoarseClock::new(),
             live: Mutex::new(HashMap::new()),
             closing: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
@@ -155,14 +156,15 @@ impl ConnTable {
     }
 
     /// Milliseconds since the table was made: the clock of
-    /// [`ConnState`]'s phase starts.
+    /// [`ConnState`]'s phase starts (a coarse one: see
+    /// [`super::coarse_clock`]).
     pub fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.clock.now_ms()
     }
 
     /// The instant `ms` on the table's clock stands for.
     pub fn instant_at(&self, ms: u64) -> Instant {
-        self.epoch + std::time::Duration::from_millis(ms)
+        self.clock.instant_at(ms)
     }
 
     /// Starts the drain (the listener closed; see the module docs) and

@@ -57,7 +57,7 @@ fn of_models<'a>(runtime: &'a RuntimeSnapshot, names: Option<&'a [String]>) -> V
     match names {
         None => runtime.models.iter().collect(),
         Some(names) => {
-            names.iter().flat_map(|n| runtime.models.iter().filter(move |m| &m.name == n)).collect()
+            names.iter().flat_map(|n| runtime.models.iter().filter(move |m| *m.name == **n)).collect()
         }
     }
 }
@@ -75,7 +75,7 @@ fn model_stat(model: &ModelStats) -> Value {
     let executions = sum(|p| p.executions);
     let duration = |count: u64, us: u64| json!({ "count": count, "ns": us.saturating_mul(1000) });
     json!({
-        "name": model.name,
+        "name": &*model.name,
         "version": model.version.to_string(),
         "last_inference": 0,
         "inference_count": sum(|p| p.executed_rows),

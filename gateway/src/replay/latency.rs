@@ -52,8 +52,8 @@ pub fn simulate(stats: &RuntimeSnapshot, runs: &[Run]) -> LatencyReport {
         stats
             .models
             .iter()
-            .find(|m| m.name == model)
-            .and_then(|m| m.pools.iter().find(|p| p.name == pool).or(m.pools.first()))
+            .find(|m| &*m.name == model)
+            .and_then(|m| m.pools.iter().find(|p| &*p.name == pool).or(m.pools.first()))
             .and_then(|p| p.predict_exec(rows))
             .unwrap_or_default()
     };

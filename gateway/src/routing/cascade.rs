@@ -40,7 +40,7 @@ pub async fn run_cascade<B: Backend>(
     if added {
         first.outputs.retain(|(name, _)| name != output);
     }
-    if first.model != cheap.model {
+    if *first.model != *cheap.model {
         return Ok(first);
     }
     first.confidence = (!score.is_nan()).then_some(score);

@@ -167,7 +167,7 @@ struct Legs {
 impl Legs {
     fn new(cheap: Placement, heavy: Placement, fallbacks: &[Placement]) -> Legs {
         let of = |model: &str, except: &str| -> Vec<Placement> {
-            fallbacks.iter().filter(|t| t.model == model && t.pool != except).cloned().collect()
+            fallbacks.iter().filter(|t| &*t.model == model && &*t.pool != except).cloned().collect()
         };
         Legs {
             cheap_fallbacks: of(&cheap.model, &cheap.pool),

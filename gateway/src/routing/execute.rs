@@ -257,8 +257,10 @@ impl<'a> Execution<'a> {
                 }
             }
             _ => {
-                let started = Instant::now();
-                (self.run_live(backend, &routing, request).await, Some(started.elapsed()))
+                // Only a mirrored candidate reads the live call's latency.
+                let started = self.candidate.map(|_| Instant::now());
+                let outcome = self.run_live(backend, &routing, request).await;
+                (outcome, Some(started.map_or(std::time::Duration::ZERO, |s| s.elapsed())))
             }
         };
         // Steps 3 and 4 for calls the live models answered.

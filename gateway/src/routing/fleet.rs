@@ -20,6 +20,7 @@
 use crate::config::model_section::ModelRouting;
 use crate::config::Config;
 use router_policies::{CandidateModel, Device, FleetView, LatencyBucket, LatencyModel, PoolView};
+use std::sync::Arc;
 use std::time::Duration;
 use switchyard_runtime::{DeviceKind, ModelState, ModelStats, PoolStats, RuntimeSnapshot};
 
@@ -64,7 +65,7 @@ fn candidate(
         .map(|s| s.pools.iter().map(|p| pool_view(p, routing, stale, class)).collect())
         .unwrap_or_default();
     CandidateModel {
-        name: name.to_string(),
+        name: stats.map_or_else(|| name.into(), |s| Arc::clone(&s.name)),
         quality_rank: routing.quality.unwrap_or(position_u32),
         relative_cost: routing.cost.unwrap_or(1.0 + position as f64),
         available,
@@ -86,7 +87,7 @@ fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool, class: u8) 
         })
         .collect();
     PoolView {
-        name: stats.name.clone(),
+        name: Arc::clone(&stats.name),
         device: device(stats.device),
         available: stats.available,
         paused: stats.paused,
@@ -95,7 +96,7 @@ fn pool_view(stats: &PoolStats, routing: &ModelRouting, stale: bool, class: u8) 
         in_flight: stats.in_flight,
         queue_capacity: (!can_displace).then_some(stats.queue_capacity),
         max_batch_size: stats.max_batch_size.max(1),
-        relative_cost: routing.pool_costs.get(&stats.name).copied().unwrap_or(1.0),
+        relative_cost: routing.pool_costs.get(&*stats.name).copied().unwrap_or(1.0),
         latency: LatencyModel { buckets, stats_age: if stale { Duration::MAX } else { Duration::ZERO } },
     }
 }

@@ -57,10 +57,10 @@ impl<'a> MixedBackend<'a> {
 impl Backend for MixedBackend<'_> {
     fn fleet(&self, models: &[String]) -> FleetView {
         let mut view = self.local.fleet(models);
-        let now = Instant::now();
+        let mut now = None; // read once, and only for a route with upstream models
         for (position, (name, slot)) in models.iter().zip(view.candidates.iter_mut()).enumerate() {
             if let Some((upstream, model)) = self.upstreams.model(name) {
-                *slot = candidate(position, upstream, model, now);
+                *slot = candidate(position, upstream, model, *now.get_or_insert_with(Instant::now));
             }
         }
         view
@@ -124,7 +124,7 @@ pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now:
         stats_age: best.map_or(std::time::Duration::ZERO, |l| now.saturating_duration_since(l.last)),
     };
     let pool = PoolView {
-        name: upstream.config.name.clone(),
+        name: upstream.config.name.as_str().into(),
         device: Device::Upstream,
         available: !usable.is_empty(),
         paused: false,
@@ -138,7 +138,7 @@ pub fn candidate(position: usize, upstream: &Upstream, model: &RemoteModel, now:
     };
     let position_u32 = u32::try_from(position).unwrap_or(u32::MAX);
     CandidateModel {
-        name: model.config.name.clone(),
+        name: model.config.name.as_str().into(),
         quality_rank: model.config.quality.unwrap_or(position_u32),
         relative_cost: model.config.cost.unwrap_or(1.0 + position as f64),
         available: model.signature().is_some() && pool.available,

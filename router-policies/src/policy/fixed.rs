@@ -68,7 +68,7 @@ mod tests {
         let plan = fixed("heavy").decide(budget_ms(50), &two_models(), &estimator());
         let Plan::Single { placement, fallbacks, reason } = plan else { panic!("{plan:?}") };
         assert_eq!(
-            (placement.model.as_str(), placement.pool.as_str(), reason),
+            (placement.model.as_ref(), placement.pool.as_ref(), reason),
             ("heavy", "gpu", Reason::Fixed)
         );
         assert_eq!(names(&fallbacks), ["heavy/cpu", "cheap/gpu", "cheap/cpu"]);
@@ -80,7 +80,7 @@ mod tests {
         pool_mut(&mut f, "heavy", "gpu").queue_depth = 64; // 8 rounds * 10 ms
         let plan = fixed("heavy").decide(budget_ms(50), &f, &estimator());
         assert_eq!(plan.reason(), Reason::SpillOver);
-        assert_eq!(plan.primary().unwrap().pool, "cpu");
+        assert_eq!(&*plan.primary().unwrap().pool, "cpu");
     }
 
     #[test]
@@ -88,7 +88,7 @@ mod tests {
         let spent = Budget::new(ms(20)).with_spent(ms(30));
         let plan = fixed("heavy").decide(spent, &two_models(), &estimator());
         let placement = plan.primary().unwrap();
-        assert_eq!((placement.model.as_str(), placement.pool.as_str()), ("heavy", "gpu"));
+        assert_eq!((placement.model.as_ref(), placement.pool.as_ref()), ("heavy", "gpu"));
         assert_eq!(plan.reason(), Reason::Fixed);
     }
 
@@ -98,11 +98,11 @@ mod tests {
         model_mut(&mut f, "heavy").available = false;
         let plan = fixed("heavy").decide(budget_ms(50), &f, &estimator());
         assert_eq!(plan.reason(), Reason::Fallback);
-        assert_eq!(plan.primary().unwrap().model, "cheap");
+        assert_eq!(&*plan.primary().unwrap().model, "cheap");
         assert_eq!(names(plan.fallbacks()), ["cheap/cpu"]);
         // A model missing from the snapshot is treated the same way.
         let plan = fixed("gone").decide(budget_ms(50), &two_models(), &estimator());
-        assert_eq!((plan.reason(), plan.primary().unwrap().model.as_str()), (Reason::Fallback, "cheap"));
+        assert_eq!((plan.reason(), plan.primary().unwrap().model.as_ref()), (Reason::Fallback, "cheap"));
     }
 
     #[test]

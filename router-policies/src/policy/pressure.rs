@@ -83,7 +83,7 @@ impl CascadePolicy {
         match reason {
             Reason::CascadeNoBudget | Reason::CascadeUnavailable => true,
             Reason::CascadeConfident => false,
-            _ => self.resolve(fleet).1.is_none_or(|heavy| heavy.name != model),
+            _ => self.resolve(fleet).1.is_none_or(|heavy| &*heavy.name != model),
         }
     }
 }

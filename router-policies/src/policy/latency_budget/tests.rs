@@ -121,7 +121,7 @@ fn a_model_without_statistics_is_tried_on_its_prior() {
     }
     let plan = policy().decide(budget_ms(8), &f, &estimator());
     let placement = plan.primary().unwrap();
-    assert_eq!((placement.model.as_str(), placement.basis), ("heavy", EstimateBasis::Prior));
+    assert_eq!((placement.model.as_ref(), placement.basis), ("heavy", EstimateBasis::Prior));
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn a_paused_pool_never_fits_and_ranks_last() {
     let mut f = two_models();
     pause(&mut f, "heavy", "gpu");
     let choice = choose_pool(&f.candidates[1], ms(1000), &estimator()).unwrap();
-    assert_eq!(choice.placement.pool, "cpu", "the pool that serves, though costlier");
+    assert_eq!(&*choice.placement.pool, "cpu", "the pool that serves, though costlier");
     assert!(choice.alternatives.is_empty(), "a paused pool is no fallback: {:?}", choice.alternatives);
     pause(&mut f, "heavy", "cpu");
     let choice = choose_pool(&f.candidates[1], ms(1000), &estimator()).unwrap();
@@ -36,13 +36,13 @@ fn fixed_spills_over_to_another_model_and_waits_only_when_alone() {
     pause(&mut f, "heavy", "cpu");
     let fixed = FixedPolicy { model: "heavy".into() };
     let plan = fixed.decide(budget_ms(100), &f, &estimator());
-    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_str()), (Reason::Fallback, "cheap"));
+    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_ref()), (Reason::Fallback, "cheap"));
     let Plan::Single { fallbacks, .. } = &plan else { panic!("{plan:?}") };
-    assert!(fallbacks.iter().all(|t| t.model == "cheap"), "{fallbacks:?}");
+    assert!(fallbacks.iter().all(|t| &*t.model == "cheap"), "{fallbacks:?}");
     pause(&mut f, "cheap", "gpu");
     pause(&mut f, "cheap", "cpu");
     let plan = fixed.decide(budget_ms(100), &f, &estimator());
-    assert_eq!(plan.primary().unwrap().model, "heavy", "nowhere else: wait on the configured model");
+    assert_eq!(&*plan.primary().unwrap().model, "heavy", "nowhere else: wait on the configured model");
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn latency_budget_spills_over_or_sheds_at_once() {
     pause(&mut f, "heavy", "cpu");
     let policy = LatencyBudgetPolicy::default();
     let plan = policy.decide(budget_ms(100), &f, &estimator());
-    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_str()), (Reason::BudgetFit, "cheap"));
+    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_ref()), (Reason::BudgetFit, "cheap"));
     pause(&mut f, "cheap", "gpu");
     pause(&mut f, "cheap", "cpu");
     let plan = policy.decide(budget_ms(100), &f, &estimator());
@@ -65,7 +65,7 @@ fn cascade_with_a_paused_cheap_model_runs_the_heavy_one() {
     pause(&mut f, "cheap", "gpu");
     pause(&mut f, "cheap", "cpu");
     let plan = cascade().decide(budget_ms(100), &f, &estimator());
-    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_str()), (Reason::Fallback, "heavy"));
+    assert_eq!((plan.reason(), plan.primary().unwrap().model.as_ref()), (Reason::Fallback, "heavy"));
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn cascade_with_a_paused_heavy_model_answers_cheap() {
     pause(&mut f, "heavy", "cpu");
     let plan = cascade().decide(budget_ms(100), &f, &estimator());
     let Plan::Cascade { cheap, heavy, .. } = &plan else { panic!("{plan:?}") };
-    assert_eq!((cheap.model.as_str(), heavy.model.as_str()), ("cheap", "heavy"));
+    assert_eq!((cheap.model.as_ref(), heavy.model.as_ref()), ("cheap", "heavy"));
     let step = cascade().after_cheap(0.1, budget_ms(100), &f, &estimator());
     assert_eq!(step, CascadeStep::AcceptUnconfident(Reason::CascadeNoBudget));
 }

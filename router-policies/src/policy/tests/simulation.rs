@@ -91,7 +91,7 @@ fn simulate(policy: &PolicyConfig, cpu_available: bool) -> Outcome {
                 assert!(placement.predicted <= ms(BUDGET_MS), "{plan:?}");
             }
             outcome.spilled += usize::from(plan.reason() == Reason::SpillOver);
-            let index = pools.iter().position(|p| p.name == placement.pool).unwrap();
+            let index = pools.iter().position(|p| *p.name == *placement.pool).unwrap();
             outcome.per_pool[index] += 1;
             let id = done.len();
             done.push(None);

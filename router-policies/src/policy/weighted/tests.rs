@@ -9,7 +9,7 @@ fn weights(entries: &[(&str, f64)]) -> WeightedPolicy {
 
 fn pick(policy: &WeightedPolicy, fleet: &crate::FleetView, draw: f64) -> (String, Reason) {
     let plan = policy.decide(budget_ms(50), fleet, &estimator(), Draw::new(draw));
-    (plan.primary().expect("placement").model.clone(), plan.reason())
+    (plan.primary().expect("placement").model.to_string(), plan.reason())
 }
 
 #[test]
@@ -37,7 +37,7 @@ fn distribution_over_10k_draws_matches_the_weights() {
     let mut counts = [0usize; 3];
     for _ in 0..10_000 {
         let plan = policy.decide(budget_ms(50), &f, &estimator(), Draw::from_bits(rng.next()));
-        let i = ["cheap", "mid", "heavy"].iter().position(|m| *m == plan.primary().unwrap().model).unwrap();
+        let i = ["cheap", "mid", "heavy"].iter().position(|m| *m == &*plan.primary().unwrap().model).unwrap();
         counts[i] += 1;
     }
     for (count, expected) in counts.iter().zip([6000.0, 2000.0, 2000.0]) {
@@ -62,7 +62,7 @@ fn unavailable_pick_is_redistributed_over_the_remaining_weights() {
     let b = (0..10_000)
         .filter(|_| {
             let plan = policy.decide(budget_ms(50), &f, &estimator(), Draw::from_bits(rng.next()));
-            plan.primary().unwrap().model == "b"
+            &*plan.primary().unwrap().model == "b"
         })
         .count();
     assert!((b as f64 - 5000.0).abs() < 250.0, "{b}");
@@ -92,7 +92,7 @@ fn fallbacks_follow_weights_then_route_order() {
         model("d", 1, 1.0, vec![gpu(2)]),
     ]);
     let plan = policy.decide(budget_ms(50), &f, &estimator(), Draw::new(0.0));
-    assert_eq!(plan.primary().unwrap().model, "a");
+    assert_eq!(&*plan.primary().unwrap().model, "a");
     assert_eq!(names(plan.fallbacks()), ["a/cpu", "c/gpu", "b/gpu", "d/gpu"]);
 }
 
@@ -102,7 +102,7 @@ fn spill_over_is_reported_for_the_drawn_model() {
     let mut f = two_models();
     pool_mut(&mut f, "heavy", "gpu").queue_depth = 64;
     let plan = policy.decide(budget_ms(45), &f, &estimator(), Draw::new(0.3));
-    assert_eq!((plan.primary().unwrap().pool.as_str(), plan.reason()), ("cpu", Reason::SpillOver));
+    assert_eq!((plan.primary().unwrap().pool.as_ref(), plan.reason()), ("cpu", Reason::SpillOver));
 }
 
 #[test]
