@@ -15,8 +15,11 @@
 #
 #   benchmarks/paired_ab.sh A_BIN B_BIN [ROUNDS] [DURATION_S]   default 6 rounds of 10 s
 #
-# AB_LOG=off runs both with the access log off (default: on, as users run
-# it). A_BIN against itself measures the method's own spread (about +-0.6%
+# B (or A) may be the word `fastapi`: floor_bench.sh's lean FastAPI peer
+# instead of a build, so that issue 42's multiple of it is read as a ratio
+# of CPU per request taken at the same moment (the two are not at the same
+# rate then: each gets about half the CPU). AB_LOG=off runs Switchyard with
+# the access log off (default: on, as users run it). A_BIN against itself measures the method's own spread (about +-0.6%
 # on the 2-vCPU VM of benchmarks/NOTES.md). Needs wrk; writes
 # benchmarks/out/paired-ab/summary.md.
 set -euo pipefail
@@ -32,7 +35,7 @@ export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$PWD/.cache/onnxruntime/libonnxruntime.
 # shellcheck source=benchmarks/common.sh
 . benchmarks/common.sh
 command -v wrk >/dev/null || die "wrk missing (apt-get install wrk)"
-for f in "$A_BIN" "$B_BIN" "$PY" models/digits-cheap.onnx; do [ -e "$f" ] || die "missing $f"; done
+for f in "$A_BIN" "$B_BIN" "$PY" models/digits-cheap.onnx; do [ "$f" = fastapi ] || [ -e "$f" ] || die "missing $f"; done
 LOG_SPEC="info,pingora=warn,ort=warn"
 [ "${AB_LOG:-on}" = off ] && LOG_SPEC="$NO_ACCESS_LOG"
 
@@ -43,12 +46,23 @@ digits_wrk_script "$WORK"
 start() { # NAME BINARY -> sets SERVER_PID, SERVER_URL
     local port admin
     port=$(free_port); admin=$(free_port)
-    RUST_LOG="$LOG_SPEC" "${SERVER_CPU[@]}" "$2" serve \
-        --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" > "$WORK/$1.log" 2>&1 &
-    SERVER_PID=$!
-    PIDS+=("$SERVER_PID")
+    if [ "$2" = fastapi ]; then
+        # floor_bench.sh's lean FastAPI peer, measured by its serving process
+        "${SERVER_CPU[@]}" "$PY" benchmarks/baseline/fastapi_server.py --models-dir models --models digits-cheap \
+            --host 127.0.0.1 --port "$port" --workers 1 --intra-op-threads 1 --run-mode inline \
+            > "$WORK/$1.log" 2>&1 &
+        PIDS+=($!)
+        wait_http "http://127.0.0.1:$port/v2/health/ready" 600
+        SERVER_PID=$(pgrep -P "${PIDS[-1]}" | head -1 || true)
+        SERVER_PID=${SERVER_PID:-${PIDS[-1]}}
+    else
+        RUST_LOG="$LOG_SPEC" "${SERVER_CPU[@]}" "$2" serve \
+            --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" > "$WORK/$1.log" 2>&1 &
+        SERVER_PID=$!
+        PIDS+=("$SERVER_PID")
+        wait_http "http://127.0.0.1:$port/v2/health/ready"
+    fi
     SERVER_URL="http://127.0.0.1:$port/v2/models/digits-cheap/infer"
-    wait_http "http://127.0.0.1:$port/v2/health/ready"
 }
 start a "$A_BIN"; A_PID=$SERVER_PID; A_URL=$SERVER_URL
 start b "$B_BIN"; B_PID=$SERVER_PID; B_URL=$SERVER_URL
