@@ -102,7 +102,9 @@ def test_a_candidate_identical_to_live_is_promoted_with_agreement_1(tmp_path):
         assert done["in_force"]["models"] == ["digits-heavy-twin"] and done["in_force"]["candidate"] is None
         assert done["in_force"]["generation"] >= 3, "one reload per move"
         assert caller.call().headers["x-switchyard-model"] == "digits-heavy-twin"
-        assert "candidate promoted" in gw.log_text()
+        # Written by the log thread in bursts, and far back in a busy log: the whole file.
+        wait_for(lambda: "candidate promoted" in gw.log_path.read_text(errors="replace"),
+                 "the \"candidate promoted\" log line")
     finally:
         gw.stop()
 
