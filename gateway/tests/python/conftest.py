@@ -26,6 +26,16 @@ import requests
 REPO = Path(__file__).resolve().parents[3]
 MODELS = REPO / "models"
 
+# Every server here is stopped with SIGINT, the fast shutdown each one
+# handles. A shell that starts a job in the background (CI runners, `nohup`,
+# `make test &`) starts it with SIGINT ignored, and an ignored signal stays
+# ignored across exec: a Python upstream then never sees the SIGINT and is
+# killed only after `stop`'s whole wait (10 s each, ~2 minutes per suite).
+# A handler in this process is reset to the default in every child, so the
+# children take SIGINT however the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # Reserved ports (see the module docstring): port -> the socket holding it.
 _RESERVED: dict[int, socket.socket] = {}
 
