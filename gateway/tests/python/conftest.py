@@ -178,9 +178,17 @@ class Gateway:
         return self.proc.poll() is None
 
     def log_text(self) -> str:
+        """The log's last 4,000 characters, for error messages."""
+        return self.whole_log()[-4000:]
+
+    def whole_log(self) -> str:
+        """The whole log. A line the gateway logs (access lines, rollout
+        events) is written by its log thread in bursts, a little after the
+        state it reports, and a busy gateway's log soon runs past
+        `log_text`'s tail: wait for it in the whole file."""
         if not self.log.closed:
             self.log.flush()
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")
 
     def stop(self):
         if self.proc.poll() is None:

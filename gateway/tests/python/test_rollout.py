@@ -102,9 +102,7 @@ def test_a_candidate_identical_to_live_is_promoted_with_agreement_1(tmp_path):
         assert done["in_force"]["models"] == ["digits-heavy-twin"] and done["in_force"]["candidate"] is None
         assert done["in_force"]["generation"] >= 3, "one reload per move"
         assert caller.call().headers["x-switchyard-model"] == "digits-heavy-twin"
-        # Written by the log thread in bursts, and far back in a busy log: the whole file.
-        wait_for(lambda: "candidate promoted" in gw.log_path.read_text(errors="replace"),
-                 "the \"candidate promoted\" log line")
+        wait_for(lambda: "candidate promoted" in gw.whole_log(), "the \"candidate promoted\" log line")
     finally:
         gw.stop()
 
@@ -169,7 +167,7 @@ def test_a_disagreeing_candidate_is_held_at_its_first_step_then_rolled_back(tmp_
         assert done["comparison"]["rows"] >= 200 and done["comparison"]["agreement_interval"][1] < 0.995
         # In force after the rollback: the file's route without its candidate.
         assert done["in_force"]["models"] == ["digits-heavy"] and done["in_force"]["candidate"] is None
-        wait_for(lambda: "candidate rolled back" in gw.log_text(), "the rollback's log line")
+        wait_for(lambda: "candidate rolled back" in gw.whole_log(), "the rollback's log line")
         assert "below the minimum 0.995" in gw.log_text()
         mirrored = rollout(gw)["comparison"]["candidate_calls"]
         for _ in range(5):

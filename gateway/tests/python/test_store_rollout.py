@@ -137,9 +137,7 @@ def test_a_store_version_that_disagrees_is_held_then_rolled_back(store, tmp_path
         assert requests.post(f"{gw.admin}/admin/reload", timeout=60).status_code == 200
         assert versions(gw) == ["1"] and rollout(gw)["state"] == "rolled_back"
         assert caller.call("digits-heavy").json()["model_version"] == "1"
-        # Written by the log thread in bursts, and far back in a busy log: the whole file.
-        wait_for(lambda: "candidate rolled back" in gw.log_path.read_text(errors="replace"),
-                 "the \"candidate rolled back\" log line")
+        wait_for(lambda: "candidate rolled back" in gw.whole_log(), "the \"candidate rolled back\" log line")
     finally:
         gw.stop()
 
